@@ -1,0 +1,101 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static char last[1024];
+static int quiet;
+static int rank = -1;
+
+const char *dt_error_last(void) { return last; }
+void dt_error_set_quiet(int q) { quiet = q; }
+void dt_error_set_rank(int r) { rank = r; }
+
+int dt_error_atv(const char *where, const char *fmt, va_list ap)
+{
+	vsnprintf(last, sizeof(last), fmt, ap);
+	if (quiet)
+		return -1;
+	if (rank >= 0)
+		fprintf(stderr, "[rank %d] ", rank);
+	fprintf(stderr, "%s: error: %s\n", where, last);
+	return -1;
+}
+
+int dt_error_at(const char *where, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	dt_error_atv(where, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int dt_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	dt_error_atv("dtrain", fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void dt_warn(const char *fmt, ...)
+{
+	va_list ap;
+	if (quiet)
+		return;
+	if (rank >= 0)
+		fprintf(stderr, "[rank %d] ", rank);
+	fputs("dtrain: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void dt_bug(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	if (rank >= 0)
+		fprintf(stderr, "[rank %d] ", rank);
+	fprintf(stderr, "dtrain: internal error at %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n(this is a bug in dtrain; please report it with the command and config)\n", stderr);
+	abort();
+}
+
+void *dt_xmalloc(const char *file, int line, size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		dt_bug(file, line, "out of memory allocating %zu bytes", n);
+	return p;
+}
+
+void *dt_xcalloc(const char *file, int line, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		dt_bug(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+	return p;
+}
+
+void *dt_xrealloc(const char *file, int line, void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		dt_bug(file, line, "out of memory allocating %zu bytes", n);
+	return q;
+}
+
+char *dt_xstrdup(const char *file, int line, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = dt_xmalloc(file, line, n);
+	memcpy(p, s, n);
+	return p;
+}

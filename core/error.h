@@ -1,0 +1,54 @@
+/*
+ * Errors, the three kinds of STYLE.md.
+ *
+ * 1. The user's input or environment: `return dt_error("cannot open '%s': %s", ...)`
+ *    prints "dtrain: error: ..." on stderr and returns -1. Config errors carry a
+ *    position and are printed by dt_node_error() in config.h.
+ * 2. A library call that must not fail: DT_DNNL_CHECK and friends (in the backend
+ *    files) print the call, file:line and the library's message, then abort.
+ * 3. An impossible state: DT_ASSERT / DT_BUG, on in release builds.
+ *
+ * The text of the last error is kept so tests can assert on it.
+ */
+#ifndef DT_ERROR_H
+#define DT_ERROR_H
+
+#include <stdarg.h>
+
+#define DT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Prints "dtrain: error: <msg>" (prefixed with "[rank N] " when set) and returns -1. */
+int dt_error(const char *fmt, ...) DT_PRINTF(1, 2);
+/* Prints "<where>: error: <msg>" and returns -1; `where` is "file:line:col" or "file". */
+int dt_error_at(const char *where, const char *fmt, ...) DT_PRINTF(2, 3);
+int dt_error_atv(const char *where, const char *fmt, va_list ap);
+/* Prints "dtrain: warning: <msg>". */
+void dt_warn(const char *fmt, ...) DT_PRINTF(1, 2);
+
+/* The message (without prefix) of the most recent dt_error*, "" if none. */
+const char *dt_error_last(void);
+/* When quiet, errors are recorded but not printed (unit tests). */
+void dt_error_set_quiet(int quiet);
+/* Rank shown in messages of multi-process runs; -1 (default) hides it. */
+void dt_error_set_rank(int rank);
+
+_Noreturn void dt_bug(const char *file, int line, const char *fmt, ...) DT_PRINTF(3, 4);
+
+#define DT_BUG(...) dt_bug(__FILE__, __LINE__, __VA_ARGS__)
+#define DT_ASSERT(c) \
+	do { \
+		if (!(c)) \
+			dt_bug(__FILE__, __LINE__, "assertion failed: %s", #c); \
+	} while (0)
+
+/* Allocation that cannot fail quietly: aborts with file:line on out-of-memory. */
+void *dt_xmalloc(const char *file, int line, size_t n);
+void *dt_xcalloc(const char *file, int line, size_t n, size_t size);
+void *dt_xrealloc(const char *file, int line, void *p, size_t n);
+char *dt_xstrdup(const char *file, int line, const char *s);
+#define dt_malloc(n) dt_xmalloc(__FILE__, __LINE__, (n))
+#define dt_calloc(n, s) dt_xcalloc(__FILE__, __LINE__, (n), (s))
+#define dt_realloc(p, n) dt_xrealloc(__FILE__, __LINE__, (p), (n))
+#define dt_strdup(s) dt_xstrdup(__FILE__, __LINE__, (s))
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * Random numbers that make runs reproducible.
+ *
+ * struct dt_rng is xoshiro256** seeded through splitmix64 from (seed, stream):
+ * every consumer derives its own stream (the permutation of epoch e uses
+ * stream e, initializers use the parameter index, ...), so the numbers one
+ * consumer draws never depend on how many another drew. dt_hash64() is a
+ * counter-based generator for elementwise randomness (dropout masks): the value
+ * for element i depends only on (key, i), on any device and thread count.
+ */
+#ifndef DT_RNG_H
+#define DT_RNG_H
+
+#include <stdint.h>
+
+struct dt_rng {
+	uint64_t s[4];
+};
+
+void dt_rng_seed(struct dt_rng *r, uint64_t seed, uint64_t stream);
+uint64_t dt_rng_next(struct dt_rng *r);
+/* Uniform in [0, 1). */
+double dt_rng_uniform(struct dt_rng *r);
+/* Standard normal (Box-Muller). */
+double dt_rng_normal(struct dt_rng *r);
+/* Uniform integer in [0, n). */
+uint64_t dt_rng_below(struct dt_rng *r, uint64_t n);
+
+/* A well-mixed 64-bit function of (a, b). */
+uint64_t dt_hash64(uint64_t a, uint64_t b);
+/* Uniform float in [0, 1) from (key, counter). */
+static inline float dt_hash_uniform(uint64_t key, uint64_t counter)
+{
+	return (float)(dt_hash64(key, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * Shapes, devices and tensors.
+ *
+ * A shape of a sample leaves the batch out: Fashion-MNIST images are (28, 28, 1),
+ * channels last as in Keras. A tensor that holds a batch has the batch size N as
+ * dim[0]. A tensor is a view: it never owns its memory; buffers come from
+ * dt_device_alloc() and are released with dt_device_free().
+ */
+#ifndef DT_TENSOR_H
+#define DT_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DT_MAX_DIMS 5
+
+enum dt_device_kind { DT_DEVICE_CPU, DT_DEVICE_CUDA };
+
+struct dt_device {
+	enum dt_device_kind kind;
+	int index;
+};
+
+struct dt_shape {
+	int ndim;
+	int dim[DT_MAX_DIMS];
+};
+
+struct dt_tensor {
+	float *data; /* memory on dev */
+	struct dt_shape shape;
+	struct dt_device dev;
+};
+
+#define DT_CPU ((struct dt_device){ DT_DEVICE_CPU, 0 })
+
+/* Number of elements (1 for a 0-d shape). */
+int64_t dt_shape_count(const struct dt_shape *s);
+int dt_shape_equal(const struct dt_shape *a, const struct dt_shape *b);
+/* (d0, d1, ...) */
+struct dt_shape dt_shape_make(int ndim, const int *dim);
+/* Batch shape: N followed by the sample shape. */
+struct dt_shape dt_shape_batch(int n, const struct dt_shape *sample);
+/* Writes "(28, 28, 1)", or "(None, 28, 28, 1)" when with_batch. Returns buf. */
+char *dt_shape_format(const struct dt_shape *s, int with_batch, char *buf, size_t size);
+
+/* A view of n samples of `sample` shape at data. */
+struct dt_tensor dt_tensor_batch(float *data, struct dt_device dev, int n, const struct dt_shape *sample);
+/* A 1-d view of n floats. */
+struct dt_tensor dt_tensor_flat(float *data, struct dt_device dev, int64_t n);
+int64_t dt_tensor_count(const struct dt_tensor *t);
+/* Rows and columns of the 2-d view used by gemm: rows = dim[0], cols = the rest. */
+int64_t dt_tensor_rows(const struct dt_tensor *t);
+int64_t dt_tensor_cols(const struct dt_tensor *t);
+
+/* Device memory of n floats, 64-byte aligned, zeroed. Aborts on out-of-memory. */
+float *dt_device_alloc(struct dt_device dev, int64_t n);
+void dt_device_free(struct dt_device dev, float *p);
+/* "cpu:0", "gpu:1" */
+char *dt_device_format(struct dt_device dev, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every test suite (cmocka unit tests, bats CLI tests) in TAP mode and
+# ends with one line: "N passed, N failed, N skipped".
+#
+# Environment: DTRAIN (the binary), BUILD (the build directory).
+# A suite name given as an argument runs only the matching suites.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export DTRAIN=$(realpath "${DTRAIN:-$BUILD/dtrain}")
+export CMOCKA_MESSAGE_OUTPUT=TAP
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+filter=${1:-}
+passed=0 failed=0 skipped=0
+
+# count_tap FILE: adds its ok / not ok / skip lines to the totals.
+count_tap() {
+	local p f s
+	p=$(grep -cE '^ok ' "$1" | tr -d ' ')
+	s=$(grep -cE '^ok .*# (skip|SKIP)' "$1" | tr -d ' ')
+	f=$(grep -cE '^not ok ' "$1" | tr -d ' ')
+	passed=$((passed + p - s)) skipped=$((skipped + s)) failed=$((failed + f))
+}
+
+run_suite() { # name, command...
+	local name=$1 log rc
+	shift
+	[ -n "$filter" ] && [[ $name != *$filter* ]] && return
+	log=$(mktemp)
+	echo "# suite $name"
+	"$@" >"$log" 2>&1
+	rc=$?
+	cat "$log"
+	count_tap "$log"
+	if [ $rc -ne 0 ] && ! grep -qE '^not ok ' "$log"; then
+		echo "not ok - $name exited with status $rc"
+		failed=$((failed + 1))
+	fi
+	rm -f "$log"
+}
+
+for t in "$BUILD"/tests/unit/test_*; do
+	[ -x "$t" ] && run_suite "$(basename "$t")" "$t"
+done
+for t in tests/cli/*.bats; do
+	[ -f "$t" ] && run_suite "$(basename "$t")" bats --tap "$t"
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,42 @@
+/*
+ * Shared by the cmocka unit tests: the cmocka includes and small helpers for
+ * temporary files. Each test_*.c is its own program linked with libdtrain.a.
+ */
+#ifndef DT_TEST_HELPERS_H
+#define DT_TEST_HELPERS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/error.h"
+
+/* Writes n bytes to a fresh file under $TMPDIR and returns its path (static buffer per call site is not safe: caller frees). */
+static inline char *dt_test_write_file(const char *suffix, const void *data, size_t n)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char *path = malloc(4096);
+	int fd;
+	snprintf(path, 4096, "%s/dtrain-test-XXXXXX%s", dir, suffix);
+	fd = mkstemps(path, (int)strlen(suffix));
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, n), (ssize_t)n);
+	close(fd);
+	return path;
+}
+
+/* Asserts that the last error message contains `needle`. */
+#define assert_error_contains(needle) \
+	do { \
+		if (!strstr(dt_error_last(), (needle))) \
+			fail_msg("error \"%s\" lacks \"%s\"", dt_error_last(), (needle)); \
+	} while (0)
+
+#endif
