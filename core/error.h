@@ -14,6 +14,7 @@
 #define DT_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #define DT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 

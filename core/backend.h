@@ -1,0 +1,42 @@
+/*
+ * The backend interface behind ops.h: one table of function pointers per
+ * device kind (ggml's habit). ops.c dispatches each dt_op_* on the device of
+ * its output tensor; ops_cpu.c fills dt_cpu_backend, ops_cuda.cu will fill
+ * dt_cuda_backend. Only ops.c and the backend files include this header.
+ * Arguments have the meaning documented in ops.h.
+ */
+#ifndef DT_BACKEND_H
+#define DT_BACKEND_H
+
+#include "ops.h"
+
+struct dt_backend {
+	const char *name;
+	void (*mul)(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c);
+	void (*axpy)(float alpha, const struct dt_tensor *x, struct dt_tensor *y);
+	void (*scale)(struct dt_tensor *x, float alpha);
+	void (*fill)(struct dt_tensor *x, float value);
+	void (*copy)(const struct dt_tensor *src, struct dt_tensor *dst);
+	void (*from_host)(struct dt_tensor *dst, const float *src);
+	void (*to_host)(const struct dt_tensor *src, float *dst);
+	double (*sum_squares)(const struct dt_tensor *x);
+	void (*gemm)(int trans_a, int trans_b, float alpha, const struct dt_tensor *a,
+		     const struct dt_tensor *b, float beta, struct dt_tensor *c);
+	void (*bias_add)(struct dt_tensor *y, const struct dt_tensor *b);
+	void (*bias_grad)(const struct dt_tensor *dy, float beta, struct dt_tensor *db);
+	void (*act_forward)(enum dt_activation act, const struct dt_tensor *x, struct dt_tensor *y);
+	void (*act_backward)(enum dt_activation act, const struct dt_tensor *y,
+			     const struct dt_tensor *dy, struct dt_tensor *dx);
+	void (*dropout)(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
+			float rate, uint64_t key);
+	double (*loss)(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
+		       const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
+	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
+				 const struct dt_tensor *target, float threshold);
+	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,
+				 const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
+};
+
+extern const struct dt_backend dt_cpu_backend;
+
+#endif

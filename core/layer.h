@@ -1,0 +1,104 @@
+/*
+ * The layer interface. Each layer type lives in its own file in layers/ and
+ * is listed in the table of layers/layers.c; core/ knows none by name.
+ *
+ * Life of a layer: the model fills type, name, index and in (the per-sample
+ * input shape) and calls type->init with the layer's YAML arguments. init
+ * validates them, sets out and act, and declares its parameters and its
+ * per-sample scratch buffers with dt_layer_param() and dt_layer_buffer(). The
+ * model then places every parameter in its one flat buffer and sizes buffers
+ * for the largest batch, setting the tensor views. forward and backward only
+ * read and write those views and the tensors they are given: no allocation.
+ */
+#ifndef DT_LAYER_H
+#define DT_LAYER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "ops.h"
+#include "tensor.h"
+
+#define DT_LAYER_MAX_PARAMS 4
+#define DT_LAYER_MAX_BUFS 4
+
+enum dt_init {
+	DT_INIT_ZEROS,
+	DT_INIT_ONES,
+	DT_INIT_GLOROT_UNIFORM,
+	DT_INIT_COUNT
+};
+
+struct dt_param {
+	const char *name;        /* "kernel", "bias": a static string */
+	struct dt_shape shape;   /* Keras layout: dense kernel (in, out) */
+	enum dt_init init;
+	int fan_in, fan_out;
+	int64_t offset;          /* in the model's flat buffer, in floats */
+	struct dt_tensor value;  /* views into the model's parameter buffer */
+	struct dt_tensor grad;   /* and gradient buffer */
+};
+
+struct dt_layer_buf {
+	const char *name;
+	int64_t per_sample;      /* floats per sample */
+	struct dt_tensor t;      /* (max_batch * per_sample) on the model's device */
+};
+
+/* What one forward pass needs to know beyond its input. */
+struct dt_step_ctx {
+	int training;  /* dropout active, batch statistics */
+	uint64_t key;  /* randomness of this step, same for a (seed, epoch, step, replica) */
+};
+
+struct dt_layer {
+	const struct dt_layer_type *type;
+	char name[64];                /* "dense_1", unique in the model */
+	int index;                    /* position in the model */
+	struct dt_shape in, out;      /* per-sample shapes */
+	enum dt_activation act;       /* the layer's output activation */
+	int fused_act;                /* set by the model when the loss hands backward the
+					 gradient before act (softmax/sigmoid + crossentropy) */
+	int nparams;
+	struct dt_param params[DT_LAYER_MAX_PARAMS];
+	int nbufs;
+	struct dt_layer_buf bufs[DT_LAYER_MAX_BUFS];
+	void *priv;                   /* the type's own state */
+};
+
+struct dt_layer_type {
+	const char *name;       /* YAML name: "dense" */
+	const char *class_name; /* Keras class for summaries: "Dense" */
+	/* args: the layer's mapping (may be NULL when given as "- flatten"). 0 or -1. */
+	int (*init)(struct dt_layer *l, const struct dt_node *args);
+	/* x (N, in) -> y (N, out) */
+	void (*forward)(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+			const struct dt_step_ctx *ctx);
+	/*
+	 * From dy (N, out) and the forward's x and y: parameter gradients
+	 * (overwritten, not accumulated) and dx (N, in); dx is NULL for the first
+	 * layer. dy may be overwritten.
+	 */
+	void (*backward)(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			 struct dt_tensor *dy, struct dt_tensor *dx);
+	void (*release)(struct dt_layer *l); /* frees priv; may be NULL */
+};
+
+/* Declares a parameter; returns its index in l->params. */
+int dt_layer_param(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init,
+		   int fan_in, int fan_out);
+/* Declares a scratch buffer of per_sample floats per sample; returns its index. */
+int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample);
+/* The buffer's view for a batch of n: (n, per_sample). */
+struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n);
+/* Checks args against allowed keys (plus the common "name"); NULL args pass. */
+int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, const char *const *allowed);
+/* Reads an optional `activation:` key. */
+int dt_layer_activation(const struct dt_node *args, enum dt_activation *out);
+/* Parameters of the layer (sum of the counts of its params). */
+int64_t dt_layer_param_count(const struct dt_layer *l);
+
+/* Finds a type by YAML name in a NULL-terminated table, or NULL. */
+const struct dt_layer_type *dt_layer_type_find(const struct dt_layer_type *const *types, const char *name);
+
+#endif

@@ -1,0 +1,241 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "model.h"
+#include "rng.h"
+
+/* The layer's type and its arguments from one item of the `layers:` list. */
+static int parse_item(const struct dt_node *item, const struct dt_layer_type *const *types,
+		      const struct dt_layer_type **type, const struct dt_node **args)
+{
+	const char *name;
+	const struct dt_node *name_node = item;
+	const char *names[64];
+	int n = 0;
+
+	*args = NULL;
+	if (item->kind == DT_NODE_SCALAR) {
+		name = item->value;
+	} else if (item->kind == DT_NODE_MAP && item->n == 1) {
+		name = item->keys[0];
+		name_node = item->key_nodes[0];
+		*args = item->items[0];
+		if ((*args)->kind == DT_NODE_SCALAR && (*args)->value[0] == '\0')
+			*args = NULL; /* "- flatten:" with nothing after it */
+		else if (dt_node_expect(*args, DT_NODE_MAP, name) < 0)
+			return -1;
+	} else {
+		return dt_node_error(item, "a layer is one key naming its type, e.g. '- dense: {units: 10}'");
+	}
+	*type = dt_layer_type_find(types, name);
+	if (*type)
+		return 0;
+	while (types[n] && n < 63) {
+		names[n] = types[n]->name;
+		n++;
+	}
+	names[n] = NULL;
+	{
+		const char *close = dt_did_you_mean(name, names);
+		char list[512] = "";
+		for (int i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", names[i]);
+		if (close)
+			return dt_node_error(name_node, "unknown layer type '%s'; did you mean '%s'?", name, close);
+		return dt_node_error(name_node, "unknown layer type '%s' (expected one of: %s)", name, list);
+	}
+}
+
+int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
+		  const struct dt_node *layers, const struct dt_layer_type *const *types)
+{
+	struct dt_shape shape = *input;
+	char a[64], b[64];
+
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->input = *input;
+	if (dt_node_expect(layers, DT_NODE_SEQ, "layers") < 0)
+		return -1;
+	if (layers->n == 0)
+		return dt_node_error(layers, "'layers' is empty; a model needs at least one layer");
+	m->layers = dt_calloc(layers->n, sizeof(*m->layers));
+	for (int i = 0; i < layers->n; i++) {
+		struct dt_layer *l = &m->layers[i];
+		const struct dt_node *args;
+		const char *given = NULL;
+		int same = 0;
+
+		if (parse_item(layers->items[i], types, &l->type, &args) < 0)
+			goto fail;
+		if (dt_cfg_string(args, "name", NULL, &given) < 0)
+			goto fail;
+		for (int j = 0; j < i; j++)
+			same += m->layers[j].type == l->type;
+		if (given)
+			snprintf(l->name, sizeof(l->name), "%s", given);
+		else if (same)
+			snprintf(l->name, sizeof(l->name), "%s_%d", l->type->name, same);
+		else
+			snprintf(l->name, sizeof(l->name), "%s", l->type->name);
+		for (int j = 0; j < i; j++)
+			if (!strcmp(m->layers[j].name, l->name)) {
+				dt_node_error(layers->items[i], "layer name '%s' is used twice", l->name);
+				goto fail;
+			}
+		l->index = i;
+		l->in = shape;
+		l->act = DT_ACT_LINEAR;
+		m->nlayers = i + 1;
+		if (l->type->init(l, args) < 0)
+			goto fail;
+		for (int p = 0; p < l->nparams; p++) {
+			l->params[p].offset = m->nparams;
+			m->nparams += dt_shape_count(&l->params[p].shape);
+		}
+		if (dt_shape_count(&l->out) <= 0) {
+			dt_node_error(layers->items[i], "layer '%s' maps input %s to an empty output %s",
+				      l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
+				      dt_shape_format(&l->out, 1, b, sizeof(b)));
+			goto fail;
+		}
+		shape = l->out;
+	}
+	m->output = shape;
+	return 0;
+fail:
+	dt_model_release(m);
+	return -1;
+}
+
+int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
+{
+	m->dev = dev;
+	m->max_batch = max_batch;
+	m->params = dt_device_alloc(dev, m->nparams);
+	m->grads = dt_device_alloc(dev, m->nparams);
+	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
+	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
+	m->acts[0] = dt_device_alloc(dev, (int64_t)max_batch * dt_shape_count(&m->input));
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		int64_t out = (int64_t)max_batch * dt_shape_count(&l->out);
+		m->acts[i + 1] = dt_device_alloc(dev, out);
+		m->dacts[i + 1] = dt_device_alloc(dev, out);
+		for (int p = 0; p < l->nparams; p++) {
+			struct dt_param *pr = &l->params[p];
+			pr->value = (struct dt_tensor){ m->params + pr->offset, pr->shape, dev };
+			pr->grad = (struct dt_tensor){ m->grads + pr->offset, pr->shape, dev };
+		}
+		for (int k = 0; k < l->nbufs; k++) {
+			struct dt_layer_buf *bf = &l->bufs[k];
+			float *mem = dt_device_alloc(dev, (int64_t)max_batch * bf->per_sample);
+			int dims[2] = { max_batch, (int)bf->per_sample };
+			bf->t = (struct dt_tensor){ mem, dt_shape_make(2, dims), dev };
+		}
+	}
+	return 0;
+}
+
+void dt_model_init_params(struct dt_model *m, uint64_t seed)
+{
+	int index = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		for (int p = 0; p < l->nparams; p++, index++) {
+			struct dt_param *pr = &l->params[p];
+			int64_t n = dt_shape_count(&pr->shape);
+			float *host = dt_malloc((size_t)n * sizeof(float));
+			struct dt_rng rng;
+			dt_rng_seed(&rng, seed, 1000 + index);
+			for (int64_t k = 0; k < n; k++) {
+				switch (pr->init) {
+				case DT_INIT_ZEROS:
+					host[k] = 0;
+					break;
+				case DT_INIT_ONES:
+					host[k] = 1;
+					break;
+				case DT_INIT_GLOROT_UNIFORM: {
+					double limit = sqrt(6.0 / (pr->fan_in + pr->fan_out));
+					host[k] = (float)((2 * dt_rng_uniform(&rng) - 1) * limit);
+					break;
+				}
+				default:
+					DT_BUG("initializer %d", (int)pr->init);
+				}
+			}
+			dt_op_from_host(&pr->value, host);
+			free(host);
+		}
+	}
+}
+
+void dt_model_release(struct dt_model *m)
+{
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		if (l->type && l->type->release)
+			l->type->release(l);
+		for (int k = 0; k < l->nbufs; k++)
+			if (l->bufs[k].t.data)
+				dt_device_free(m->dev, l->bufs[k].t.data);
+	}
+	if (m->acts) {
+		for (int i = 0; i <= m->nlayers; i++) {
+			dt_device_free(m->dev, m->acts[i]);
+			dt_device_free(m->dev, m->dacts[i]);
+		}
+	}
+	free(m->acts);
+	free(m->dacts);
+	if (m->params) {
+		dt_device_free(m->dev, m->params);
+		dt_device_free(m->dev, m->grads);
+	}
+	free(m->layers);
+	memset(m, 0, sizeof(*m));
+}
+
+struct dt_tensor dt_model_params(const struct dt_model *m) { return dt_tensor_flat(m->params, m->dev, m->nparams); }
+struct dt_tensor dt_model_grads(const struct dt_model *m) { return dt_tensor_flat(m->grads, m->dev, m->nparams); }
+
+struct dt_tensor dt_model_input(const struct dt_model *m, int n)
+{
+	DT_ASSERT(n > 0 && n <= m->max_batch);
+	return dt_tensor_batch(m->acts[0], m->dev, n, &m->input);
+}
+
+struct dt_tensor dt_model_output_grad(const struct dt_model *m, int n)
+{
+	return dt_tensor_batch(m->dacts[m->nlayers], m->dev, n, &m->output);
+}
+
+struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_step_ctx *ctx)
+{
+	struct dt_tensor x = dt_model_input(m, n), y = x;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+		l->type->forward(l, &x, &y, ctx);
+		x = y;
+	}
+	return y;
+}
+
+void dt_model_backward(struct dt_model *m, int n)
+{
+	for (int i = m->nlayers - 1; i >= 0; i--) {
+		struct dt_layer *l = &m->layers[i];
+		struct dt_tensor x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+		struct dt_tensor y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+		struct dt_tensor dy = dt_tensor_batch(m->dacts[i + 1], m->dev, n, &l->out);
+		struct dt_tensor dx = dt_tensor_batch(m->dacts[i], m->dev, n, &l->in);
+		l->type->backward(l, &x, &y, &dy, i > 0 ? &dx : NULL);
+	}
+}
+
+int64_t dt_model_param_count(const struct dt_model *m) { return m->nparams; }

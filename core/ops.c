@@ -1,0 +1,143 @@
+/*
+ * Dispatch of every dt_op_* to the backend of its tensors' device, with the
+ * shape checks that are the same on every backend.
+ */
+#include "backend.h"
+#include "error.h"
+#include "ops.h"
+
+const char *const dt_activation_names[] = { "linear", "relu", "sigmoid", "tanh", "softmax", NULL };
+const char *const dt_loss_names[] = { "sparse_categorical_crossentropy", "categorical_crossentropy",
+				      "binary_crossentropy", "mean_squared_error", NULL };
+const char *const dt_optimizer_names[] = { "sgd", "adam", "adamw", "rmsprop", NULL };
+
+static const struct dt_backend *backend(const struct dt_tensor *t)
+{
+	if (t->dev.kind == DT_DEVICE_CPU)
+		return &dt_cpu_backend;
+	DT_BUG("no backend for device kind %d in this build", (int)t->dev.kind);
+}
+
+static void same_device(const struct dt_tensor *a, const struct dt_tensor *b)
+{
+	DT_ASSERT(a->dev.kind == b->dev.kind && a->dev.index == b->dev.index);
+}
+
+static void same_count(const struct dt_tensor *a, const struct dt_tensor *b)
+{
+	DT_ASSERT(dt_tensor_count(a) == dt_tensor_count(b));
+	same_device(a, b);
+}
+
+void dt_op_mul(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c)
+{
+	same_count(a, c);
+	same_count(b, c);
+	backend(c)->mul(a, b, c);
+}
+
+void dt_op_axpy(float alpha, const struct dt_tensor *x, struct dt_tensor *y)
+{
+	same_count(x, y);
+	backend(y)->axpy(alpha, x, y);
+}
+
+void dt_op_scale(struct dt_tensor *x, float alpha) { backend(x)->scale(x, alpha); }
+void dt_op_fill(struct dt_tensor *x, float value) { backend(x)->fill(x, value); }
+
+void dt_op_copy(const struct dt_tensor *src, struct dt_tensor *dst)
+{
+	same_count(src, dst);
+	backend(dst)->copy(src, dst);
+}
+
+void dt_op_from_host(struct dt_tensor *dst, const float *src) { backend(dst)->from_host(dst, src); }
+void dt_op_to_host(const struct dt_tensor *src, float *dst) { backend(src)->to_host(src, dst); }
+double dt_op_sum_squares(const struct dt_tensor *x) { return backend(x)->sum_squares(x); }
+
+void dt_op_gemm(int trans_a, int trans_b, float alpha, const struct dt_tensor *a,
+		const struct dt_tensor *b, float beta, struct dt_tensor *c)
+{
+	int64_t m = trans_a ? dt_tensor_cols(a) : dt_tensor_rows(a);
+	int64_t ka = trans_a ? dt_tensor_rows(a) : dt_tensor_cols(a);
+	int64_t kb = trans_b ? dt_tensor_cols(b) : dt_tensor_rows(b);
+	int64_t n = trans_b ? dt_tensor_rows(b) : dt_tensor_cols(b);
+	if (ka != kb || m != dt_tensor_rows(c) || n != dt_tensor_cols(c))
+		DT_BUG("gemm shapes: op(a) (%lld, %lld), op(b) (%lld, %lld), c (%lld, %lld)",
+		       (long long)m, (long long)ka, (long long)kb, (long long)n,
+		       (long long)dt_tensor_rows(c), (long long)dt_tensor_cols(c));
+	same_device(a, c);
+	same_device(b, c);
+	backend(c)->gemm(trans_a, trans_b, alpha, a, b, beta, c);
+}
+
+void dt_op_bias_add(struct dt_tensor *y, const struct dt_tensor *b)
+{
+	DT_ASSERT(dt_tensor_count(b) == y->shape.dim[y->shape.ndim - 1]);
+	same_device(y, b);
+	backend(y)->bias_add(y, b);
+}
+
+void dt_op_bias_grad(const struct dt_tensor *dy, float beta, struct dt_tensor *db)
+{
+	DT_ASSERT(dt_tensor_count(db) == dy->shape.dim[dy->shape.ndim - 1]);
+	same_device(dy, db);
+	backend(db)->bias_grad(dy, beta, db);
+}
+
+void dt_op_act_forward(enum dt_activation act, const struct dt_tensor *x, struct dt_tensor *y)
+{
+	same_count(x, y);
+	backend(y)->act_forward(act, x, y);
+}
+
+void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *y,
+			const struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	same_count(y, dx);
+	same_count(dy, dx);
+	backend(dx)->act_backward(act, y, dy, dx);
+}
+
+void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
+		   float rate, uint64_t key)
+{
+	same_count(x, y);
+	same_count(mask, y);
+	DT_ASSERT(rate >= 0 && rate < 1);
+	backend(y)->dropout(x, y, mask, rate, key);
+}
+
+double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
+		  const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale)
+{
+	int64_t rows = dt_tensor_rows(pred);
+	DT_ASSERT(dt_tensor_rows(target) == rows);
+	if (loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+		DT_ASSERT(dt_tensor_cols(target) == 1);
+	else
+		DT_ASSERT(dt_tensor_cols(target) == dt_tensor_cols(pred));
+	if (dpred)
+		same_count(pred, dpred);
+	same_device(pred, target);
+	return backend(pred)->loss(loss, input, pred, target, dpred, grad_scale);
+}
+
+int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
+			    const struct dt_tensor *target, float threshold)
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	same_device(pred, target);
+	return backend(pred)->count_correct(kind, pred, target, threshold);
+}
+
+void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,
+			    const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2)
+{
+	same_count(w, g);
+	if (s1)
+		same_count(w, s1);
+	if (s2)
+		same_count(w, s2);
+	backend(w)->optimizer_update(s, w, g, s1, s2);
+}

@@ -1,0 +1,39 @@
+/*
+ * activation: y = act(x), as Keras' Activation. Argument: activation (required).
+ */
+#include "layers.h"
+
+static int activation_init(struct dt_layer *l, const struct dt_node *args)
+{
+	static const char *const keys[] = { "activation", NULL };
+	if (dt_layer_check_keys(l, args, keys) < 0 || dt_cfg_require(args, "activation", "activation") < 0 ||
+	    dt_layer_activation(args, &l->act) < 0)
+		return -1;
+	l->out = l->in;
+	return 0;
+}
+
+static void activation_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+			       const struct dt_step_ctx *ctx)
+{
+	dt_op_act_forward(l->act, x, y);
+}
+
+static void activation_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+				struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	if (!dx)
+		return;
+	if (l->fused_act)
+		dt_op_copy(dy, dx);
+	else
+		dt_op_act_backward(l->act, y, dy, dx);
+}
+
+const struct dt_layer_type dt_activation_layer = {
+	.name = "activation",
+	.class_name = "Activation",
+	.init = activation_init,
+	.forward = activation_forward,
+	.backward = activation_backward,
+};

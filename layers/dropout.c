@@ -1,0 +1,74 @@
+/*
+ * dropout: inverted dropout as Keras' Dropout. In training each element is
+ * zeroed with probability `rate` and the rest scaled by 1/(1-rate); outside
+ * training it is the identity. The mask comes from the step's key, so a
+ * resumed run draws the same masks. Argument: rate (required, [0, 1)).
+ */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "layers.h"
+
+struct dropout {
+	float rate;
+	int masked; /* the last forward applied a mask */
+};
+
+static int dropout_init(struct dt_layer *l, const struct dt_node *args)
+{
+	static const char *const keys[] = { "rate", NULL };
+	double rate;
+	struct dropout *d;
+	if (dt_layer_check_keys(l, args, keys) < 0 || dt_cfg_require(args, "rate", "dropout") < 0 ||
+	    dt_cfg_float(args, "rate", 0, 0, 0.999999, &rate) < 0)
+		return -1;
+	d = dt_calloc(1, sizeof(*d));
+	d->rate = (float)rate;
+	l->priv = d;
+	l->out = l->in;
+	dt_layer_buffer(l, "mask", dt_shape_count(&l->in));
+	return 0;
+}
+
+static void dropout_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+			    const struct dt_step_ctx *ctx)
+{
+	struct dropout *d = l->priv;
+	d->masked = ctx->training && d->rate > 0;
+	if (d->masked) {
+		struct dt_tensor mask = dt_layer_buf_view(l, 0, x->shape.dim[0]);
+		dt_op_dropout(x, y, &mask, d->rate, dt_hash64(ctx->key, (uint64_t)l->index));
+	} else {
+		dt_op_copy(x, y);
+	}
+}
+
+static void dropout_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			     struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	struct dropout *d = l->priv;
+	if (!dx)
+		return;
+	if (d->masked) {
+		struct dt_tensor mask = dt_layer_buf_view(l, 0, dy->shape.dim[0]);
+		dt_op_mul(dy, &mask, dx);
+	} else {
+		dt_op_copy(dy, dx);
+	}
+}
+
+static void dropout_release(struct dt_layer *l)
+{
+	free(l->priv);
+	l->priv = NULL;
+}
+
+const struct dt_layer_type dt_dropout_layer = {
+	.name = "dropout",
+	.class_name = "Dropout",
+	.init = dropout_init,
+	.forward = dropout_forward,
+	.backward = dropout_backward,
+	.release = dropout_release,
+};

@@ -1,0 +1,34 @@
+/*
+ * flatten: (N, d1, d2, ...) -> (N, d1*d2*...), as Keras' Flatten. No arguments.
+ */
+#include "layers.h"
+
+static int flatten_init(struct dt_layer *l, const struct dt_node *args)
+{
+	static const char *const keys[] = { NULL };
+	if (dt_layer_check_keys(l, args, keys) < 0)
+		return -1;
+	l->out = dt_shape_make(1, (int[]){ (int)dt_shape_count(&l->in) });
+	return 0;
+}
+
+static void flatten_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+			    const struct dt_step_ctx *ctx)
+{
+	dt_op_copy(x, y);
+}
+
+static void flatten_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			     struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	if (dx)
+		dt_op_copy(dy, dx);
+}
+
+const struct dt_layer_type dt_flatten_layer = {
+	.name = "flatten",
+	.class_name = "Flatten",
+	.init = flatten_init,
+	.forward = flatten_forward,
+	.backward = flatten_backward,
+};

@@ -1,0 +1,19 @@
+/*
+ * The table of layer types: every type dtrain knows, by YAML name. The model
+ * builder and the gradient-check test walk this table, so a layer added here
+ * is buildable and tested without another change.
+ */
+#ifndef DT_LAYERS_H
+#define DT_LAYERS_H
+
+#include "core/layer.h"
+
+extern const struct dt_layer_type dt_dense_layer;
+extern const struct dt_layer_type dt_activation_layer;
+extern const struct dt_layer_type dt_dropout_layer;
+extern const struct dt_layer_type dt_flatten_layer;
+
+/* NULL-terminated. */
+extern const struct dt_layer_type *const dt_layer_types[];
+
+#endif
