@@ -5,16 +5,31 @@
 #include "error.h"
 
 static char last[1024];
+static char last_where[512];
 static int quiet;
 static int rank = -1;
 
 const char *dt_error_last(void) { return last; }
+const char *dt_error_last_where(void) { return last_where; }
+
+int dt_error_last_is_config(void)
+{
+	/* "file:LINE:COL" ends in two numbers separated by colons. */
+	const char *c2 = strrchr(last_where, ':');
+	const char *c1;
+	if (!c2 || c2 == last_where || !c2[1] || strspn(c2 + 1, "0123456789") != strlen(c2 + 1))
+		return 0;
+	for (c1 = c2 - 1; c1 > last_where && *c1 != ':'; c1--)
+		;
+	return *c1 == ':' && c2 - c1 > 1 && strspn(c1 + 1, "0123456789") == (size_t)(c2 - c1 - 1);
+}
 void dt_error_set_quiet(int q) { quiet = q; }
 void dt_error_set_rank(int r) { rank = r; }
 
 int dt_error_atv(const char *where, const char *fmt, va_list ap)
 {
 	vsnprintf(last, sizeof(last), fmt, ap);
+	snprintf(last_where, sizeof(last_where), "%s", where);
 	if (quiet)
 		return -1;
 	if (rank >= 0)

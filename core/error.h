@@ -28,6 +28,10 @@ void dt_warn(const char *fmt, ...) DT_PRINTF(1, 2);
 
 /* The message (without prefix) of the most recent dt_error*, "" if none. */
 const char *dt_error_last(void);
+/* Its place: "dtrain" for dt_error(), else the `where` given ("model.yaml:3:5"). */
+const char *dt_error_last_where(void);
+/* 1 if the most recent error points into a config file (file:line:col): a usage error. */
+int dt_error_last_is_config(void);
 /* When quiet, errors are recorded but not printed (unit tests). */
 void dt_error_set_quiet(int quiet);
 /* Rank shown in messages of multi-process runs; -1 (default) hides it. */

@@ -105,7 +105,7 @@ enum dt_accuracy {
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
 			    const struct dt_tensor *target, float threshold);
 
-enum dt_optimizer {
+enum dt_opt_kind {
 	DT_OPT_SGD,
 	DT_OPT_ADAM,
 	DT_OPT_ADAMW,
@@ -116,7 +116,7 @@ extern const char *const dt_optimizer_names[];
 
 /* One update's hyper-parameters, resolved by the optimizer for step t. */
 struct dt_opt_step {
-	enum dt_optimizer kind;
+	enum dt_opt_kind kind;
 	float lr;
 	float momentum, rho;   /* sgd, rmsprop */
 	int nesterov;          /* sgd */

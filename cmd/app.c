@@ -1,0 +1,237 @@
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "core/error.h"
+#include "data/sources.h"
+#include "layers/layers.h"
+
+int dt_exit_status(void) { return dt_error_last_is_config() ? DT_EXIT_USAGE : DT_EXIT_FAIL; }
+
+int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
+{
+	static const struct option all[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "set", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "checkpoint", required_argument, NULL, 'c' },
+		{ "init-weights", required_argument, NULL, 'i' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct option longs[8];
+	int n = 0, c;
+
+	memset(o, 0, sizeof(*o));
+	for (int i = 0; all[i].name; i++)
+		if (i == 0 || strstr(allowed, all[i].name))
+			longs[n++] = all[i];
+	memset(&longs[n], 0, sizeof(longs[n]));
+	o->sets = dt_calloc(argc, sizeof(char *));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? "+hq" : "+h", longs, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			return DT_EXIT_OK;
+		case 's':
+			o->sets[o->nsets++] = optarg;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'q':
+			o->quiet = 1;
+			break;
+		case 'c':
+			o->checkpoint = optarg;
+			break;
+		case 'i':
+			o->init_weights = optarg;
+			break;
+		default:
+			if (optopt)
+				dt_error("unknown option '-%c'", optopt);
+			else
+				dt_error("unknown option '%s'", argv[optind - 1]);
+			fprintf(stderr, "%s", usage);
+			return DT_EXIT_USAGE;
+		}
+	}
+	if (strstr(allowed, "config")) {
+		if (optind >= argc) {
+			dt_error("missing the model file (a YAML config)");
+			fprintf(stderr, "%s", usage);
+			return DT_EXIT_USAGE;
+		}
+		o->config = argv[optind++];
+	}
+	if (optind < argc) {
+		dt_error("unexpected argument '%s'", argv[optind]);
+		fprintf(stderr, "%s", usage);
+		return DT_EXIT_USAGE;
+	}
+	return -1;
+}
+
+void dt_opts_release(struct dt_opts *o)
+{
+	free(o->sets);
+	o->sets = NULL;
+}
+
+int dt_app_config(struct dt_app *a, const struct dt_opts *o)
+{
+	memset(a, 0, sizeof(*a));
+	dt_system_detect(&a->sys);
+	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
+		return dt_exit_status();
+	dt_ops_set_threads(a->cfg.threads);
+	return 0;
+}
+
+static int open_source(struct dt_source *s, const struct dt_node *args)
+{
+	return dt_source_open(s, args, dt_source_types) < 0 ? dt_exit_status() : 0;
+}
+
+int dt_app_data(struct dt_app *a, int need_train, int need_test)
+{
+	struct dt_run_config *c = &a->cfg;
+	int rc, one_hot;
+	int64_t n, split;
+
+	if (need_train) {
+		if ((rc = open_source(&a->train_src, c->train)))
+			return rc;
+		a->have_train_src = 1;
+		n = a->train_src.count;
+		split = (int64_t)((double)n * (1 - c->validation_split));
+		if (split <= 0 || (c->validation_split > 0 && split >= n))
+			return dt_node_error(dt_node_get(c->train, "format"),
+					     "validation_split %g of %lld records leaves no training or no validation records",
+					     c->validation_split, (long long)n) < 0 ? DT_EXIT_USAGE : 0;
+		one_hot = c->one_hot ? a->train_src.num_classes : 0;
+		if (c->one_hot && !one_hot)
+			return dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name) < 0
+				       ? DT_EXIT_USAGE : 0;
+		if (dt_pipeline_init(&a->train, &a->train_src, 0, split, c->batch_size, c->shuffle, c->seed,
+				     (float)c->rescale, one_hot) < 0)
+			return DT_EXIT_FAIL;
+		if (split < n) {
+			if (dt_pipeline_init(&a->val, &a->train_src, split, n, c->batch_size, 0, c->seed,
+					     (float)c->rescale, one_hot) < 0)
+				return DT_EXIT_FAIL;
+			a->have_val = 1;
+		} else if (c->validation) {
+			if ((rc = open_source(&a->val_src, c->validation)))
+				return rc;
+			a->have_val_src = 1;
+			if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
+					     (float)c->rescale, c->one_hot ? a->val_src.num_classes : 0) < 0)
+				return DT_EXIT_FAIL;
+			a->have_val = 1;
+		}
+	}
+	if (need_test) {
+		if (!c->test) {
+			dt_error("'%s' has no data.test section to evaluate on", c->path);
+			return DT_EXIT_USAGE;
+		}
+		if ((rc = open_source(&a->test_src, c->test)))
+			return rc;
+		a->have_test_src = 1;
+		if (dt_pipeline_init(&a->test, &a->test_src, 0, a->test_src.count, c->batch_size, 0, c->seed,
+				     (float)c->rescale, c->one_hot ? a->test_src.num_classes : 0) < 0)
+			return DT_EXIT_FAIL;
+		a->have_test = 1;
+	}
+	return 0;
+}
+
+/* The per-sample input shape: the config's, checked against the data, or the data's. */
+static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt_source *src)
+{
+	char x[64], y[64];
+	if (a->cfg.input_shape.ndim) {
+		*shape = a->cfg.input_shape;
+		if (src && !dt_shape_equal(shape, &src->sample))
+			return dt_error("model.input_shape is %s but the samples of '%s' are %s",
+					dt_shape_format(shape, 0, x, sizeof(x)), src->name,
+					dt_shape_format(&src->sample, 0, y, sizeof(y)));
+		return 0;
+	}
+	if (!src)
+		return dt_error("'%s' gives no model.input_shape and no data to take it from", a->cfg.path);
+	*shape = src->sample;
+	return 0;
+}
+
+int dt_app_build(struct dt_app *a)
+{
+	struct dt_run_config *c = &a->cfg;
+	const struct dt_source *src = a->have_train_src ? &a->train_src : a->have_test_src ? &a->test_src : NULL;
+	const struct dt_pipeline *labels = a->have_train_src ? &a->train : &a->test;
+	struct dt_shape in;
+	int per_replica;
+
+	if (input_shape(a, &in, src) < 0)
+		return DT_EXIT_USAGE;
+	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
+		return dt_exit_status();
+	a->nreplicas = a->strategy.nreplicas;
+	per_replica = (c->batch_size + a->nreplicas - 1) / a->nreplicas;
+	a->models = dt_calloc(a->nreplicas, sizeof(*a->models));
+	a->opts = dt_calloc(a->nreplicas, sizeof(*a->opts));
+	for (int r = 0; r < a->nreplicas; r++) {
+		if (dt_model_init(&a->models[r], c->name, &in, c->layers, dt_layer_types) < 0)
+			return dt_exit_status();
+		if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, &a->models[r], &labels->label,
+				      src->num_classes, c->loss_node) < 0)
+			return dt_exit_status();
+		dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica);
+		dt_model_init_params(&a->models[r], c->seed);
+		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
+	}
+	a->strategy.type->broadcast(&a->strategy, a->models);
+	a->trainer.strategy = &a->strategy;
+	a->trainer.models = a->models;
+	a->trainer.opts = a->opts;
+	a->trainer.accuracy = c->accuracy;
+	a->trainer.train = a->have_train_src ? &a->train : &a->test;
+	a->trainer.val = a->have_val ? &a->val : NULL;
+	a->trainer.epochs = c->epochs;
+	a->trainer.seed = c->seed;
+	a->trainer.steps_per_epoch = c->steps_per_epoch;
+	dt_trainer_init(&a->trainer);
+	return 0;
+}
+
+void dt_app_release(struct dt_app *a)
+{
+	if (a->trainer.labels)
+		dt_trainer_release(&a->trainer);
+	for (int r = 0; a->models && r < a->nreplicas; r++) {
+		if (a->opts[r].nslots)
+			dt_optimizer_release(&a->opts[r], &a->models[r]);
+		dt_model_release(&a->models[r]);
+	}
+	free(a->models);
+	free(a->opts);
+	dt_strategy_release(&a->strategy);
+	if (a->have_test)
+		dt_pipeline_release(&a->test);
+	if (a->have_val)
+		dt_pipeline_release(&a->val);
+	if (a->train.src)
+		dt_pipeline_release(&a->train);
+	if (a->have_test_src)
+		dt_source_close(&a->test_src);
+	if (a->have_val_src)
+		dt_source_close(&a->val_src);
+	if (a->have_train_src)
+		dt_source_close(&a->train_src);
+	dt_run_config_release(&a->cfg);
+}

@@ -1,0 +1,67 @@
+/*
+ * The subcommands (git's habit: one file and one man page each, int
+ * cmd_x(int argc, char **argv)) and the composition they share: app.c joins
+ * the run config, the data sources (data/), the layers (layers/) and the
+ * strategy (strategies/) into a trainer. Exit status: 0 ok, 1 runtime
+ * failure, 2 usage or config error.
+ */
+#ifndef DT_CMD_H
+#define DT_CMD_H
+
+#include "core/run_config.h"
+#include "core/train.h"
+#include "strategies/strategies.h"
+
+#define DT_EXIT_OK 0
+#define DT_EXIT_FAIL 1
+#define DT_EXIT_USAGE 2
+
+int cmd_fit(int argc, char **argv);
+int cmd_evaluate(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+
+/* Options every config-taking subcommand shares. */
+struct dt_opts {
+	const char *config;     /* the model YAML */
+	char **sets;            /* --set assignments */
+	int nsets;
+	int json;
+	int quiet;
+	const char *checkpoint; /* evaluate --checkpoint */
+	const char *init_weights; /* fit --init-weights */
+};
+
+/*
+ * Parses argv with the long options named in `allowed` (a string such as
+ * "set json quiet checkpoint"); prints `usage` for -h. Returns -1 to go on,
+ * else the exit status to return (0 after -h, 2 on a usage error).
+ */
+int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage);
+void dt_opts_release(struct dt_opts *o);
+
+struct dt_app {
+	struct dt_run_config cfg;
+	struct dt_system sys;
+	struct dt_source train_src, val_src, test_src;
+	int have_val_src, have_test_src, have_train_src;
+	struct dt_pipeline train, val, test;
+	int have_val, have_test;
+	struct dt_strategy strategy;
+	struct dt_model *models;
+	struct dt_optimizer *opts;
+	struct dt_trainer trainer;
+	int nreplicas;
+};
+
+/* Each returns 0 or an exit status (1 or 2) after printing the error. */
+int dt_app_config(struct dt_app *a, const struct dt_opts *o);
+/* Opens the training data (with validation) and, when need_test, the test set. */
+int dt_app_data(struct dt_app *a, int need_train, int need_test);
+/* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
+int dt_app_build(struct dt_app *a);
+void dt_app_release(struct dt_app *a);
+/* The exit status for the last error: 2 if it points into a config file, else 1. */
+int dt_exit_status(void);
+
+#endif

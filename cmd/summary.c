@@ -1,0 +1,131 @@
+/*
+ * dtrain summary: the model's layers, output shapes and parameter counts as
+ * Keras 3 prints them (man dtrain-summary).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "core/error.h"
+#include "layers/layers.h"
+
+static const char usage[] =
+	"usage: dtrain summary [options] MODEL.yaml\n"
+	"\n"
+	"Prints the layers, their output shapes and parameter counts, and the totals.\n"
+	"\n"
+	"  --set KEY=VALUE        override a config key (repeatable)\n"
+	"  -h, --help             this help\n";
+
+/* 1234567 -> "1,234,567" */
+static char *with_commas(int64_t n, char *buf, size_t size)
+{
+	char digits[32];
+	int len = snprintf(digits, sizeof(digits), "%lld", (long long)n), k = 0;
+	for (int i = 0; i < len && k + 2 < (int)size; i++) {
+		if (i && (len - i) % 3 == 0)
+			buf[k++] = ',';
+		buf[k++] = digits[i];
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
+/* Keras' readable_memory_size: "22.00 KB". */
+static char *memory_size(double bytes, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KB", "MB", "GB", "TB" };
+	int u = 0;
+	while (bytes >= 1024 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	snprintf(buf, size, "%.2f %s", bytes, units[u]);
+	return buf;
+}
+
+static void rule(const char *l, const char *fill, const char *mid, const char *r, const int *w)
+{
+	fputs(l, stdout);
+	for (int c = 0; c < 3; c++) {
+		for (int i = 0; i < w[c]; i++)
+			fputs(fill, stdout);
+		fputs(c < 2 ? mid : r, stdout);
+	}
+	fputc('\n', stdout);
+}
+
+/* Pads by display columns (the box characters are multi-byte). */
+static void cell(const char *text, int width, int right)
+{
+	int len = (int)strlen(text), pad = width - 2 - len;
+	fputc(' ', stdout);
+	if (right)
+		printf("%*s%s", pad > 0 ? pad : 0, "", text);
+	else
+		printf("%s%*s", text, pad > 0 ? pad : 0, "");
+	fputc(' ', stdout);
+}
+
+static void row(const char *a, const char *b, const char *c, const int *w, const char *bar)
+{
+	fputs(bar, stdout);
+	cell(a, w[0], 0);
+	fputs(bar, stdout);
+	cell(b, w[1], 0);
+	fputs(bar, stdout);
+	cell(c, w[2], 1);
+	fputs(bar, stdout);
+	fputc('\n', stdout);
+}
+
+int cmd_summary(int argc, char **argv)
+{
+	static const int w[3] = { 33, 24, 15 };
+	struct dt_opts o;
+	struct dt_app a;
+	struct dt_model m = { 0 };
+	struct dt_shape in;
+	char name[160], shape[64], count[32], size[32];
+	int rc;
+
+	if ((rc = dt_opts_parse(&o, argc, argv, "config set", usage)) >= 0)
+		goto out_opts;
+	if ((rc = dt_app_config(&a, &o)))
+		goto out;
+	if (a.cfg.input_shape.ndim) {
+		in = a.cfg.input_shape;
+	} else {
+		if ((rc = dt_app_data(&a, 1, 0)))
+			goto out;
+		in = a.train_src.sample;
+	}
+	if (dt_model_init(&m, a.cfg.name, &in, a.cfg.layers, dt_layer_types) < 0) {
+		rc = dt_exit_status();
+		goto out;
+	}
+	printf("Model: \"%s\"\n", m.name);
+	rule("┏", "━", "┳", "┓", w);
+	row("Layer (type)", "Output Shape", "Param #", w, "┃");
+	rule("┡", "━", "╇", "┩", w);
+	for (int i = 0; i < m.nlayers; i++) {
+		const struct dt_layer *l = &m.layers[i];
+		snprintf(name, sizeof(name), "%s (%s)", l->name, l->type->class_name);
+		row(name, dt_shape_format(&l->out, 1, shape, sizeof(shape)),
+		    with_commas(dt_layer_param_count(l), count, sizeof(count)), w, "│");
+		if (i + 1 < m.nlayers)
+			rule("├", "─", "┼", "┤", w);
+	}
+	rule("└", "─", "┴", "┘", w);
+	printf(" Total params: %s (%s)\n", with_commas(m.nparams, count, sizeof(count)),
+	       memory_size(m.nparams * 4.0, size, sizeof(size)));
+	printf(" Trainable params: %s (%s)\n", count, size);
+	printf(" Non-trainable params: 0 (0.00 B)\n");
+	rc = DT_EXIT_OK;
+out:
+	dt_model_release(&m);
+	dt_app_release(&a);
+out_opts:
+	dt_opts_release(&o);
+	return rc;
+}

@@ -1,0 +1,62 @@
+/*
+ * The run config: a model file (plus --set overrides) bound into typed,
+ * validated settings. Sections: model, compile, data, fit, checkpoint,
+ * distribute; `data:` may name a separate YAML file. Layer arguments, data
+ * sources and distribution details stay as nodes: the layer, source and
+ * strategy that use them read and validate them with their own positions.
+ * Every key, its type and default is documented in man/dtrain.yaml.5.
+ */
+#ifndef DT_RUN_CONFIG_H
+#define DT_RUN_CONFIG_H
+
+#include "config.h"
+#include "ops.h"
+#include "optimizer.h"
+
+struct dt_run_config {
+	struct dt_doc *doc;
+	const char *path;
+
+	/* model */
+	const char *name;            /* default: the file's base name */
+	struct dt_shape input_shape; /* ndim 0: taken from the training data */
+	const struct dt_node *layers;
+
+	/* compile */
+	enum dt_loss loss;
+	int from_logits;
+	int accuracy;                /* metrics: [accuracy] */
+	struct dt_optimizer_config optimizer;
+	const struct dt_node *loss_node; /* position for loss/label errors */
+
+	/* data */
+	const struct dt_node *train, *validation, *test; /* source mappings or NULL */
+	int batch_size;
+	double validation_split;
+	double rescale;
+	int shuffle;
+	int one_hot;
+
+	/* fit */
+	int epochs;
+	uint64_t seed;
+	int64_t steps_per_epoch;     /* 0: the whole training set */
+	int threads;                 /* 0: all cores */
+
+	/* checkpoint */
+	const char *checkpoint_dir;  /* default runs/<name> */
+	int checkpoint_enabled;
+
+	/* distribute */
+	const struct dt_node *distribute; /* the mapping, for the strategies; may be NULL */
+	const char *strategy;        /* "auto" by default */
+};
+
+/* Loads path, applies --set assignments, validates. 0, or -1 after printing the error. */
+int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *sets, int nsets);
+void dt_run_config_release(struct dt_run_config *c);
+
+/* The tree under n as JSON text (scalars as strings), for checkpoint metadata. Caller frees. */
+char *dt_node_to_json(const struct dt_node *n);
+
+#endif

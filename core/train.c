@@ -1,0 +1,173 @@
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "rng.h"
+#include "train.h"
+
+double dt_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void dt_trainer_init(struct dt_trainer *t)
+{
+	struct dt_strategy *s = t->strategy;
+	int max = t->models[0].max_batch;
+	t->label = t->train->label;
+	dt_batch_alloc(&t->batch, t->train);
+	t->labels = dt_calloc(s->nreplicas, sizeof(float *));
+	for (int r = 0; r < s->nreplicas; r++)
+		t->labels[r] = dt_device_alloc(s->devices[r], (int64_t)max * dt_shape_count(&t->label));
+}
+
+void dt_trainer_release(struct dt_trainer *t)
+{
+	dt_batch_free(&t->batch);
+	for (int r = 0; t->labels && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->labels[r]);
+	free(t->labels);
+	t->labels = NULL;
+}
+
+int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
+{
+	DT_ASSERT(t->ncallbacks < DT_MAX_CALLBACKS);
+	t->callbacks[t->ncallbacks++] = cb;
+	return 0;
+}
+
+/* Rows [begin, end) of the host batch that replica r of R computes. */
+static void replica_slice(int n, int r, int R, int *begin, int *end)
+{
+	*begin = (int)((int64_t)n * r / R);
+	*end = (int)((int64_t)n * (r + 1) / R);
+}
+
+/*
+ * Forward (and with train, backward) of replica r on rows [begin, end) of the
+ * host batch; adds its loss sum and correct count to sums. The loss is scaled
+ * by 1/b->n, the whole global batch.
+ */
+static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
+			 int train, const struct dt_step_ctx *ctx, double sums[2])
+{
+	struct dt_model *m = &t->models[r];
+	int n = end - begin;
+	int64_t xs = dt_shape_count(&m->input), ys = dt_shape_count(&t->label);
+	struct dt_tensor x, y, pred, dpred;
+
+	if (n == 0) {
+		if (train) {
+			struct dt_tensor g = dt_model_grads(m);
+			dt_op_fill(&g, 0);
+		}
+		return;
+	}
+	x = dt_model_input(m, n);
+	dt_op_from_host(&x, b->x + (int64_t)begin * xs);
+	y = dt_tensor_batch(t->labels[r], m->dev, n, &t->label);
+	dt_op_from_host(&y, b->y + (int64_t)begin * ys);
+	pred = dt_model_forward(m, n, ctx);
+	dpred = dt_model_output_grad(m, n);
+	sums[0] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL, 1.0f / b->n);
+	if (t->accuracy)
+		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
+	if (train)
+		dt_model_backward(m, n);
+}
+
+static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[3])
+{
+	logs->loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+	logs->has_accuracy = t->accuracy;
+	logs->accuracy = sums[2] > 0 ? sums[1] / (sums[2] * t->objective.per_sample) : 0;
+}
+
+int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy)
+{
+	struct dt_batch b;
+	struct dt_step_ctx ctx = { 0, 0 };
+	double sums[3] = { 0, 0, 0 };
+	int64_t steps = dt_pipeline_steps(p);
+	struct dt_model *m = &t->models[0];
+	struct dt_logs logs = { 0 };
+
+	dt_batch_alloc(&b, p);
+	for (int64_t step = 0; step < steps; step++) {
+		if (dt_pipeline_read(p, 0, step, &b) < 0) {
+			dt_batch_free(&b);
+			return -1;
+		}
+		/* Inference on replica 0, in chunks of its batch capacity. */
+		for (int k = 0; k < b.n; k += m->max_batch)
+			replica_step(t, 0, &b, k, b.n - k < m->max_batch ? b.n : k + m->max_batch, 0, &ctx, sums);
+		sums[2] += b.n;
+	}
+	dt_batch_free(&b);
+	fill_logs(t, &logs, sums);
+	*loss = logs.loss;
+	*accuracy = logs.accuracy;
+	return 0;
+}
+
+static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
+{
+	struct dt_strategy *s = t->strategy;
+	int64_t steps = dt_pipeline_steps(t->train);
+	double sums[3] = { 0, 0, 0 }, start = dt_now();
+
+	if (t->steps_per_epoch > 0 && t->steps_per_epoch < steps)
+		steps = t->steps_per_epoch;
+	memset(logs, 0, sizeof(*logs));
+	logs->epoch = epoch;
+	logs->steps = steps;
+	for (int64_t step = 0; step < steps; step++) {
+		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
+			return -1;
+		for (int r = 0; r < s->nreplicas; r++) {
+			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
+							      (uint64_t)step * DT_MAX_REPLICAS + r) };
+			int begin, end;
+			replica_slice(t->batch.n, r, s->nreplicas, &begin, &end);
+			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums);
+		}
+		s->type->apply_gradients(s, t->models, t->opts);
+		sums[2] += t->batch.n;
+		logs->step = step + 1;
+		logs->seconds = dt_now() - start;
+		fill_logs(t, logs, sums);
+		for (int i = 0; i < t->ncallbacks; i++)
+			if (t->callbacks[i]->on_batch_end)
+				t->callbacks[i]->on_batch_end(t->callbacks[i], t, logs);
+	}
+	s->type->reduce_sum(s, sums, 3);
+	fill_logs(t, logs, sums);
+	logs->seconds = dt_now() - start;
+	logs->samples_per_sec = logs->seconds > 0 ? sums[2] / logs->seconds : 0;
+	return 0;
+}
+
+int dt_fit(struct dt_trainer *t)
+{
+	struct dt_logs logs;
+	for (int epoch = t->initial_epoch; epoch < t->epochs; epoch++) {
+		for (int i = 0; i < t->ncallbacks; i++)
+			if (t->callbacks[i]->on_epoch_begin)
+				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, epoch);
+		if (run_epoch(t, epoch, &logs) < 0)
+			return -1;
+		if (t->val) {
+			if (dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy) < 0)
+				return -1;
+			logs.has_val = 1;
+		}
+		for (int i = 0; i < t->ncallbacks; i++)
+			if (t->callbacks[i]->on_epoch_end && t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) < 0)
+				return -1;
+	}
+	return 0;
+}
