@@ -17,8 +17,6 @@ int dt_source_open(struct dt_source *s, const struct dt_node *args,
 	}
 	names[n] = NULL;
 
-	if (!args)
-		return dt_error("missing data source");
 	if (dt_node_expect(args, DT_NODE_MAP, "data source") < 0 ||
 	    dt_cfg_require(args, "format", "data source") < 0 ||
 	    dt_cfg_enum(args, "format", names, -1, &k) < 0)
