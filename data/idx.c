@@ -59,8 +59,11 @@ static int64_t idx_gzread(gzFile gz, const char *path, void *buf, int64_t n)
 		if (k < 0) {
 			int code;
 			const char *msg = gzerror(gz, &code);
+			size_t len = strlen(path);
 			if (code == Z_ERRNO)
 				return dt_error("cannot read '%s': %s", path, strerror(errno));
+			if (!strncmp(msg, path, len) && !strncmp(msg + len, ": ", 2))
+				msg += len + 2; /* zlib prefixes the path */
 			return dt_error("cannot read '%s': corrupt gzip stream: %s", path, msg);
 		}
 		if (k == 0)
@@ -82,6 +85,7 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 	uint32_t magic;
 	uint8_t extra;
 	int64_t k;
+	int code;
 	gzFile gz;
 
 	f->data = NULL;
@@ -111,7 +115,7 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 		else if (head[2] != IDX_UBYTE)
 			snprintf(hint, sizeof(hint), "; %s elements are not supported", type);
 		else if (f->ndim == 1 || f->ndim == 3)
-			snprintf(hint, sizeof(hint), "; is it a %s file?", f->ndim == 1 ? "labels" : "images");
+			snprintf(hint, sizeof(hint), "; it looks like %s file", f->ndim == 1 ? "a labels" : "an images");
 		dt_error("'%s' has magic 0x%08x, expected 0x%08x (uint8 %s)%s", f->path, magic, expect, f->what, hint);
 		goto fail;
 	}
@@ -162,10 +166,10 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 		goto fail;
 	}
 	if (got < want) {
-		dt_error("'%s' is truncated: the header promises %u %s of %lld bytes (%lld bytes) but the file holds "
-			 "%lld bytes, %lld whole records",
-			 f->path, f->dim[0], f->what, (long long)f->record, (long long)want, (long long)got,
-			 (long long)(got / f->record));
+		dt_error("'%s' is truncated: its header promises %u %s (%lld bytes of data) but only %lld bytes follow, "
+			 "%lld whole %s",
+			 f->path, f->dim[0], f->what, (long long)want, (long long)got, (long long)(got / f->record),
+			 f->what);
 		goto fail;
 	}
 	/* One more byte: trailing data is an error; at the end, zlib checks the gzip CRC. */
@@ -174,6 +178,11 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 		goto fail;
 	if (k > 0) {
 		dt_error("'%s' has trailing data after the %u %s its header promises", f->path, f->dim[0], f->what);
+		goto fail;
+	}
+	gzerror(gz, &code);
+	if (code == Z_BUF_ERROR) {
+		dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer", f->path);
 		goto fail;
 	}
 	gzclose(gz);
