@@ -6,14 +6,15 @@
  *   samples: 1000           records; record i has class i % classes
  *   classes: 3
  *   features: 2             spirals: exactly 2
- *   noise: 0.1              standard deviation of the Gaussian noise
+ *   noise: 0.1              standard deviation of the Gaussian noise (spirals: of the angle, in radians)
  *   seed: 0
  *
  * blobs: the centre of class c lies on the unit circle at angle
  * 2*pi*c/classes in the first two features (at c when there is one feature);
  * its other features are drawn uniformly from [-1, 1). A sample is its
  * class centre plus noise. spirals: class c is an arm whose points at radius
- * r in (0, 1] lie at angle 2*pi*c/classes + 4r, plus noise on both features.
+ * r in (0, 1] lie at angle 2*pi*c/classes + 4r plus noise, like the
+ * classic CS231n spirals.
  */
 #include <math.h>
 #include <stdio.h>
@@ -79,9 +80,9 @@ static void synthetic_spirals(struct synthetic *d, int64_t n, int classes, doubl
 	dt_rng_seed(&r, seed, 0);
 	for (int64_t i = 0; i < n; i++) {
 		double radius = (double)(i / classes + 1) / per_class;
-		double a = 2 * M_PI * (i % classes) / classes + 4 * radius;
-		d->x[2 * i] = (float)(radius * cos(a) + noise * dt_rng_normal(&r));
-		d->x[2 * i + 1] = (float)(radius * sin(a) + noise * dt_rng_normal(&r));
+		double a = 2 * M_PI * (i % classes) / classes + 4 * radius + noise * dt_rng_normal(&r);
+		d->x[2 * i] = (float)(radius * cos(a));
+		d->x[2 * i + 1] = (float)(radius * sin(a));
 	}
 }
 
