@@ -75,24 +75,38 @@ int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *c
 /* Error at map unless key is present: "missing required key 'units' in 'dense'". */
 int dt_cfg_require(const struct dt_node *map, const char *key, const char *what);
 
+/*
+ * Ranges are closed: [min, max]. INT64_MIN / INT64_MAX, -INFINITY / INFINITY
+ * leave a side unbounded. Integers also accept whole float forms ("1e6", "2.0").
+ * An explicit null value (~, null, or nothing) counts as absent.
+ */
 int dt_cfg_int(const struct dt_node *map, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out);
-/* Accepts decimal, exponent and "a/b" forms ("1/255"). */
+/* Accepts decimal, exponent and "a/b" forms ("1/255"); never nan or inf. */
 int dt_cfg_float(const struct dt_node *map, const char *key, double def, double min, double max, double *out);
+/* Bounds excluded by dt_cfg_float_range() and dt_node_float_range(). */
+enum { DT_OPEN_MIN = 1, DT_OPEN_MAX = 2 };
+/* dt_cfg_float with open bounds: (map, "rate", 0, 0, 1, DT_OPEN_MAX, &r) takes [0, 1). */
+int dt_cfg_float_range(const struct dt_node *map, const char *key, double def, double min, double max,
+		       int open, double *out);
 int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out);
 /* *out points into the tree (or is def). */
 int dt_cfg_string(const struct dt_node *map, const char *key, const char *def, const char **out);
-/* A path: relative ones are resolved against the directory of the file that holds them. Caller frees *out. */
+/* A path: relative ones are resolved against the directory of the file that holds them. Caller frees *out (NULL when absent). */
 int dt_cfg_path(const struct dt_node *map, const char *key, char **out);
 /* One of names (NULL-terminated): "unknown loss 'mse2'; expected one of: a, b; did you mean 'mse'?" */
 int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *names, int def, int *out);
-/* A sequence of 1..max positive ints, e.g. input_shape: [28, 28, 1]. */
+/* A sequence of 1..DT_MAX_DIMS positive ints, e.g. input_shape: [28, 28, 1]. *out is left alone when absent. */
 int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *out);
 
 /* Parse a scalar node itself (for sequence items): same rules as the getters. */
 int dt_node_int(const struct dt_node *n, int64_t min, int64_t max, int64_t *out);
 int dt_node_float(const struct dt_node *n, double min, double max, double *out);
+int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out);
 
 /* The closest of names to s by edit distance, or NULL if none is close. */
 const char *dt_did_you_mean(const char *s, const char *const *names);
+
+/* "file:line:col" of the latest error printed by this module ("dtrain" when it had none); for tests. */
+const char *dt_cfg_last_where(void);
 
 #endif

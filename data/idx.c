@@ -1,0 +1,279 @@
+/*
+ * `format: idx`: the IDX files of MNIST and Fashion-MNIST, raw or gzipped.
+ *
+ *   images: train-images-idx3-ubyte.gz   uint8, N×H×W (also N×D and N×H×W×C)
+ *   labels: train-labels-idx1-ubyte.gz   uint8, N
+ *
+ * Both files are read into memory once, as uint8; read() converts to float.
+ * A file must hold exactly what its header promises: fewer bytes is a
+ * truncated file, more is trailing data, both are errors.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "core/source.h"
+#include "sources.h"
+
+#define IDX_UBYTE 0x08
+#define IDX_MAX_RECORD INT32_MAX   /* bytes of one record */
+#define IDX_CHUNK (16 << 20)       /* first allocation, before the data proves larger */
+
+struct idx {
+	uint8_t *images; /* (count, record) */
+	uint8_t *labels; /* (count) */
+	int64_t record;  /* bytes of one image */
+};
+
+struct idx_file {
+	const char *path;
+	const char *what;   /* "images" or "labels" */
+	int ndim;
+	uint32_t dim[4];    /* dim[0] = records */
+	int64_t record;     /* bytes per record */
+	uint8_t *data;      /* (dim[0], record), malloc'd */
+};
+
+static const char *idx_type_name(int code)
+{
+	switch (code) {
+	case 0x08: return "uint8";
+	case 0x09: return "int8";
+	case 0x0b: return "int16";
+	case 0x0c: return "int32";
+	case 0x0d: return "float32";
+	case 0x0e: return "float64";
+	}
+	return NULL;
+}
+
+/* Reads up to n bytes; returns bytes read, or -1 after reporting a corrupt stream. */
+static int64_t idx_gzread(gzFile gz, const char *path, void *buf, int64_t n)
+{
+	int64_t got = 0;
+	while (got < n) {
+		unsigned chunk = n - got > (1 << 30) ? 1u << 30 : (unsigned)(n - got);
+		int k = gzread(gz, (uint8_t *)buf + got, chunk);
+		if (k < 0) {
+			int code;
+			const char *msg = gzerror(gz, &code);
+			size_t len = strlen(path);
+			if (code == Z_ERRNO)
+				return dt_error("cannot read '%s': %s", path, strerror(errno));
+			if (!strncmp(msg, path, len) && !strncmp(msg + len, ": ", 2))
+				msg += len + 2; /* zlib prefixes the path */
+			return dt_error("cannot read '%s': corrupt gzip stream: %s", path, msg);
+		}
+		if (k == 0)
+			break;
+		got += k;
+	}
+	return got;
+}
+
+/*
+ * Reads the header and the data of one IDX file. Memory grows with the data
+ * actually present, so a corrupt header that promises terabytes ends as a
+ * truncation error, not as a huge allocation.
+ */
+static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t expect)
+{
+	uint8_t head[4 + 4 * 4];
+	int64_t want, got = 0, cap;
+	uint32_t magic;
+	uint8_t extra;
+	int64_t k;
+	int code;
+	gzFile gz;
+
+	f->data = NULL;
+	errno = 0;
+	gz = gzopen(f->path, "rb");
+	if (!gz)
+		return dt_error("cannot open '%s': %s", f->path, errno ? strerror(errno) : "out of memory");
+	gzbuffer(gz, 1 << 18);
+
+	k = idx_gzread(gz, f->path, head, 4);
+	if (k < 0)
+		goto fail;
+	if (k < 4) {
+		if (k == 0)
+			dt_error("'%s' is empty", f->path);
+		else
+			dt_error("'%s' is truncated: %lld bytes, too short for an IDX header", f->path, (long long)k);
+		goto fail;
+	}
+	magic = (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | head[2] << 8 | head[3];
+	f->ndim = head[3];
+	if (head[0] || head[1] || head[2] != IDX_UBYTE || f->ndim < min_ndim || f->ndim > max_ndim) {
+		const char *type = head[0] || head[1] ? NULL : idx_type_name(head[2]);
+		char hint[64] = "";
+		if (!type)
+			snprintf(hint, sizeof(hint), "; is it an IDX file?");
+		else if (head[2] != IDX_UBYTE)
+			snprintf(hint, sizeof(hint), "; %s elements are not supported", type);
+		else if (f->ndim == 1 || f->ndim == 3)
+			snprintf(hint, sizeof(hint), "; it looks like %s file", f->ndim == 1 ? "a labels" : "an images");
+		dt_error("'%s' has magic 0x%08x, expected 0x%08x (uint8 %s)%s", f->path, magic, expect, f->what, hint);
+		goto fail;
+	}
+
+	k = idx_gzread(gz, f->path, head + 4, 4 * f->ndim);
+	if (k < 0)
+		goto fail;
+	if (k < 4 * f->ndim) {
+		dt_error("'%s' is truncated: the header of %d dimensions is cut short", f->path, f->ndim);
+		goto fail;
+	}
+	f->record = 1;
+	for (int i = 0; i < f->ndim; i++) {
+		const uint8_t *b = head + 4 + 4 * i;
+		f->dim[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+		if (i == 0)
+			continue;
+		if (f->dim[i] == 0 || f->dim[i] > IDX_MAX_RECORD / f->record) {
+			dt_error("'%s' has absurd dimension %u in its header (dimension %d); one record must be 1 to %d bytes",
+				 f->path, f->dim[i], i, IDX_MAX_RECORD);
+			goto fail;
+		}
+		f->record *= f->dim[i];
+	}
+	if (f->dim[0] == 0) {
+		dt_error("'%s' holds no records", f->path);
+		goto fail;
+	}
+
+	want = (int64_t)f->dim[0] * f->record;
+	cap = want < IDX_CHUNK ? want : IDX_CHUNK;
+	f->data = malloc(cap);
+	while (f->data) {
+		k = idx_gzread(gz, f->path, f->data + got, cap - got);
+		if (k < 0)
+			goto fail;
+		got += k;
+		if (got < cap || cap == want)
+			break;
+		cap = cap > want / 2 ? want : 2 * cap;
+		uint8_t *p = realloc(f->data, cap);
+		if (!p)
+			free(f->data);
+		f->data = p;
+	}
+	if (!f->data) {
+		dt_error("out of memory reading '%s' (%lld bytes)", f->path, (long long)want);
+		goto fail;
+	}
+	if (got < want) {
+		dt_error("'%s' is truncated: its header promises %u %s (%lld bytes of data) but only %lld bytes follow, "
+			 "%lld whole %s",
+			 f->path, f->dim[0], f->what, (long long)want, (long long)got, (long long)(got / f->record),
+			 f->what);
+		goto fail;
+	}
+	/* One more byte: trailing data is an error; at the end, zlib checks the gzip CRC. */
+	k = idx_gzread(gz, f->path, &extra, 1);
+	if (k < 0)
+		goto fail;
+	if (k > 0) {
+		dt_error("'%s' has trailing data after the %u %s its header promises", f->path, f->dim[0], f->what);
+		goto fail;
+	}
+	gzerror(gz, &code);
+	if (code == Z_BUF_ERROR) {
+		dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer", f->path);
+		goto fail;
+	}
+	gzclose(gz);
+	return 0;
+fail:
+	free(f->data);
+	f->data = NULL;
+	gzclose(gz);
+	return -1;
+}
+
+static void idx_close(struct dt_source *s)
+{
+	struct idx *d = s->priv;
+	if (!d)
+		return;
+	free(d->images);
+	free(d->labels);
+	free(d);
+	s->priv = NULL;
+}
+
+static int idx_open(struct dt_source *s, const struct dt_node *args)
+{
+	static const char *const keys[] = { "format", "images", "labels", NULL };
+	char *images_path = NULL, *labels_path = NULL;
+	struct idx_file im = { .what = "images" }, lb = { .what = "labels" };
+	struct idx *d;
+	int max = 0, rc = -1;
+
+	if (dt_cfg_check_keys(args, "idx", keys) < 0 || dt_cfg_require(args, "images", "idx") < 0 ||
+	    dt_cfg_require(args, "labels", "idx") < 0 || dt_cfg_path(args, "images", &images_path) < 0 ||
+	    dt_cfg_path(args, "labels", &labels_path) < 0)
+		goto out;
+	im.path = images_path;
+	lb.path = labels_path;
+	if (idx_load(&im, 2, 4, 0x00000803) < 0 || idx_load(&lb, 1, 1, 0x00000801) < 0)
+		goto out;
+	if (im.dim[0] != lb.dim[0]) {
+		dt_error("'%s' has %u images but '%s' has %u labels", im.path, im.dim[0], lb.path, lb.dim[0]);
+		goto out;
+	}
+
+	snprintf(s->name, sizeof(s->name), "%s", im.path);
+	s->count = im.dim[0];
+	if (im.ndim == 2)
+		s->sample = dt_shape_make(1, (int[]){ (int)im.dim[1] });
+	else if (im.ndim == 3)
+		s->sample = dt_shape_make(3, (int[]){ (int)im.dim[1], (int)im.dim[2], 1 });
+	else
+		s->sample = dt_shape_make(3, (int[]){ (int)im.dim[1], (int)im.dim[2], (int)im.dim[3] });
+	s->label = dt_shape_make(1, (int[]){ 1 });
+	for (int64_t i = 0; i < s->count; i++)
+		if (lb.data[i] > max)
+			max = lb.data[i];
+	s->num_classes = max + 1 < 2 ? 2 : max + 1;
+
+	d = dt_calloc(1, sizeof(*d));
+	d->images = im.data;
+	d->labels = lb.data;
+	d->record = im.record;
+	im.data = lb.data = NULL;
+	s->priv = d;
+	rc = 0;
+out:
+	free(im.data);
+	free(lb.data);
+	free(images_path);
+	free(labels_path);
+	return rc;
+}
+
+static int idx_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y)
+{
+	const struct idx *d = s->priv;
+	for (int i = 0; i < n; i++) {
+		const uint8_t *im;
+		if (idx[i] < 0 || idx[i] >= s->count)
+			return dt_error("record %lld is out of range in '%s' (%lld records)", (long long)idx[i],
+					s->name, (long long)s->count);
+		im = d->images + idx[i] * d->record;
+		for (int64_t j = 0; j < d->record; j++)
+			x[i * d->record + j] = im[j];
+		y[i] = d->labels[idx[i]];
+	}
+	return 0;
+}
+
+const struct dt_source_type dt_idx_source = {
+	.name = "idx",
+	.open = idx_open,
+	.read = idx_read,
+	.close = idx_close,
+};

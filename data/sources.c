@@ -1,0 +1,7 @@
+#include "sources.h"
+
+const struct dt_source_type *const dt_source_types[] = {
+	&dt_idx_source,
+	&dt_synthetic_source,
+	NULL,
+};

@@ -1,0 +1,19 @@
+/*
+ * The data sources dtrain knows, one file per format in data/. cmd/ passes
+ * dt_source_types to dt_source_open() (core/source.h); a new format is one
+ * file here plus one line in data/sources.c.
+ */
+#ifndef DT_DATA_SOURCES_H
+#define DT_DATA_SOURCES_H
+
+#include <stddef.h> /* core/error.h uses size_t without including it */
+
+#include "core/source.h"
+
+extern const struct dt_source_type dt_idx_source;       /* format: idx */
+extern const struct dt_source_type dt_synthetic_source; /* format: synthetic */
+
+/* NULL-terminated. */
+extern const struct dt_source_type *const dt_source_types[];
+
+#endif
