@@ -15,11 +15,14 @@ passed=0 failed=0 skipped=0
 
 # count_tap FILE: adds its ok / not ok / skip lines to the totals.
 count_tap() {
-	local p f s
-	p=$(grep -cE '^ok ' "$1" | tr -d ' ')
-	s=$(grep -cE '^ok .*# (skip|SKIP)' "$1" | tr -d ' ')
-	f=$(grep -cE '^not ok ' "$1" | tr -d ' ')
-	passed=$((passed + p - s)) skipped=$((skipped + s)) failed=$((failed + f))
+	local ok skip_ok skip_notok not_ok
+	ok=$(grep -cE '^ok ' "$1")
+	skip_ok=$(grep -cE '^ok .*# (skip|SKIP)' "$1")
+	skip_notok=$(grep -cE '^not ok .*# (skip|SKIP)' "$1")
+	not_ok=$(grep -cE '^not ok ' "$1")
+	passed=$((passed + ok - skip_ok))
+	skipped=$((skipped + skip_ok + skip_notok))
+	failed=$((failed + not_ok - skip_notok))
 }
 
 run_suite() { # name, command...
@@ -32,7 +35,7 @@ run_suite() { # name, command...
 	rc=$?
 	cat "$log"
 	count_tap "$log"
-	if [ $rc -ne 0 ] && ! grep -qE '^not ok ' "$log"; then
+	if [ $rc -ne 0 ] && ! grep -E '^not ok ' "$log" | grep -qvE '# (skip|SKIP)'; then
 		echo "not ok - $name exited with status $rc"
 		failed=$((failed + 1))
 	fi
