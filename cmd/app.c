@@ -1,4 +1,5 @@
 #include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? "+hq" : "+h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? "hq" : "h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
