@@ -66,9 +66,17 @@ struct dt_layer {
 	void *priv;                   /* the type's own state */
 };
 
+/* A configuration the tests build: input shape like "28,28,1" and YAML arguments. */
+struct dt_layer_example {
+	const char *input;
+	const char *args;
+};
+
 struct dt_layer_type {
 	const char *name;       /* YAML name: "dense" */
 	const char *class_name; /* Keras class for summaries: "Dense" */
+	/* Configurations the gradient check runs (at least one; ends with {NULL, NULL}). */
+	const struct dt_layer_example *examples;
 	/* args: the layer's mapping (may be NULL when given as "- flatten"). 0 or -1. */
 	int (*init)(struct dt_layer *l, const struct dt_node *args);
 	/* x (N, in) -> y (N, out) */

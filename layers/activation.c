@@ -30,9 +30,19 @@ static void activation_backward(struct dt_layer *l, const struct dt_tensor *x, c
 		dt_op_act_backward(l->act, y, dy, dx);
 }
 
+static const struct dt_layer_example examples[] = {
+	{ "7", "{activation: relu}" },
+	{ "2,3", "{activation: sigmoid}" },
+	{ "6", "{activation: tanh}" },
+	{ "5", "{activation: softmax}" },
+	{ "4", "{activation: linear}" },
+	{ NULL, NULL },
+};
+
 const struct dt_layer_type dt_activation_layer = {
 	.name = "activation",
 	.class_name = "Activation",
+	.examples = examples,
 	.init = activation_init,
 	.forward = activation_forward,
 	.backward = activation_backward,

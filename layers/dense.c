@@ -52,9 +52,19 @@ static void dense_backward(struct dt_layer *l, const struct dt_tensor *x, const 
 		dt_op_gemm(0, 1, 1, dy, &l->params[KERNEL].value, 0, dx);
 }
 
+static const struct dt_layer_example examples[] = {
+	{ "5", "{units: 3}" },
+	{ "4", "{units: 6, activation: tanh, use_bias: false}" },
+	{ "6", "{units: 4, activation: sigmoid}" },
+	{ "3", "{units: 5, activation: relu}" },
+	{ "4", "{units: 3, activation: softmax}" },
+	{ NULL, NULL },
+};
+
 const struct dt_layer_type dt_dense_layer = {
 	.name = "dense",
 	.class_name = "Dense",
+	.examples = examples,
 	.init = dense_init,
 	.forward = dense_forward,
 	.backward = dense_backward,

@@ -64,9 +64,17 @@ static void dropout_release(struct dt_layer *l)
 	l->priv = NULL;
 }
 
+static const struct dt_layer_example examples[] = {
+	{ "20", "{rate: 0.5}" },
+	{ "3,4", "{rate: 0.1}" },
+	{ "6", "{rate: 0}" },
+	{ NULL, NULL },
+};
+
 const struct dt_layer_type dt_dropout_layer = {
 	.name = "dropout",
 	.class_name = "Dropout",
+	.examples = examples,
 	.init = dropout_init,
 	.forward = dropout_forward,
 	.backward = dropout_backward,

@@ -25,9 +25,16 @@ static void flatten_backward(struct dt_layer *l, const struct dt_tensor *x, cons
 		dt_op_copy(dy, dx);
 }
 
+static const struct dt_layer_example examples[] = {
+	{ "2,3,2", NULL },
+	{ "5", NULL },
+	{ NULL, NULL },
+};
+
 const struct dt_layer_type dt_flatten_layer = {
 	.name = "flatten",
 	.class_name = "Flatten",
+	.examples = examples,
 	.init = flatten_init,
 	.forward = flatten_forward,
 	.backward = flatten_backward,

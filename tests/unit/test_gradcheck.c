@@ -1,0 +1,266 @@
+/*
+ * Gradient checks by central differences: every layer type of the table (each
+ * of its examples) and every loss with every kind of input. A layer added to
+ * layers/layers.c is checked here without another line.
+ */
+#include <math.h>
+
+#include "helpers.h"
+
+#include "core/config.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "layers/layers.h"
+
+#define N 3
+#define H 1e-3
+#define ATOL 2e-3
+#define RTOL 2e-2
+
+static void expect_close(double analytic, double numeric, const char *what, int i)
+{
+	if (fabs(analytic - numeric) > ATOL + RTOL * fmax(fabs(analytic), fabs(numeric)))
+		fail_msg("%s[%d]: analytic %.6g, numeric %.6g", what, i, analytic, numeric);
+}
+
+static struct dt_shape parse_shape(const char *s)
+{
+	struct dt_shape sh = { 0 };
+	char *end;
+	while (*s) {
+		sh.dim[sh.ndim++] = (int)strtol(s, &end, 10);
+		s = *end == ',' ? end + 1 : end;
+	}
+	return sh;
+}
+
+struct fixture {
+	struct dt_doc *doc;
+	struct dt_model m;
+	struct dt_layer *l;
+	struct dt_tensor x, y, dy, dx;
+	float *r;         /* (N, out): L = sum(y * r) */
+	float *dxmem;
+	struct dt_step_ctx ctx;
+};
+
+static double objective(struct fixture *f)
+{
+	double s = 0;
+	int64_t n = dt_tensor_count(&f->y);
+	f->l->type->forward(f->l, &f->x, &f->y, &f->ctx);
+	for (int64_t i = 0; i < n; i++)
+		s += (double)f->y.data[i] * f->r[i];
+	return s;
+}
+
+/* Central difference of the objective w.r.t. *v. */
+static double numeric(struct fixture *f, float *v)
+{
+	float keep = *v;
+	double plus, minus;
+	*v = keep + (float)H;
+	plus = objective(f);
+	*v = keep - (float)H;
+	minus = objective(f);
+	*v = keep;
+	return (plus - minus) / (2 * H);
+}
+
+static void check_example(const struct dt_layer_type *type, const struct dt_layer_example *ex)
+{
+	struct fixture f = { 0 };
+	char text[512], what[128];
+	struct dt_shape in = parse_shape(ex->input);
+	struct dt_rng rng;
+	int64_t nx, ny;
+
+	if (ex->args)
+		snprintf(text, sizeof(text), "layers:\n  - %s: %s\n", type->name, ex->args);
+	else
+		snprintf(text, sizeof(text), "layers:\n  - %s\n", type->name);
+	f.doc = dt_doc_parse("example", text, ".");
+	assert_non_null(f.doc);
+	if (dt_model_init(&f.m, "t", &in, dt_node_get(dt_doc_root(f.doc), "layers"), dt_layer_types) < 0)
+		fail_msg("%s %s: %s", type->name, text, dt_error_last());
+	dt_model_alloc(&f.m, DT_CPU, N);
+	f.l = &f.m.layers[0];
+	dt_rng_seed(&rng, 11, 0);
+	for (int64_t i = 0; i < f.m.nparams; i++)
+		f.m.params[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+	f.x = dt_tensor_batch(f.m.acts[0], DT_CPU, N, &f.l->in);
+	f.y = dt_tensor_batch(f.m.acts[1], DT_CPU, N, &f.l->out);
+	f.dy = dt_tensor_batch(f.m.dacts[1], DT_CPU, N, &f.l->out);
+	nx = dt_tensor_count(&f.x);
+	ny = dt_tensor_count(&f.y);
+	f.dxmem = dt_device_alloc(DT_CPU, nx);
+	f.dx = dt_tensor_batch(f.dxmem, DT_CPU, N, &f.l->in);
+	f.r = malloc(ny * sizeof(float));
+	for (int64_t i = 0; i < nx; i++)
+		f.x.data[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+	for (int64_t i = 0; i < ny; i++)
+		f.r[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+	f.ctx = (struct dt_step_ctx){ 1, 1234 };
+
+	objective(&f);
+	memcpy(f.dy.data, f.r, ny * sizeof(float));
+	f.l->type->backward(f.l, &f.x, &f.y, &f.dy, &f.dx);
+	/* Save analytic gradients before the numeric passes run forward again. */
+	{
+		float *dx = malloc(nx * sizeof(float)), *dp = malloc((f.m.nparams + 1) * sizeof(float));
+		memcpy(dx, f.dx.data, nx * sizeof(float));
+		memcpy(dp, f.m.grads, f.m.nparams * sizeof(float));
+		for (int64_t i = 0; i < nx; i++) {
+			snprintf(what, sizeof(what), "%s %s: dx", type->name, ex->args ? ex->args : "");
+			expect_close(dx[i], numeric(&f, &f.x.data[i]), what, (int)i);
+		}
+		for (int p = 0; p < f.l->nparams; p++) {
+			struct dt_param *pr = &f.l->params[p];
+			for (int64_t i = 0; i < dt_shape_count(&pr->shape); i++) {
+				snprintf(what, sizeof(what), "%s %s: d%s", type->name, ex->args ? ex->args : "", pr->name);
+				expect_close(dp[pr->offset + i], numeric(&f, &pr->value.data[i]), what, (int)i);
+			}
+		}
+		free(dx);
+		free(dp);
+	}
+	free(f.r);
+	dt_device_free(DT_CPU, f.dxmem);
+	dt_model_release(&f.m);
+	dt_doc_free(f.doc);
+}
+
+static void test_every_layer_type(void **state)
+{
+	int checked = 0;
+	for (int t = 0; dt_layer_types[t]; t++) {
+		const struct dt_layer_type *type = dt_layer_types[t];
+		if (!type->examples || !type->examples[0].input)
+			fail_msg("layer type '%s' has no examples to check", type->name);
+		for (int e = 0; type->examples[e].input; e++, checked++)
+			check_example(type, &type->examples[e]);
+	}
+	assert_true(checked >= 4);
+}
+
+/* ---- losses ---- */
+
+struct loss_case {
+	enum dt_loss loss;
+	enum dt_loss_input input;
+	int c;
+};
+
+static double loss_of(const struct loss_case *k, float *z, float *t, int c)
+{
+	/* The loss as a function of what the gradient is taken against. */
+	struct dt_tensor zt = dt_tensor_batch(z, DT_CPU, N, &(struct dt_shape){ 1, { c } });
+	struct dt_shape ls = { 1, { k->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : c } };
+	struct dt_tensor tt = dt_tensor_batch(t, DT_CPU, N, &ls);
+	if (k->input == DT_LOSS_FUSED) {
+		float p[N * 8];
+		struct dt_tensor pt = dt_tensor_batch(p, DT_CPU, N, &(struct dt_shape){ 1, { c } });
+		dt_op_act_forward(k->loss == DT_LOSS_BINARY_CROSSENTROPY ? DT_ACT_SIGMOID : DT_ACT_SOFTMAX, &zt, &pt);
+		return dt_op_loss(k->loss, DT_LOSS_PROBS, &pt, &tt, NULL, 1);
+	}
+	return dt_op_loss(k->loss, k->input, &zt, &tt, NULL, 1);
+}
+
+static void check_loss(const struct loss_case *k)
+{
+	int c = k->c;
+	float z[N * 8], t[N * 8], p[N * 8], g[N * 8];
+	struct dt_rng rng;
+	struct dt_shape cs = { 1, { c } };
+	struct dt_shape ls = { 1, { k->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : c } };
+	struct dt_tensor pt = dt_tensor_batch(p, DT_CPU, N, &cs), gt = dt_tensor_batch(g, DT_CPU, N, &cs);
+	struct dt_tensor zt = dt_tensor_batch(z, DT_CPU, N, &cs), tt = dt_tensor_batch(t, DT_CPU, N, &ls);
+	char what[96];
+
+	dt_rng_seed(&rng, 5, (uint64_t)k->loss * 10 + k->input);
+	for (int i = 0; i < N * c; i++)
+		z[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+	for (int r = 0; r < N; r++)
+		for (int j = 0; j < c; j++) {
+			if (k->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+				t[r] = (float)(r % c);
+			else if (k->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY)
+				t[r * c + j] = j == (r + 1) % c;
+			else if (k->loss == DT_LOSS_BINARY_CROSSENTROPY)
+				t[r * c + j] = (float)((r + j) % 2);
+			else
+				t[r * c + j] = (float)dt_rng_uniform(&rng);
+		}
+	/* Probabilities are a softmax (or sigmoid) of z, away from the clip range. */
+	if (k->input == DT_LOSS_PROBS && k->loss != DT_LOSS_MEAN_SQUARED_ERROR) {
+		dt_op_act_forward(k->loss == DT_LOSS_BINARY_CROSSENTROPY ? DT_ACT_SIGMOID : DT_ACT_SOFTMAX, &zt, &zt);
+	}
+	if (k->input == DT_LOSS_FUSED) {
+		dt_op_act_forward(k->loss == DT_LOSS_BINARY_CROSSENTROPY ? DT_ACT_SIGMOID : DT_ACT_SOFTMAX, &zt, &pt);
+		dt_op_loss(k->loss, DT_LOSS_FUSED, &pt, &tt, &gt, 0.5f);
+	} else {
+		dt_op_loss(k->loss, k->input, &zt, &tt, &gt, 0.5f);
+	}
+	for (int i = 0; i < N * c; i++) {
+		float keep = z[i];
+		double plus, minus;
+		z[i] = keep + (float)H;
+		plus = loss_of(k, z, t, c);
+		z[i] = keep - (float)H;
+		minus = loss_of(k, z, t, c);
+		z[i] = keep;
+		snprintf(what, sizeof(what), "%s input %d", dt_loss_names[k->loss], (int)k->input);
+		expect_close(g[i], 0.5 * (plus - minus) / (2 * H), what, i);
+	}
+}
+
+static void test_every_loss(void **state)
+{
+	static const struct loss_case cases[] = {
+		{ DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, 4 },
+		{ DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS, 4 },
+		{ DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_FUSED, 4 },
+		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, 3 },
+		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS, 3 },
+		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_FUSED, 3 },
+		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_PROBS, 2 },
+		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_LOGITS, 2 },
+		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_FUSED, 1 },
+		{ DT_LOSS_MEAN_SQUARED_ERROR, DT_LOSS_PROBS, 3 },
+	};
+	int covered[DT_LOSS_COUNT] = { 0 };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		check_loss(&cases[i]);
+		covered[cases[i].loss] = 1;
+	}
+	for (int l = 0; l < DT_LOSS_COUNT; l++)
+		if (!covered[l])
+			fail_msg("loss '%s' has no gradient check", dt_loss_names[l]);
+}
+
+/* The logits form and the probability form agree on the loss value. */
+static void test_logits_match_probs(void **state)
+{
+	float z[6] = { 0.2f, -1.0f, 2.0f, 0.5f, 0.1f, -0.3f }, p[6], t[2] = { 2, 0 };
+	struct dt_shape cs = { 1, { 3 } }, ls = { 1, { 1 } };
+	struct dt_tensor zt = dt_tensor_batch(z, DT_CPU, 2, &cs), pt = dt_tensor_batch(p, DT_CPU, 2, &cs);
+	struct dt_tensor tt = dt_tensor_batch(t, DT_CPU, 2, &ls);
+	double a, b, expect;
+	dt_op_act_forward(DT_ACT_SOFTMAX, &zt, &pt);
+	a = dt_op_loss(DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS, &zt, &tt, NULL, 1);
+	b = dt_op_loss(DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, &pt, &tt, NULL, 1);
+	expect = -log(p[2]) - log(p[3]);
+	assert_float_equal(a, expect, 1e-5);
+	assert_float_equal(b, expect, 1e-5);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_every_layer_type),
+		cmocka_unit_test(test_every_loss),
+		cmocka_unit_test(test_logits_match_probs),
+	};
+	dt_error_set_quiet(1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
