@@ -181,14 +181,44 @@ struct parser {
 	const char *text;
 	size_t len;
 	int col_offset; /* added to the columns of line 1 (values of --set) */
+	yaml_mark_t end; /* see find_end() */
 };
 
-static int mark_line(const yaml_mark_t *m) { return m->line < INT_MAX ? (int)m->line + 1 : INT_MAX; }
+/*
+ * libyaml puts the end of a text that lacks a final newline on a line of its
+ * own; parse_text() records where that text really ends, and such marks are
+ * moved back there.
+ */
+static void find_end(struct parser *p)
+{
+	p->end.line = SIZE_MAX;
+	if (p->len == 0 || p->text[p->len - 1] == '\n')
+		return;
+	p->end.line = 0;
+	for (size_t i = 0; i < p->len; i++) {
+		if (p->text[i] == '\n')
+			p->end.line++, p->end.column = 0;
+		else if (((unsigned char)p->text[i] & 0xc0) != 0x80)
+			p->end.column++;
+	}
+}
+
+static yaml_mark_t clamp_mark(const struct parser *p, const yaml_mark_t *m)
+{
+	return m->line > p->end.line ? p->end : *m;
+}
+
+static int mark_line(const struct parser *p, const yaml_mark_t *m)
+{
+	yaml_mark_t c = clamp_mark(p, m);
+	return c.line < INT_MAX ? (int)c.line + 1 : INT_MAX;
+}
 
 static int mark_col(const struct parser *p, const yaml_mark_t *m)
 {
-	int col = m->column < INT_MAX / 2 ? (int)m->column + 1 : INT_MAX / 2;
-	return m->line == 0 ? col + p->col_offset : col;
+	yaml_mark_t c = clamp_mark(p, m);
+	int col = c.column < INT_MAX / 2 ? (int)c.column + 1 : INT_MAX / 2;
+	return c.line == 0 ? col + p->col_offset : col;
 }
 
 /* The character at a 0-based line and column (columns count characters, as libyaml's do). */
@@ -229,11 +259,11 @@ static int syntax_error(struct parser *p)
 	/* "did not find expected key while parsing a block mapping that started at line 3" */
 	if (y->context && y->context_mark.line != y->problem_mark.line)
 		snprintf(context, sizeof(context), " %s that started at line %d", y->context,
-			 mark_line(&y->context_mark));
+			 mark_line(p, &y->context_mark));
 	else if (y->context)
 		snprintf(context, sizeof(context), " %s", y->context);
 	at = text_at(p, y->problem_mark.line, y->problem_mark.column);
-	return error_at(p->file, mark_line(&y->problem_mark), mark_col(p, &y->problem_mark), "%s%s%s", problem,
+	return error_at(p->file, mark_line(p, &y->problem_mark), mark_col(p, &y->problem_mark), "%s%s%s", problem,
 			context, at && *at == '\t' ? " (tabs cannot indent yaml; use spaces)" : "");
 }
 
@@ -251,7 +281,7 @@ static struct dt_node *parse_scalar(struct parser *p, yaml_event_t *ev)
 	size_t len = ev->data.scalar.length;
 	const char *value = (const char *)ev->data.scalar.value;
 	const char *tag = (const char *)ev->data.scalar.tag;
-	struct dt_node *n = node_new(p->d, DT_NODE_SCALAR, p->file, p->dir, mark_line(&ev->start_mark),
+	struct dt_node *n = node_new(p->d, DT_NODE_SCALAR, p->file, p->dir, mark_line(p, &ev->start_mark),
 				     mark_col(p, &ev->start_mark));
 
 	if (memchr(value, '\0', len)) {
@@ -319,7 +349,7 @@ static struct dt_node *parse_map(struct parser *p, struct dt_node *map, int dept
 /* Builds the node that starts with event ev (which it deletes), reading its children. */
 static struct dt_node *parse_node(struct parser *p, yaml_event_t *ev, int depth)
 {
-	int line = mark_line(&ev->start_mark), col = mark_col(p, &ev->start_mark);
+	int line = mark_line(p, &ev->start_mark), col = mark_col(p, &ev->start_mark);
 	enum yaml_event_type_e type = ev->type;
 	struct dt_node *n = NULL;
 
@@ -356,6 +386,7 @@ static int parse_text(struct dt_doc *d, const char *file, const char *dir, const
 	int rc = -1;
 
 	*root = NULL;
+	find_end(&p);
 	if (!yaml_parser_initialize(&p.yp))
 		DT_BUG("out of memory in libyaml");
 	yaml_parser_set_input_string(&p.yp, (const unsigned char *)text, len);
@@ -383,7 +414,7 @@ static int parse_text(struct dt_doc *d, const char *file, const char *dir, const
 	if (next_event(&p, &ev))
 		goto out;
 	if (ev.type == YAML_DOCUMENT_START_EVENT) {
-		error_at(file, mark_line(&ev.start_mark), mark_col(&p, &ev.start_mark),
+		error_at(file, mark_line(&p, &ev.start_mark), mark_col(&p, &ev.start_mark),
 			 "a second document is not supported (only one '---' section per file)");
 		yaml_event_delete(&ev);
 		goto out;
@@ -624,12 +655,22 @@ int dt_doc_set(struct dt_doc *d, const char *assignment)
 
 /* ---- include ---- */
 
+static int map_find(const struct dt_node *map, const char *key)
+{
+	if (!map || map->kind != DT_NODE_MAP)
+		return -1;
+	for (int i = 0; i < map->n; i++)
+		if (!strcmp(map->keys[i], key))
+			return i;
+	return -1;
+}
+
 int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key)
 {
-	struct dt_node *n = dt_node_get(map, key), *root;
+	int i = map_find(map, key);
+	struct dt_node *n = i < 0 ? NULL : map->items[i], *root;
 	size_t len;
 	char *path, *text, *dir;
-	int i;
 
 	if (!n || n->kind == DT_NODE_MAP || is_null(n))
 		return 0;
@@ -649,23 +690,11 @@ int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key)
 	free(path);
 	if (!root)
 		return -1;
-	for (i = 0; map->items[i] != n; i++)
-		;
 	map->items[i] = root;
 	return 1;
 }
 
 /* ---- lookups ---- */
-
-static int map_find(const struct dt_node *map, const char *key)
-{
-	if (!map || map->kind != DT_NODE_MAP)
-		return -1;
-	for (int i = 0; i < map->n; i++)
-		if (!strcmp(map->keys[i], key))
-			return i;
-	return -1;
-}
 
 struct dt_node *dt_node_get(const struct dt_node *map, const char *key)
 {

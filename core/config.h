@@ -10,8 +10,8 @@
  * Getters share one contract: the key is looked up in a mapping node; when the
  * key is absent the default is stored and 0 is returned; when present and valid
  * the value is stored and 1 is returned; otherwise an error naming the value's
- * position is printed and -1 returned. Every key read is marked used, and
- * dt_cfg_check_keys() rejects keys not in an allowed list with a did-you-mean.
+ * position is printed and -1 returned. dt_cfg_check_keys() rejects keys not
+ * in an allowed list with a did-you-mean.
  */
 #ifndef DT_CONFIG_H
 #define DT_CONFIG_H
@@ -67,12 +67,12 @@ const char *dt_node_where(const struct dt_node *n, char *buf, int size);
 
 /* The item at key in a mapping, or NULL (also when map is NULL or not a mapping). */
 struct dt_node *dt_node_get(const struct dt_node *map, const char *key);
-/* Error unless n is of this kind ("expected a mapping for 'data', got a scalar"). */
+/* Error unless n is of this kind ("expected a mapping for 'data', got a sequence"). 0 or -1. */
 int dt_node_expect(const struct dt_node *n, enum dt_node_kind kind, const char *what);
 
-/* Rejects keys of map not in allowed (NULL-terminated): "unknown key 'untis' in 'dense'; did you mean 'units'?" */
+/* Rejects keys of map not in allowed (NULL-terminated): "unknown key 'untis' in 'dense'; did you mean 'units'?" 0 or -1. */
 int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *const *allowed);
-/* Error at map unless key is present: "missing required key 'units' in 'dense'". */
+/* Error at map unless key is present with a non-null value: "missing required key 'units' in 'dense'". 0 or -1. */
 int dt_cfg_require(const struct dt_node *map, const char *key, const char *what);
 
 /*
@@ -93,17 +93,22 @@ int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out);
 int dt_cfg_string(const struct dt_node *map, const char *key, const char *def, const char **out);
 /* A path: relative ones are resolved against the directory of the file that holds them. Caller frees *out (NULL when absent). */
 int dt_cfg_path(const struct dt_node *map, const char *key, char **out);
-/* One of names (NULL-terminated): "unknown loss 'mse2'; expected one of: a, b; did you mean 'mse'?" */
+/* One of names (NULL-terminated), exact case; *out is its index: "unknown loss 'mse2' (expected one of: mse, mae); did you mean 'mse'?" */
 int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *names, int def, int *out);
 /* A sequence of 1..DT_MAX_DIMS positive ints, e.g. input_shape: [28, 28, 1]. *out is left alone when absent. */
 int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *out);
 
-/* Parse a scalar node itself (for sequence items): same rules as the getters. */
+/* Parse a scalar node itself (for sequence items): same rules as the getters, but 0 or -1, messages say "value". */
 int dt_node_int(const struct dt_node *n, int64_t min, int64_t max, int64_t *out);
 int dt_node_float(const struct dt_node *n, double min, double max, double *out);
 int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out);
 
-/* The closest of names to s by edit distance, or NULL if none is close. */
+/*
+ * The closest of names to s by edit distance (a swap of neighbours counts as
+ * one edit, case is ignored), or NULL if none is close: a name is close when
+ * the distance is at most max(1, len/3) and less than len, len being the
+ * name's length. Ties go to the first name.
+ */
 const char *dt_did_you_mean(const char *s, const char *const *names);
 
 /* "file:line:col" of the latest error printed by this module ("dtrain" when it had none); for tests. */
