@@ -21,7 +21,7 @@ static int dropout_init(struct dt_layer *l, const struct dt_node *args)
 	double rate;
 	struct dropout *d;
 	if (dt_layer_check_keys(l, args, keys) < 0 || dt_cfg_require(args, "rate", "dropout") < 0 ||
-	    dt_cfg_float(args, "rate", 0, 0, 0.999999, &rate) < 0)
+	    dt_cfg_float_range(args, "rate", 0, 0, 1, DT_OPEN_MAX, &rate) < 0)
 		return -1;
 	d = dt_calloc(1, sizeof(*d));
 	d->rate = (float)rate;

@@ -1,0 +1,244 @@
+/*
+ * Model building (shapes, names, errors), optimizers against hand-computed
+ * steps, and checkpoint round trips of a model with its optimizer.
+ */
+#include <math.h>
+
+#include "helpers.h"
+
+#include "core/checkpoint.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/snapshot.h"
+#include "layers/layers.h"
+
+struct built {
+	struct dt_doc *doc;
+	struct dt_model m;
+	struct dt_optimizer o;
+	int has_opt;
+};
+
+/* Builds a model from "layers: ..." YAML with input shape in; returns -1 on error. */
+static int build(struct built *b, const char *yaml, int ndim, const int *dims)
+{
+	struct dt_shape in = dt_shape_make(ndim, dims);
+	memset(b, 0, sizeof(*b));
+	b->doc = dt_doc_parse("model.yaml", yaml, ".");
+	assert_non_null(b->doc);
+	if (dt_model_init(&b->m, "t", &in, dt_node_get(dt_doc_root(b->doc), "layers"), dt_layer_types) < 0)
+		return -1;
+	dt_model_alloc(&b->m, DT_CPU, 4);
+	return 0;
+}
+
+static void with_optimizer(struct built *b, const char *yaml)
+{
+	struct dt_optimizer_config c;
+	struct dt_doc *d = dt_doc_parse("compile.yaml", yaml, ".");
+	assert_non_null(d);
+	assert_int_equal(dt_optimizer_config_read(&c, dt_doc_root(d)), 0);
+	dt_optimizer_init(&b->o, &c, &b->m);
+	b->has_opt = 1;
+	dt_doc_free(d);
+}
+
+static void release(struct built *b)
+{
+	if (b->has_opt)
+		dt_optimizer_release(&b->o, &b->m);
+	dt_model_release(&b->m);
+	dt_doc_free(b->doc);
+}
+
+static void test_shapes_and_names(void **state)
+{
+	struct built b;
+	assert_int_equal(build(&b, "layers:\n  - flatten\n  - dense: {units: 5}\n  - dropout: {rate: 0.1}\n"
+				   "  - dense: {units: 3, activation: softmax}\n", 3, (int[]){ 4, 2, 1 }), 0);
+	assert_int_equal(b.m.nlayers, 4);
+	assert_string_equal(b.m.layers[1].name, "dense");
+	assert_string_equal(b.m.layers[3].name, "dense_1");
+	assert_int_equal(b.m.layers[0].out.dim[0], 8);
+	assert_int_equal(b.m.output.dim[0], 3);
+	assert_int_equal(dt_model_param_count(&b.m), 8 * 5 + 5 + 5 * 3 + 3);
+	assert_int_equal(b.m.layers[3].params[0].offset, 8 * 5 + 5);
+	release(&b);
+}
+
+static void test_errors(void **state)
+{
+	struct built b;
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 5}\n", 3, (int[]){ 28, 28, 1 }), -1);
+	assert_error_contains("(None, 28, 28, 1)");
+	assert_error_contains("flatten");
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dens: {units: 5}\n", 1, (int[]){ 3 }), -1);
+	assert_error_contains("did you mean 'dense'");
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 5, name: a}\n  - dense: {units: 2, name: a}\n", 1, (int[]){ 3 }), -1);
+	assert_error_contains("used twice");
+	release(&b);
+	assert_int_equal(build(&b, "layers: []\n", 1, (int[]){ 3 }), -1);
+	assert_error_contains("empty");
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dropout: {rate: 1}\n", 1, (int[]){ 3 }), -1);
+	assert_error_contains("'rate'");
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 3, activation: relux}\n", 1, (int[]){ 3 }), -1);
+	assert_error_contains("did you mean 'relu'");
+	release(&b);
+}
+
+static void test_init_is_seeded(void **state)
+{
+	struct built a, b;
+	const char *yaml = "layers:\n  - dense: {units: 50}\n";
+	assert_int_equal(build(&a, yaml, 1, (int[]){ 30 }), 0);
+	assert_int_equal(build(&b, yaml, 1, (int[]){ 30 }), 0);
+	dt_model_init_params(&a.m, 7);
+	dt_model_init_params(&b.m, 7);
+	assert_memory_equal(a.m.params, b.m.params, a.m.nparams * sizeof(float));
+	/* glorot_uniform: |w| <= sqrt(6 / (30 + 50)), biases zero */
+	for (int i = 0; i < 1500; i++)
+		assert_true(fabsf(a.m.params[i]) <= sqrtf(6.0f / 80));
+	for (int i = 1500; i < 1550; i++)
+		assert_float_equal(a.m.params[i], 0, 0);
+	dt_model_init_params(&b.m, 8);
+	assert_memory_not_equal(a.m.params, b.m.params, 1500 * sizeof(float));
+	release(&a);
+	release(&b);
+}
+
+/* One weight w = 1 and gradient g = 0.5 through one or two steps. */
+static double one_step(const char *opt, int steps)
+{
+	struct built b;
+	double w;
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 1, use_bias: false}\n", 1, (int[]){ 1 }), 0);
+	with_optimizer(&b, opt);
+	b.m.params[0] = 1;
+	for (int i = 0; i < steps; i++) {
+		b.m.grads[0] = 0.5f;
+		dt_optimizer_apply(&b.o, &b.m);
+	}
+	w = b.m.params[0];
+	release(&b);
+	return w;
+}
+
+static void test_optimizer_steps(void **state)
+{
+	/* Keras 3 update rules, computed by hand. */
+	assert_float_equal(one_step("optimizer: {sgd: {learning_rate: 0.1}}", 1), 0.95, 1e-7);
+	assert_float_equal(one_step("optimizer: {sgd: {learning_rate: 0.1, momentum: 0.9}}", 2), 0.855, 1e-6);
+	assert_float_equal(one_step("optimizer: {sgd: {learning_rate: 0.1, momentum: 0.9, nesterov: true}}", 1), 0.905, 1e-6);
+	/* adam: m = 0.05, v = 0.00025, alpha = 0.001 sqrt(0.001) / 0.1 */
+	assert_float_equal(one_step("optimizer: adam", 1),
+			   1 - 0.001 * sqrt(0.001) / 0.1 * 0.05 / (sqrt(0.00025) + 1e-7), 1e-7);
+	assert_float_equal(one_step("optimizer: adamw", 1),
+			   1 * (1 - 0.001 * 0.004) - 0.001 * sqrt(0.001) / 0.1 * 0.05 / (sqrt(0.00025) + 1e-7), 1e-7);
+	/* rmsprop: v = 0.1 * 0.25, w -= lr g / sqrt(v + eps) */
+	assert_float_equal(one_step("optimizer: rmsprop", 1), 1 - 0.001 * 0.5 / sqrt(0.025 + 1e-7), 1e-7);
+	assert_float_equal(one_step("optimizer: {sgd: {learning_rate: 0.1, weight_decay: 0.5}}", 1),
+			   1 * (1 - 0.1 * 0.5) - 0.05, 1e-7);
+	/* the default is rmsprop, as Keras' compile */
+	assert_float_equal(one_step("loss: mse", 1), 1 - 0.001 * 0.5 / sqrt(0.025 + 1e-7), 1e-7);
+}
+
+static void test_clipnorm_per_tensor(void **state)
+{
+	struct built b;
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 1}\n", 1, (int[]){ 2 }), 0);
+	with_optimizer(&b, "optimizer: {sgd: {learning_rate: 1, clipnorm: 1}}");
+	b.m.params[0] = b.m.params[1] = b.m.params[2] = 1;
+	b.m.grads[0] = 3; /* kernel gradient (3, 4): norm 5, clipped to 1 */
+	b.m.grads[1] = 4;
+	b.m.grads[2] = 0.5f; /* bias gradient under the norm: unchanged */
+	dt_optimizer_apply(&b.o, &b.m);
+	assert_float_equal(b.m.params[0], 1 - 0.6, 1e-6);
+	assert_float_equal(b.m.params[1], 1 - 0.8, 1e-6);
+	assert_float_equal(b.m.params[2], 0.5, 1e-6);
+	release(&b);
+}
+
+static void test_optimizer_errors(void **state)
+{
+	struct dt_optimizer_config c;
+	struct dt_doc *d = dt_doc_parse("c.yaml", "optimizer: {adamm: {}}\n", ".");
+	assert_int_equal(dt_optimizer_config_read(&c, dt_doc_root(d)), -1);
+	assert_error_contains("did you mean 'adam'");
+	dt_doc_free(d);
+	d = dt_doc_parse("c.yaml", "optimizer: {sgd: {beta_1: 0.9}}\n", ".");
+	assert_int_equal(dt_optimizer_config_read(&c, dt_doc_root(d)), -1);
+	assert_error_contains("unknown key 'beta_1'");
+	dt_doc_free(d);
+}
+
+static void test_snapshot_round_trip(void **state)
+{
+	struct built a, b, c;
+	char dir[] = "/tmp/dtrain-snap-XXXXXX", path[256];
+	const char *yaml = "layers:\n  - dense: {units: 4}\n  - dense: {units: 2}\n";
+	struct dt_ckpt_meta meta[] = { { "epoch", "3" } };
+	struct dt_ckpt *ck;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/m.safetensors", dir);
+	assert_int_equal(build(&a, yaml, 1, (int[]){ 3 }), 0);
+	with_optimizer(&a, "optimizer: adam");
+	dt_model_init_params(&a.m, 1);
+	for (int64_t i = 0; i < a.m.nparams; i++)
+		a.m.grads[i] = 0.1f * (float)i;
+	dt_optimizer_apply(&a.o, &a.m);
+	assert_int_equal(dt_snapshot_save(path, &a.m, &a.o, meta, 1), 0);
+
+	assert_int_equal(build(&b, yaml, 1, (int[]){ 3 }), 0);
+	with_optimizer(&b, "optimizer: adam");
+	ck = dt_checkpoint_load(path);
+	assert_non_null(ck);
+	assert_non_null(dt_checkpoint_find(ck, "dense_1/kernel"));
+	assert_non_null(dt_checkpoint_find(ck, "optimizer/dense/bias/v"));
+	assert_string_equal(dt_checkpoint_meta(ck, "epoch"), "3");
+	assert_int_equal(dt_snapshot_load(ck, &b.m, &b.o), 0);
+	assert_memory_equal(a.m.params, b.m.params, a.m.nparams * sizeof(float));
+	assert_memory_equal(a.o.slots[0], b.o.slots[0], a.m.nparams * sizeof(float));
+	assert_memory_equal(a.o.slots[1], b.o.slots[1], a.m.nparams * sizeof(float));
+	assert_int_equal(b.o.iterations, 1);
+	dt_checkpoint_free(ck);
+
+	/* A model with other shapes is refused, naming the tensor and both shapes. */
+	assert_int_equal(build(&c, "layers:\n  - dense: {units: 5}\n  - dense: {units: 2}\n", 1, (int[]){ 3 }), 0);
+	ck = dt_checkpoint_load(path);
+	assert_int_equal(dt_snapshot_load(ck, &c.m, NULL), -1);
+	assert_error_contains("'dense/kernel' has shape (3, 4) but the model needs (3, 5)");
+	dt_checkpoint_free(ck);
+	release(&c);
+	/* ... and so is one with fewer layers than the file. */
+	assert_int_equal(build(&c, "layers:\n  - dense: {units: 4}\n", 1, (int[]){ 3 }), 0);
+	ck = dt_checkpoint_load(path);
+	assert_int_equal(dt_snapshot_load(ck, &c.m, NULL), -1);
+	assert_error_contains("'dense_1/");
+	dt_checkpoint_free(ck);
+	release(&c);
+
+	release(&a);
+	release(&b);
+	unlink(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_shapes_and_names),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_init_is_seeded),
+		cmocka_unit_test(test_optimizer_steps),
+		cmocka_unit_test(test_clipnorm_per_tensor),
+		cmocka_unit_test(test_optimizer_errors),
+		cmocka_unit_test(test_snapshot_round_trip),
+	};
+	dt_error_set_quiet(1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

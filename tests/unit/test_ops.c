@@ -1,0 +1,203 @@
+/*
+ * The CPU backend's ops against naive references and hand-computed values.
+ */
+#include <math.h>
+
+#include "helpers.h"
+
+#include "core/ops.h"
+#include "core/rng.h"
+
+static struct dt_tensor mat(float *d, int r, int c) { return (struct dt_tensor){ d, { 2, { r, c } }, DT_CPU }; }
+
+static void fill_random(float *x, int n, uint64_t seed)
+{
+	struct dt_rng r;
+	dt_rng_seed(&r, seed, 0);
+	for (int i = 0; i < n; i++)
+		x[i] = (float)(2 * dt_rng_uniform(&r) - 1);
+}
+
+static void test_gemm_all_transposes(void **state)
+{
+	enum { M = 7, K = 5, N = 3 };
+	float a[M * K], b[K * N], at[K * M], bt[N * K], c[M * N], ref[M * N];
+	fill_random(a, M * K, 1);
+	fill_random(b, K * N, 2);
+	for (int i = 0; i < M; i++)
+		for (int k = 0; k < K; k++)
+			at[k * M + i] = a[i * K + k];
+	for (int k = 0; k < K; k++)
+		for (int j = 0; j < N; j++)
+			bt[j * K + k] = b[k * N + j];
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double s = 0;
+			for (int k = 0; k < K; k++)
+				s += (double)a[i * K + k] * b[k * N + j];
+			ref[i * N + j] = (float)s;
+		}
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K), B = tb ? mat(bt, N, K) : mat(b, K, N);
+			struct dt_tensor C = mat(c, M, N);
+			for (int i = 0; i < M * N; i++)
+				c[i] = 1;
+			/* alpha 2, beta 0.5: c = 2 ab + 0.5 */
+			dt_op_gemm(ta, tb, 2, &A, &B, 0.5f, &C);
+			for (int i = 0; i < M * N; i++)
+				assert_float_equal(c[i], 2 * ref[i] + 0.5f, 1e-5);
+		}
+}
+
+static void test_bias(void **state)
+{
+	float y[6] = { 1, 2, 3, 4, 5, 6 }, b[3] = { 10, 20, 30 }, db[3] = { 1, 1, 1 };
+	struct dt_tensor Y = mat(y, 2, 3), B = { b, { 1, { 3 } }, DT_CPU }, DB = { db, { 1, { 3 } }, DT_CPU };
+	dt_op_bias_add(&Y, &B);
+	assert_float_equal(y[0], 11, 0);
+	assert_float_equal(y[5], 36, 0);
+	dt_op_bias_grad(&Y, 0, &DB);
+	assert_float_equal(db[0], 11 + 14, 0);
+	assert_float_equal(db[2], 33 + 36, 0);
+	dt_op_bias_grad(&Y, 1, &DB); /* accumulate */
+	assert_float_equal(db[1], 2 * (22 + 25), 0);
+}
+
+static void test_bias_grad_wide(void **state)
+{
+	/* More columns than one block, rows enough to go parallel. */
+	enum { R = 300, C = 150 };
+	float *dy = malloc(R * C * sizeof(float)), db[C];
+	struct dt_tensor DY = mat(dy, R, C), DB = { db, { 1, { C } }, DT_CPU };
+	fill_random(dy, R * C, 3);
+	dt_op_bias_grad(&DY, 0, &DB);
+	for (int j = 0; j < C; j++) {
+		double s = 0;
+		for (int r = 0; r < R; r++)
+			s += dy[r * C + j];
+		assert_float_equal(db[j], s, 1e-3);
+	}
+	free(dy);
+}
+
+static void test_activations(void **state)
+{
+	float x[4] = { -2, -0.5f, 0.5f, 3 }, y[4];
+	struct dt_tensor X = mat(x, 1, 4), Y = mat(y, 1, 4);
+	dt_op_act_forward(DT_ACT_RELU, &X, &Y);
+	assert_float_equal(y[0], 0, 0);
+	assert_float_equal(y[3], 3, 0);
+	dt_op_act_forward(DT_ACT_SIGMOID, &X, &Y);
+	assert_float_equal(y[2], 1 / (1 + exp(-0.5)), 1e-6);
+	dt_op_act_forward(DT_ACT_TANH, &X, &Y);
+	assert_float_equal(y[0], tanh(-2), 1e-6);
+	dt_op_act_forward(DT_ACT_SOFTMAX, &X, &Y);
+	assert_float_equal(y[0] + y[1] + y[2] + y[3], 1, 1e-6);
+	assert_float_equal(y[3] / y[2], exp(2.5), 1e-3);
+	dt_op_act_forward(DT_ACT_LINEAR, &X, &Y);
+	assert_memory_equal(x, y, sizeof(x));
+}
+
+static void test_softmax_large_logits(void **state)
+{
+	float x[3] = { 1000, 1001, -1000 }, y[3];
+	struct dt_tensor X = mat(x, 1, 3), Y = mat(y, 1, 3);
+	dt_op_act_forward(DT_ACT_SOFTMAX, &X, &Y);
+	assert_false(isnan(y[0]) || isnan(y[1]));
+	assert_float_equal(y[1], 1 / (1 + exp(-1)), 1e-6);
+	assert_float_equal(y[2], 0, 1e-30);
+}
+
+static void test_dropout(void **state)
+{
+	enum { N = 100000 };
+	float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float)), *m = malloc(N * sizeof(float));
+	float *y2 = malloc(N * sizeof(float));
+	struct dt_tensor X = mat(x, 1, N), Y = mat(y, 1, N), M = mat(m, 1, N), Y2 = mat(y2, 1, N);
+	int zeros = 0;
+	for (int i = 0; i < N; i++)
+		x[i] = 1;
+	dt_op_dropout(&X, &Y, &M, 0.3f, 42);
+	for (int i = 0; i < N; i++) {
+		zeros += y[i] == 0;
+		if (y[i] != 0)
+			assert_float_equal(y[i], 1 / 0.7, 1e-6);
+	}
+	assert_in_range(zeros, 29000, 31000);
+	dt_op_dropout(&X, &Y2, &M, 0.3f, 42);
+	assert_memory_equal(y, y2, N * sizeof(float)); /* same key, same mask */
+	dt_op_dropout(&X, &Y2, &M, 0.3f, 43);
+	assert_memory_not_equal(y, y2, N * sizeof(float));
+	free(x);
+	free(y);
+	free(y2);
+	free(m);
+}
+
+static void test_count_correct(void **state)
+{
+	float p[6] = { 0.1f, 0.7f, 0.2f, 0.5f, 0.3f, 0.2f }, sparse[2] = { 1, 2 };
+	float onehot[6] = { 0, 1, 0, 1, 0, 0 }, b[4] = { 0.2f, 0.8f, 0.6f, 0.4f }, bt[4] = { 0, 1, 0, 0 };
+	struct dt_tensor P = mat(p, 2, 3), S = mat(sparse, 2, 1), O = mat(onehot, 2, 3);
+	struct dt_tensor B = mat(b, 2, 2), BT = mat(bt, 2, 2);
+	assert_int_equal(dt_op_count_correct(DT_ACC_SPARSE, &P, &S, 0), 1);
+	assert_int_equal(dt_op_count_correct(DT_ACC_CATEGORICAL, &P, &O, 0), 2);
+	assert_int_equal(dt_op_count_correct(DT_ACC_BINARY, &B, &BT, 0.5f), 3);
+}
+
+static void test_loss_values(void **state)
+{
+	float p[4] = { 0.25f, 0.75f, 0.5f, 0.5f }, t[2] = { 1, 0 }, g[4];
+	float mp[2] = { 1, 3 }, mt[2] = { 0, 1 }, mg[2];
+	struct dt_tensor P = mat(p, 2, 2), T = mat(t, 2, 1), G = mat(g, 2, 2);
+	struct dt_tensor MP = mat(mp, 1, 2), MT = mat(mt, 1, 2), MG = mat(mg, 1, 2);
+	double l = dt_op_loss(DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, &P, &T, &G, 0.5f);
+	assert_float_equal(l, -log(0.75) - log(0.5), 1e-6);
+	assert_float_equal(g[1], -0.5 / 0.75, 1e-6);
+	assert_float_equal(g[0], 0, 0);
+	l = dt_op_loss(DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_FUSED, &P, &T, &G, 0.5f);
+	assert_float_equal(g[0], 0.5 * 0.25, 1e-6);
+	assert_float_equal(g[1], 0.5 * (0.75 - 1), 1e-6);
+	/* mse is the mean over the outputs: ((1-0)^2 + (3-1)^2) / 2 */
+	l = dt_op_loss(DT_LOSS_MEAN_SQUARED_ERROR, DT_LOSS_PROBS, &MP, &MT, &MG, 1);
+	assert_float_equal(l, 2.5, 1e-6);
+	assert_float_equal(mg[1], 2 * 2 / 2.0, 1e-6);
+	/* a probability of 0 is clipped to 1e-7, never -log(0) */
+	p[1] = 0;
+	l = dt_op_loss(DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, &P, &T, NULL, 1);
+	assert_float_equal(l, -log(1e-7) - log(0.5), 1e-3);
+}
+
+static void test_elementwise(void **state)
+{
+	float a[3] = { 1, 2, 3 }, b[3] = { 4, 5, 6 }, c[3];
+	struct dt_tensor A = mat(a, 1, 3), B = mat(b, 1, 3), C = mat(c, 1, 3);
+	dt_op_mul(&A, &B, &C);
+	assert_float_equal(c[2], 18, 0);
+	dt_op_axpy(2, &A, &B);
+	assert_float_equal(b[0], 6, 0);
+	dt_op_scale(&A, -1);
+	assert_float_equal(a[1], -2, 0);
+	assert_float_equal(dt_op_sum_squares(&A), 14, 0);
+	dt_op_fill(&C, 7);
+	assert_float_equal(c[1], 7, 0);
+	dt_op_copy(&C, &A);
+	assert_float_equal(a[0], 7, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gemm_all_transposes),
+		cmocka_unit_test(test_bias),
+		cmocka_unit_test(test_bias_grad_wide),
+		cmocka_unit_test(test_activations),
+		cmocka_unit_test(test_softmax_large_logits),
+		cmocka_unit_test(test_dropout),
+		cmocka_unit_test(test_count_correct),
+		cmocka_unit_test(test_loss_values),
+		cmocka_unit_test(test_elementwise),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
