@@ -24,7 +24,7 @@ static const char usage[] =
 	"  --init-weights FILE    start from the weights in FILE (a .safetensors checkpoint)\n"
 	"  -h, --help             this help\n";
 
-static void print_test(int json, double loss, double acc, int has_acc, int64_t n)
+static void print_test(int json, int quiet, double loss, double acc, int has_acc, int64_t n)
 {
 	if (json) {
 		cJSON *o = cJSON_CreateObject();
@@ -39,6 +39,8 @@ static void print_test(int json, double loss, double acc, int has_acc, int64_t n
 		free(text);
 		cJSON_Delete(o);
 	}
+	if (quiet)
+		return;
 	if (has_acc)
 		fprintf(stderr, "test: %lld samples - accuracy: %.4f - loss: %.4f\n", (long long)n, acc, loss);
 	else
@@ -101,8 +103,7 @@ int cmd_fit(int argc, char **argv)
 		double loss, acc;
 		if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
 			goto out;
-		if (!o.quiet || o.json)
-			print_test(o.json, loss, acc, a.cfg.accuracy, dt_pipeline_size(&a.test));
+		print_test(o.json, o.quiet, loss, acc, a.cfg.accuracy, dt_pipeline_size(&a.test));
 	}
 	rc = DT_EXIT_OK;
 out:

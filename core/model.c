@@ -226,15 +226,25 @@ struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_ste
 	return y;
 }
 
+/* Index of the first layer with parameters: nothing before it needs a gradient. */
+static int first_trainable(const struct dt_model *m)
+{
+	for (int i = 0; i < m->nlayers; i++)
+		if (m->layers[i].nparams)
+			return i;
+	return m->nlayers;
+}
+
 void dt_model_backward(struct dt_model *m, int n)
 {
-	for (int i = m->nlayers - 1; i >= 0; i--) {
+	int first = first_trainable(m);
+	for (int i = m->nlayers - 1; i >= first; i--) {
 		struct dt_layer *l = &m->layers[i];
 		struct dt_tensor x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
 		struct dt_tensor y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
 		struct dt_tensor dy = dt_tensor_batch(m->dacts[i + 1], m->dev, n, &l->out);
 		struct dt_tensor dx = dt_tensor_batch(m->dacts[i], m->dev, n, &l->in);
-		l->type->backward(l, &x, &y, &dy, i > 0 ? &dx : NULL);
+		l->type->backward(l, &x, &y, &dy, i > first ? &dx : NULL);
 	}
 }
 
