@@ -8,7 +8,9 @@
 #   make clean
 #
 # Switches: V=1 (show commands), DEBUG=1 (-O0 -g), SANITIZE=1 (ASan + UBSan,
-# objects under build/san/).
+# objects under build/san/), NATIVE=0 (a binary for any x86-64, without this
+# CPU's vector instructions in dtrain's own loops; oneDNN dispatches at run
+# time either way).
 
 VERSION := 0.1.0
 PREFIX ?= /usr/local
@@ -40,13 +42,16 @@ OPT := -O0 -g
 else
 OPT := -O3 -g
 endif
+ifneq ($(NATIVE),0)
+OPT += -march=native
+endif
 
 PKGS := yaml-0.1 zlib libpng libcjson
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wno-unused-parameter -Wshadow \
-	-fopenmp $(SANFLAGS) -I. $(PKG_CFLAGS) -DDT_VERSION='"$(VERSION)"' -MMD -MP
+	-fopenmp -fno-math-errno $(SANFLAGS) -I. $(PKG_CFLAGS) -DDT_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS += $(PKG_LIBS) -ldnnl -fopenmp -lm -lpthread
 LDFLAGS += $(SANFLAGS)
 

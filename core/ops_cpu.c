@@ -235,9 +235,10 @@ static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct
 	int64_t n = dt_tensor_count(yt);
 	const float *x = xt->data;
 	float *y = yt->data, *mask = mt->data, keep = 1 / (1 - rate);
-#pragma omp parallel for if (n > PAR_MIN)
+	DT_ASSERT(n <= UINT32_MAX);
+#pragma omp parallel for simd if (n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
-		mask[i] = dt_hash_uniform(key, (uint64_t)i) >= rate ? keep : 0;
+		mask[i] = dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;
 		y[i] = x[i] * mask[i];
 	}
 }

@@ -28,10 +28,26 @@ uint64_t dt_rng_below(struct dt_rng *r, uint64_t n);
 
 /* A well-mixed 64-bit function of (a, b). */
 uint64_t dt_hash64(uint64_t a, uint64_t b);
-/* Uniform float in [0, 1) from (key, counter). */
-static inline float dt_hash_uniform(uint64_t key, uint64_t counter)
+
+/*
+ * Uniform float in [0, 1) from (key, counter), counter < 2^32: a 32-bit
+ * integer hash (lowbias32) of the counter mixed with both halves of the key,
+ * cheap enough to vectorize inside elementwise loops.
+ */
+static inline float dt_hash_uniform(uint64_t key, uint32_t counter)
 {
-	return (float)(dt_hash64(key, counter) >> 40) * (1.0f / 16777216.0f);
+	uint32_t x = counter ^ (uint32_t)key;
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	x *= 0x846ca68bu;
+	x ^= x >> 16;
+	x ^= (uint32_t)(key >> 32);
+	x *= 0x9e3779b1u;
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	return (float)(x >> 8) * (1.0f / 16777216.0f);
 }
 
 #endif
