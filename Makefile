@@ -22,6 +22,8 @@ DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev 
 DEPS_TEST := libcmocka-dev bats jq
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
+# Only for `make bench` (the PyTorch reference and peak-RSS measurement).
+DEPS_BENCH := python3-torch python3-numpy time
 
 ifeq ($(V),1)
 Q :=
@@ -87,10 +89,10 @@ $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/helpers.h $(LIB)
 
 # Install what is missing; print the command when not root.
 deps:
-	@missing=""; for p in $(DEPS); do \
+	@missing=""; for p in $(or $(PACKAGES),$(DEPS)); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
-	if [ -z "$$missing" ]; then echo "deps: all $(words $(DEPS)) packages present ✓"; \
+	if [ -z "$$missing" ]; then echo "deps: all $(words $(or $(PACKAGES),$(DEPS))) packages present ✓"; \
 	elif [ "$$(id -u)" != 0 ]; then echo "deps: missing:$$missing"; \
 		echo "deps: run as root: apt-get update && apt-get install -y$$missing"; exit 1; \
 	else echo "deps: installing$$missing"; \
@@ -113,7 +115,11 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory all test-bins
 	$(Q)DTRAIN=$(BIN) BUILD=$(BUILD) tests/run.sh
 
-.PHONY: test-bins
+.PHONY: bench test-bins
+bench: all
+	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
+	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
+
 test-bins: $(TEST_BIN)
 
 install: $(BIN)

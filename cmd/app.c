@@ -170,6 +170,19 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 	return 0;
 }
 
+/* Every pipeline must give samples of the model's input shape and labels of one shape. */
+static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in, const struct dt_shape *label)
+{
+	char x[64], y[64];
+	if (!dt_shape_equal(&p->sample, in))
+		return dt_error("the samples of '%s' are %s but the model's input is %s", p->src->name,
+				dt_shape_format(&p->sample, 0, x, sizeof(x)), dt_shape_format(in, 0, y, sizeof(y)));
+	if (!dt_shape_equal(&p->label, label))
+		return dt_error("the labels of '%s' are %s but the training labels are %s", p->src->name,
+				dt_shape_format(&p->label, 0, x, sizeof(x)), dt_shape_format(label, 0, y, sizeof(y)));
+	return 0;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
@@ -179,6 +192,10 @@ int dt_app_build(struct dt_app *a)
 	int per_replica;
 
 	if (input_shape(a, &in, src) < 0)
+		return DT_EXIT_USAGE;
+	if ((a->have_train_src && check_pipeline(&a->train, &in, &labels->label) < 0) ||
+	    (a->have_val && check_pipeline(&a->val, &in, &labels->label) < 0) ||
+	    (a->have_test && check_pipeline(&a->test, &in, &labels->label) < 0))
 		return DT_EXIT_USAGE;
 	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
 		return dt_exit_status();
