@@ -77,3 +77,9 @@ idx_labels() {
 		printf "\\$((i % 3))"
 	done
 }
+
+# events NAME: the JSON lines of $output whose "event" is NAME, one per line.
+# (jq -e over several inputs judges only the last, so filter first.)
+events() {
+	jq -c --arg e "$1" 'select(.event == $e)' <<<"$output"
+}
