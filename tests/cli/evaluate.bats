@@ -197,7 +197,7 @@ header_file() {
 
 @test "a model without data.test: exit 2 saying there is no test set" {
 	grep -v '^  test:' "$BLOBS" >"$TMP/notest.yaml"
-	! grep -q 'test:' "$TMP/notest.yaml"
+	run ! grep -q 'test:' "$TMP/notest.yaml"
 	run --separate-stderr "$DTRAIN" evaluate "$TMP/notest.yaml" --checkpoint "$RUN/latest.safetensors"
 	status_is 2
 	[[ $stderr == *"'$TMP/notest.yaml' has no data.test section"* ]]

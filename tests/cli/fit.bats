@@ -91,9 +91,9 @@ fit_blobs() {
 	# Each epoch line carries the metrics.
 	[ "$(grep '^Epoch ' "$TMP/err" | grep -c 'loss: .*val_accuracy: .*val_loss: ')" -eq 3 ]
 	# No carriage return, no escape sequence, no other control byte.
-	! grep -q $'\r' "$TMP/err"
-	! grep -q $'\e' "$TMP/err"
-	! LC_ALL=C grep -q '[[:cntrl:]]' "$TMP/err"
+	run ! grep -q $'\r' "$TMP/err"
+	run ! grep -q $'\e' "$TMP/err"
+	run ! env LC_ALL=C grep -q '[[:cntrl:]]' "$TMP/err"
 	# Epoch lines and the test line, nothing else.
 	[ "$(wc -l <"$TMP/err")" -eq 4 ]
 	grep -q '^test: 300 samples - accuracy: ' "$TMP/err"
@@ -252,7 +252,7 @@ fit_blobs() {
 	fit_blobs -q --set fit.epochs=2
 	mv "$TMP/run" "$TMP/first"
 	fit_blobs -q --set fit.epochs=2 --set fit.seed=8
-	! cmp -s "$TMP/first/latest.safetensors" "$TMP/run/latest.safetensors"
+	run ! cmp -s "$TMP/first/latest.safetensors" "$TMP/run/latest.safetensors"
 }
 
 @test "--init-weights of a compatible checkpoint starts from those weights" {
