@@ -1,0 +1,248 @@
+#!/usr/bin/env bats
+# Corrupt IDX data files, made by each test: dtrain fit exits 1 with an error
+# that names the file, and never crashes (no status >= 128).
+
+load helpers
+
+setup() {
+	common_setup
+	cd "$TMP"
+	idx_images 12 4 4 >images.idx
+	idx_labels 12 >labels.idx
+	gzip -kn images.idx
+	gzip -kn labels.idx
+}
+
+# fit_idx IMAGES LABELS [ARGS...]: fit tiny_idx.yaml on these files.
+fit_idx() {
+	local images=$1 labels=$2
+	shift 2
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" \
+		--set data.train.images="$images" --set data.train.labels="$labels" "$@"
+}
+
+# fails_naming FILE WORDS...: the last fit exited 1, did not crash, printed
+# nothing on stdout and one error on stderr that names 'FILE' and holds WORDS.
+fails_naming() {
+	local file=$1 w
+	shift
+	not_crashed
+	status_is 1
+	[ -z "$output" ]
+	if [[ $stderr != "dtrain: error: "*"'$file'"* ]]; then
+		echo "the error does not name '$file': $stderr" >&2
+		return 1
+	fi
+	for w in "$@"; do
+		if [[ $stderr != *"$w"* ]]; then
+			echo "the message lacks '$w': $stderr" >&2
+			return 1
+		fi
+	done
+	[[ $stderr != *Epoch* ]]
+}
+
+@test "control: the generated files train, raw and gzipped" {
+	fit_idx images.idx labels.idx
+	status_is 0
+	fit_idx images.idx.gz labels.idx.gz
+	status_is 0
+	# Absolute paths too.
+	fit_idx "$TMP/images.idx.gz" "$TMP/labels.idx"
+	status_is 0
+}
+
+@test "truncated images .gz" {
+	head -c $(($(stat -c %s images.idx.gz) / 2)) images.idx.gz >cut.idx.gz
+	fit_idx cut.idx.gz labels.idx
+	fails_naming cut.idx.gz "is truncated"
+}
+
+@test "a .gz that lacks only its gzip trailer" {
+	head -c $(($(stat -c %s images.idx.gz) - 8)) images.idx.gz >notrailer.idx.gz
+	fit_idx notrailer.idx.gz labels.idx
+	fails_naming notrailer.idx.gz "truncated" "gzip trailer"
+}
+
+@test "a .gz with a bad CRC" {
+	local at byte
+	cp images.idx.gz crc.idx.gz
+	# The CRC-32 is the first 4 of the last 8 bytes: invert one of them.
+	at=$(($(stat -c %s crc.idx.gz) - 8))
+	byte=$(od -An -t u1 -j "$at" -N 1 crc.idx.gz)
+	printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of=crc.idx.gz bs=1 seek="$at" conv=notrunc 2>/dev/null
+	run ! cmp -s crc.idx.gz images.idx.gz
+	fit_idx crc.idx.gz labels.idx
+	fails_naming crc.idx.gz "corrupt gzip stream"
+}
+
+@test "truncated raw images: how many were promised and how many are there" {
+	head -c 150 images.idx >cut.idx
+	fit_idx cut.idx labels.idx
+	fails_naming cut.idx "is truncated" "promises 12 images" "8 whole images"
+}
+
+@test "a header cut short" {
+	head -c 10 images.idx >short.idx
+	fit_idx short.idx labels.idx
+	fails_naming short.idx "is truncated" "header"
+	head -c 3 images.idx >tiny.idx
+	fit_idx tiny.idx labels.idx
+	fails_naming tiny.idx "too short for an IDX header"
+}
+
+@test "wrong magic: not an IDX file" {
+	{
+		printf 'PK\003\004'
+		tail -c +5 images.idx
+	} >zip.idx
+	fit_idx zip.idx labels.idx
+	fails_naming zip.idx "magic 0x504b0304" "expected 0x00000803" "is it an IDX file?"
+}
+
+@test "wrong magic: a labels file given as images" {
+	fit_idx labels.idx labels.idx
+	fails_naming labels.idx "magic 0x00000801" "it looks like a labels file"
+}
+
+@test "wrong magic: an images file given as labels" {
+	fit_idx images.idx images.idx.gz
+	fails_naming images.idx.gz "magic 0x00000803" "expected 0x00000801"
+}
+
+@test "wrong element type: float32 IDX" {
+	{
+		printf '\000\000\015\003'
+		tail -c +5 images.idx
+	} >f32.idx
+	fit_idx f32.idx labels.idx
+	fails_naming f32.idx "float32 elements are not supported"
+}
+
+@test "label count mismatch: names both files and both counts" {
+	idx_labels 10 >ten.idx
+	fit_idx images.idx ten.idx
+	fails_naming images.idx "12 images" "'ten.idx' has 10 labels"
+}
+
+@test "truncated label file" {
+	head -c 15 labels.idx >cut-labels.idx
+	fit_idx images.idx cut-labels.idx
+	fails_naming cut-labels.idx "is truncated" "promises 12 labels"
+}
+
+@test "non-gzip garbage named .gz" {
+	head -c 3000 /dev/urandom >garbage.idx.gz
+	fit_idx garbage.idx.gz labels.idx
+	not_crashed
+	status_is 1
+	[[ $stderr == *"'garbage.idx.gz'"* ]]
+}
+
+@test "garbage behind a gzip magic" {
+	printf '\037\213\010\000garbage after the gzip magic number' >fake.idx.gz
+	fit_idx fake.idx.gz labels.idx
+	fails_naming fake.idx.gz "corrupt gzip stream"
+}
+
+@test "empty file, raw and gzipped" {
+	: >empty.idx
+	fit_idx empty.idx labels.idx
+	fails_naming empty.idx "is empty"
+	gzip -kn empty.idx
+	fit_idx empty.idx.gz labels.idx
+	fails_naming empty.idx.gz "is empty"
+	fit_idx images.idx empty.idx
+	fails_naming empty.idx "is empty"
+}
+
+@test "a header promising huge dimensions" {
+	{
+		printf '\000\000\010\003'
+		be32 12
+		be32 65536
+		be32 65536
+		head -c 100 /dev/zero
+	} >huge.idx
+	fit_idx huge.idx labels.idx
+	fails_naming huge.idx "in its header"
+}
+
+@test "a header promising 4 billion images: a quick truncation error, not a huge allocation" {
+	{
+		printf '\000\000\010\003'
+		be32 4294967295
+		be32 28
+		be32 28
+		head -c 100000 /dev/zero
+	} | gzip -n >many.idx.gz
+	SECONDS=0
+	fit_idx many.idx.gz labels.idx
+	fails_naming many.idx.gz "is truncated" "promises 4294967295 images"
+	[ "$SECONDS" -lt 20 ]
+}
+
+@test "zero records" {
+	{
+		printf '\000\000\010\003'
+		be32 0
+		be32 4
+		be32 4
+	} >none.idx
+	fit_idx none.idx labels.idx
+	fails_naming none.idx "holds no records"
+}
+
+@test "a zero dimension" {
+	{
+		printf '\000\000\010\003'
+		be32 12
+		be32 0
+		be32 4
+	} >zero.idx
+	fit_idx zero.idx labels.idx
+	fails_naming zero.idx "dimension"
+}
+
+@test "trailing data after the promised records" {
+	{
+		cat images.idx
+		printf 'x'
+	} >long.idx
+	fit_idx long.idx labels.idx
+	fails_naming long.idx "trailing data"
+}
+
+@test "missing data file: exit 1 with 'cannot open'" {
+	fit_idx nowhere.idx labels.idx
+	fails_naming nowhere.idx "cannot open" "No such file or directory"
+}
+
+@test "a directory as data file" {
+	mkdir dir.idx
+	fit_idx dir.idx labels.idx
+	fails_naming dir.idx
+}
+
+@test "relative data paths are resolved against the model file, not the cwd" {
+	# tiny_idx.yaml names images.idx: that is tests/cli/models/images.idx, absent.
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml"
+	fails_naming "$MODELS/images.idx" "cannot open"
+}
+
+@test "a corrupt test set fails before any training" {
+	head -c 150 images.idx >cut.idx
+	fit_idx images.idx labels.idx --set data.test.format=idx --set data.test.images=cut.idx \
+		--set data.test.labels=labels.idx --set fit.epochs=3
+	fails_naming cut.idx "is truncated"
+}
+
+@test "evaluate with a corrupt test set: exit 1 naming it" {
+	fit_idx images.idx labels.idx --set checkpoint.enabled=true --set checkpoint.dir="$TMP/run"
+	status_is 0
+	head -c 150 images.idx >cut.idx
+	run --separate-stderr "$DTRAIN" evaluate "$MODELS/tiny_idx.yaml" --set checkpoint.dir="$TMP/run" \
+		--set data.train.images=images.idx --set data.train.labels=labels.idx \
+		--set data.test.format=idx --set data.test.images=cut.idx --set data.test.labels=labels.idx
+	fails_naming cut.idx "is truncated"
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# Malformed model files (tests/cli/bad_yaml/*.yaml): each must exit 2 with one
+# line "FILE:LINE:COL: error: ..." that points at the offending key or value
+# and says what is wrong.
+
+load helpers
+
+setup() {
+	common_setup
+	BAD=$BATS_TEST_DIRNAME/bad_yaml
+	ARGS=()
+	# A fixture that wrongly passed would train and write runs/NAME here, not in the tree.
+	cd "$TMP"
+}
+
+# token_at FILE LINE COL TOKEN: the fixture has TOKEN at LINE:COL (1-based,
+# in characters). Checks the expected positions against the fixtures.
+token_at() {
+	local text
+	text=$(sed -n "$2p" "$1")
+	if [ "${text:$(($3 - 1)):${#4}}" != "$4" ]; then
+		echo "fixture $1 has '${text:$(($3 - 1))}' at $2:$3, not '$4'" >&2
+		return 1
+	fi
+}
+
+# expect_error FIXTURE LINE COL TOKEN WORDS...: `dtrain fit FIXTURE ${ARGS[@]}`
+# exits 2, and its stderr is one line starting "FIXTURE:LINE:COL: error: "
+# that contains every one of WORDS. TOKEN is what the fixture holds at
+# LINE:COL ("" to skip that check).
+expect_error() {
+	local file=$BAD/$1 line=$2 col=$3 token=$4 w
+	shift 4
+	[ -f "$file" ]
+	[ -z "$token" ] || token_at "$file" "$line" "$col" "$token"
+	run --separate-stderr "$DTRAIN" fit -q "$file" "${ARGS[@]}"
+	not_crashed
+	status_is 2
+	[ -z "$output" ]
+	if [[ $stderr != "$file:$line:$col: error: "* ]]; then
+		echo "expected the position $file:$line:$col, got: $stderr" >&2
+		return 1
+	fi
+	if [ "${#stderr_lines[@]}" -ne 1 ]; then
+		echo "expected one line on stderr, got ${#stderr_lines[@]}: $stderr" >&2
+		return 1
+	fi
+	for w in "$@"; do
+		if [[ $stderr != *"$w"* ]]; then
+			echo "the message lacks '$w': $stderr" >&2
+			return 1
+		fi
+	done
+}
+
+@test "tab indentation: the tab's position and a hint about tabs" {
+	expect_error tab_indent.yaml 4 1 $'\t' "tabs cannot indent yaml; use spaces"
+}
+
+@test "unclosed flow sequence: a syntax error that names where it started" {
+	# libyaml notices at the next key (line 12); the message points back at line 11.
+	expect_error syntax_error.yaml 12 4 ":" "did not find expected ',' or ']'" "started at line 11"
+	token_at "$BAD/syntax_error.yaml" 11 15 "[10, 20"
+}
+
+@test "unknown top-level key 'compil': did you mean 'compile'" {
+	expect_error unknown_section.yaml 5 1 compil "unknown key 'compil'" "did you mean 'compile'?"
+}
+
+@test "unknown layer type 'dense2': did you mean 'dense'" {
+	expect_error unknown_layer.yaml 5 7 dense2 "unknown layer type 'dense2'" "did you mean 'dense'?"
+}
+
+@test "unknown layer argument 'untis': did you mean 'units'" {
+	expect_error unknown_layer_arg.yaml 4 15 untis "unknown key 'untis' in 'dense'" "did you mean 'units'?"
+}
+
+@test "wrong type: units: abc" {
+	expect_error wrong_type.yaml 5 16 abc "'units' must be an integer, got 'abc'"
+}
+
+@test "out of range: dropout rate: 1.5" {
+	expect_error rate_range.yaml 5 23 1.5 "'rate' must be in" "got 1.5"
+}
+
+@test "out of range: dropout rate's range is written [0, 1)" {
+	# The documented range is [0, 1); '[0, 0.999999]' would be a made-up bound.
+	expect_error rate_range.yaml 5 23 1.5 "'rate' must be in [0, 1), got 1.5"
+}
+
+@test "out of range: batch_size: 0" {
+	expect_error batch_zero.yaml 11 15 0 "'batch_size' must be in [1, 1048576], got 0"
+}
+
+@test "out of range: a zero in input_shape" {
+	expect_error bad_input_shape.yaml 3 21 0 "'input_shape[1]' must be in [1, 2147483647], got 0"
+}
+
+@test "missing required key: units in dense (at the layer's arguments)" {
+	expect_error missing_units.yaml 4 14 "{activation" "missing required key 'units' in 'dense'"
+}
+
+@test "missing required key: a bare '- dense' has no units either" {
+	expect_error dense_without_args.yaml 4 7 dense "missing required key 'units' in 'dense'"
+}
+
+@test "missing required key: loss in compile (at the compile mapping)" {
+	expect_error missing_loss.yaml 6 3 optimizer "missing required key 'loss' in 'compile'"
+}
+
+@test "missing required key: layers in model (at the model mapping)" {
+	expect_error missing_layers.yaml 3 3 name "missing required key 'layers' in 'model'"
+}
+
+@test "unknown loss: did you mean, and the list of losses" {
+	expect_error unknown_loss.yaml 7 9 sparse_categorical_crossentropi \
+		"unknown loss 'sparse_categorical_crossentropi'" "did you mean 'sparse_categorical_crossentropy'?" \
+		"expected one of: sparse_categorical_crossentropy, categorical_crossentropy"
+}
+
+@test "unknown optimizer 'adm': did you mean 'adam'" {
+	expect_error unknown_optimizer.yaml 6 15 adm "unknown optimizer 'adm'" "did you mean 'adam'?"
+}
+
+@test "unknown activation 'rleu': did you mean 'relu'" {
+	expect_error unknown_activation.yaml 4 38 rleu "unknown activation 'rleu'" "did you mean 'relu'?"
+}
+
+@test "unknown metric 'acuracy': did you mean 'accuracy'" {
+	expect_error unknown_metric.yaml 8 13 acuracy "unknown metric 'acuracy'" "did you mean 'accuracy'?"
+}
+
+@test "unknown strategy 'mirored': did you mean 'mirrored'" {
+	expect_error unknown_strategy.yaml 13 13 mirored "unknown strategy 'mirored'" "did you mean 'mirrored'?"
+}
+
+@test "shape mismatch: dense on (28, 28, 1) images says to add flatten" {
+	idx_images 4 28 28 >"$TMP/images.idx"
+	idx_labels 4 >"$TMP/labels.idx"
+	ARGS=(--set data.train.images="$TMP/images.idx" --set data.train.labels="$TMP/labels.idx")
+	expect_error needs_flatten.yaml 5 14 "{units" "layer 'dense' needs a flat input" "(None, 28, 28, 1)" \
+		"add '- flatten' before it"
+}
+
+@test "shape mismatch: summary says the same without the data" {
+	run --separate-stderr "$DTRAIN" summary "$BAD/needs_flatten.yaml"
+	status_is 2
+	[ -z "$output" ]
+	[[ $stderr == "$BAD/needs_flatten.yaml:5:14: error: "*"add '- flatten' before it" ]]
+}
+
+@test "shape mismatch: input_shape disagrees with the data, at input_shape" {
+	expect_error input_shape_mismatch.yaml 3 16 "[3]" "input_shape" "(3,)" "(2,)"
+}
+
+@test "labels/loss mismatch: categorical_crossentropy with class-index labels" {
+	expect_error labels_mismatch.yaml 7 9 categorical_crossentropy \
+		"'categorical_crossentropy' needs one-hot labels" "data.one_hot: true" "'sparse_categorical_crossentropy'"
+}
+
+@test "duplicate key: batch_size twice, naming the first line" {
+	expect_error duplicate_key.yaml 12 3 batch_size "duplicate key 'batch_size' (first at line 11)"
+	token_at "$BAD/duplicate_key.yaml" 11 3 batch_size
+}
+
+@test "empty file" {
+	[ ! -s "$BAD/empty.yaml" ]
+	expect_error empty.yaml 1 1 "" "is empty (expected a mapping of keys)"
+}
+
+@test "a file of comments only is empty too" {
+	printf '# nothing here\n\n# at all\n' >"$TMP/comments.yaml"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/comments.yaml"
+	status_is 2
+	[[ $stderr == "$TMP/comments.yaml:1:1: error: "*"is empty"* ]]
+}
+
+@test "a data file referenced by data: that does not exist" {
+	expect_error missing_data_file.yaml 9 7 no_such_data.yaml \
+		"cannot open '$BAD/no_such_data.yaml'" "No such file or directory"
+}
+
+@test "a section that is not a mapping: model: [dense]" {
+	expect_error section_not_mapping.yaml 2 8 "[dense]" "expected a mapping for 'model', got a sequence"
+}
+
+@test "both validation and validation_split" {
+	expect_error validation_both.yaml 12 21 0.2 "give either 'validation' or 'validation_split', not both"
+}
+
+@test "YAML aliases are refused" {
+	expect_error alias.yaml 11 9 "*blobs" "aliases are not supported ('*blobs')"
+}
+
+@test "a second YAML document is refused" {
+	expect_error two_documents.yaml 12 1 "---" "a second document is not supported"
+}
+
+@test "every fixture in bad_yaml/ has a test" {
+	local f name
+	for f in "$BAD"/*.yaml; do
+		name=$(basename "$f")
+		grep -q "$name" "$BATS_TEST_FILENAME" || {
+			echo "no test uses $name" >&2
+			return 1
+		}
+	done
+	[ "$(ls "$BAD"/*.yaml | wc -l)" -ge 12 ]
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# dtrain devices: what dtrain found and which strategy fit would choose, on stdout.
+
+load helpers
+
+setup() {
+	common_setup
+}
+
+@test "human output: CPU, oneDNN, GPUs, MPI and strategy lines on stdout" {
+	run --separate-stderr "$DTRAIN" devices
+	status_is 0
+	[ -z "$stderr" ]
+	[ "${#lines[@]}" -eq 5 ]
+	[[ ${lines[0]} =~ ^CPU:\ +.+,\ [0-9]+\ cores$ ]]
+	[[ ${lines[1]} =~ ^oneDNN:\ +[0-9]+\.[0-9]+\.[0-9]+,\ dispatching\ to\ [A-Za-z0-9_]+,\ [0-9]+\ threads$ ]]
+	[[ ${lines[2]} =~ ^GPUs:\ +[0-9]+ ]]
+	[[ ${lines[3]} =~ ^MPI:\ +world\ size\ 1,\ rank\ 0$ ]]
+	# One process and at most one GPU (this build finds none): one_device.
+	[[ ${lines[4]} =~ ^Strategy:\ +(one_device|mirrored)\ \(.+\)$ ]]
+	if [[ ${lines[2]} =~ ^GPUs:\ +[01]\  ]]; then
+		[[ ${lines[4]} == "Strategy:  one_device "* ]]
+	fi
+}
+
+@test "human output: the core count is this machine's" {
+	run "$DTRAIN" devices
+	status_is 0
+	[[ ${lines[0]} == *", $(nproc --all) cores" || ${lines[0]} == *", $(getconf _NPROCESSORS_ONLN) cores" ]]
+}
+
+@test "--json: one object with cpu, cpu_cores, isa, gpus, mpi_world_size, strategy" {
+	run --separate-stderr "$DTRAIN" devices --json
+	status_is 0
+	[ -z "$stderr" ]
+	[ "${#lines[@]}" -eq 1 ]
+	jq -e '
+		(.cpu | type == "string" and length > 0) and
+		(.cpu_cores | type == "number" and . >= 1) and
+		(.isa | type == "string" and length > 0) and
+		(.gpus | type == "number" and . >= 0) and
+		(.mpi_world_size == 1) and
+		(.strategy == (if .gpus > 1 then "mirrored" else "one_device" end))' <<<"$output" >/dev/null
+}
+
+@test "--json agrees with the human output" {
+	run "$DTRAIN" devices --json
+	status_is 0
+	local json=$output
+	run "$DTRAIN" devices
+	status_is 0
+	[ "${lines[0]}" = "CPU:       $(jq -r '.cpu' <<<"$json"), $(jq -r '.cpu_cores' <<<"$json") cores" ]
+	[[ ${lines[1]} == *"dispatching to $(jq -r '.isa' <<<"$json"),"* ]]
+	[[ ${lines[2]} == "GPUs:      $(jq -r '.gpus' <<<"$json")"* ]]
+	[[ ${lines[4]} == "Strategy:  $(jq -r '.strategy' <<<"$json") "* ]]
+}
+
+@test "OMPI_COMM_WORLD_SIZE=4: the strategy is multi_worker_mirrored" {
+	OMPI_COMM_WORLD_SIZE=4 run --separate-stderr "$DTRAIN" devices --json
+	status_is 0
+	jq -e '.mpi_world_size == 4 and .strategy == "multi_worker_mirrored"' <<<"$output" >/dev/null
+	OMPI_COMM_WORLD_SIZE=4 run "$DTRAIN" devices
+	status_is 0
+	[[ ${lines[3]} == "MPI:       world size 4, rank 0" ]]
+	[[ ${lines[4]} == "Strategy:  multi_worker_mirrored "* ]]
+}
+
+@test "the rank comes from OMPI_COMM_WORLD_RANK" {
+	OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=3 run "$DTRAIN" devices --json
+	status_is 0
+	jq -e '.mpi_world_size == 4 and .mpi_rank == 3' <<<"$output" >/dev/null
+}
+
+@test "Slurm/PMI: PMI_SIZE=2 also means multi_worker_mirrored" {
+	PMI_SIZE=2 run "$DTRAIN" devices --json
+	status_is 0
+	jq -e '.mpi_world_size == 2 and .strategy == "multi_worker_mirrored"' <<<"$output" >/dev/null
+}
+
+@test "OMPI_COMM_WORLD_SIZE=1 is one process: one_device" {
+	OMPI_COMM_WORLD_SIZE=1 run "$DTRAIN" devices --json
+	status_is 0
+	jq -e '.mpi_world_size == 1 and .strategy == "one_device"' <<<"$output" >/dev/null
+}

@@ -1,0 +1,204 @@
+#!/usr/bin/env bats
+# dtrain evaluate: a checkpoint written by fit, scored on data.test; bad
+# checkpoints fail with exit 1 and a message, never a crash.
+
+load helpers
+
+# One training run for the whole file: $RUN holds its checkpoints and
+# $RUN/fit.json what fit printed with --json.
+setup_file() {
+	REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	DTRAIN=${DTRAIN:-$REPO/build/dtrain}
+	export RUN=$BATS_FILE_TMPDIR/run
+	"$DTRAIN" fit "$BATS_TEST_DIRNAME/models/blobs.yaml" -q --json --set checkpoint.dir="$RUN" \
+		>"$BATS_FILE_TMPDIR/fit.json"
+}
+
+setup() {
+	common_setup
+	BLOBS=$MODELS/blobs.yaml
+	[ -s "$RUN/latest.safetensors" ] || {
+		echo "fit in setup_file wrote no checkpoint" >&2
+		return 1
+	}
+	FIT_TEST=$(jq -c 'select(.event == "test")' "$BATS_FILE_TMPDIR/fit.json")
+	[ -n "$FIT_TEST" ]
+}
+
+# evaluate ARGS...: evaluate blobs.yaml with checkpoint.dir set to the run.
+evaluate() {
+	"$DTRAIN" evaluate "$BLOBS" --set checkpoint.dir="$RUN" "$@"
+}
+
+@test "--json: the evaluate event has the accuracy fit reported (4 decimals)" {
+	run --separate-stderr evaluate --json
+	status_is 0
+	[ "${#lines[@]}" -eq 1 ]
+	jq -e '.event == "evaluate" and (.accuracy | type == "number") and (.loss | type == "number")' \
+		<<<"$output" >/dev/null
+	local got want
+	got=$(jq -r '.accuracy' <<<"$output")
+	want=$(jq -r '.accuracy' <<<"$FIT_TEST")
+	echo "evaluate: $got, fit: $want"
+	[ "$(printf '%.4f' "$got")" = "$(printf '%.4f' "$want")" ]
+	# The loss too, and over the same samples.
+	[ "$(printf '%.4f' "$(jq -r '.loss' <<<"$output")")" = "$(printf '%.4f' "$(jq -r '.loss' <<<"$FIT_TEST")")" ]
+	[ "$(jq -r '.samples' <<<"$output")" = 300 ]
+}
+
+@test "--json: without --checkpoint it reads CHECKPOINT_DIR/latest.safetensors" {
+	run --separate-stderr evaluate --json
+	status_is 0
+	[ "$(jq -r '.checkpoint' <<<"$output")" = "$RUN/latest.safetensors" ]
+}
+
+@test "--checkpoint picks the file: best.safetensors" {
+	run --separate-stderr evaluate --json --checkpoint "$RUN/best.safetensors"
+	status_is 0
+	[ "$(jq -r '.checkpoint' <<<"$output")" = "$RUN/best.safetensors" ]
+	jq -e '.event == "evaluate" and .accuracy >= 0.95' <<<"$output" >/dev/null
+}
+
+@test "human output goes to stderr, nothing to stdout" {
+	run --separate-stderr evaluate
+	status_is 0
+	[ -z "$output" ]
+	local want
+	want=$(printf '%.4f' "$(jq -r '.accuracy' <<<"$FIT_TEST")")
+	[[ $stderr == "300 samples - accuracy: $want - loss: "* ]]
+}
+
+@test "an untrained checkpoint scores worse (the comparison can fail)" {
+	"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.dir="$TMP/short"
+	run --separate-stderr evaluate --json --checkpoint "$TMP/short/latest.safetensors"
+	status_is 0
+	jq -e '.accuracy < 0.95' <<<"$output" >/dev/null
+}
+
+@test "missing checkpoint file: exit 1 naming it" {
+	run --separate-stderr evaluate --checkpoint "$TMP/none.safetensors"
+	status_is 1
+	[ -z "$output" ]
+	[[ $stderr == *"cannot open '$TMP/none.safetensors'"* ]]
+}
+
+@test "no checkpoint in checkpoint.dir: exit 1 naming DIR/latest.safetensors" {
+	run --separate-stderr "$DTRAIN" evaluate "$BLOBS" --set checkpoint.dir="$TMP/empty"
+	status_is 1
+	[[ $stderr == *"'$TMP/empty/latest.safetensors'"* ]]
+}
+
+@test "truncated checkpoints: exit 1 naming the file, no crash" {
+	local size
+	size=$(stat -c %s "$RUN/latest.safetensors")
+	for n in 0 4 8 9 100 $((size / 2)) $((size - 4)) $((size - 1)); do
+		head -c "$n" "$RUN/latest.safetensors" >"$TMP/cut.safetensors"
+		run --separate-stderr evaluate --checkpoint "$TMP/cut.safetensors"
+		not_crashed
+		status_is 1
+		[[ $stderr == *"'$TMP/cut.safetensors'"* ]] || {
+			echo "cut at $n bytes: the message does not name the file: $stderr" >&2
+			return 1
+		}
+	done
+}
+
+@test "garbage checkpoint: exit 1, no crash" {
+	head -c 4096 /dev/urandom >"$TMP/garbage.safetensors"
+	run --separate-stderr evaluate --checkpoint "$TMP/garbage.safetensors"
+	not_crashed
+	status_is 1
+	[[ $stderr == *"'$TMP/garbage.safetensors'"* ]]
+}
+
+@test "a text file as checkpoint: exit 1, no crash" {
+	cp "$BLOBS" "$TMP/model.safetensors"
+	run --separate-stderr evaluate --checkpoint "$TMP/model.safetensors"
+	not_crashed
+	status_is 1
+	[[ $stderr == *"'$TMP/model.safetensors'"* ]]
+}
+
+# header_file JSON PAD: a safetensors file with header JSON and PAD zero bytes of data.
+header_file() {
+	local json=$1 pad=$2 n=${#1}
+	printf "$(printf '\\%03o' $((n & 255)) $(((n >> 8) & 255)) 0 0 0 0 0 0)"
+	printf '%s' "$json"
+	head -c "$pad" /dev/zero
+}
+
+@test "corrupt headers: exit 1 with a message, no crash" {
+	local -a headers=(
+		'not json at all'
+		'[1, 2]'
+		'{"dense/kernel": {"dtype": "F32", "shape": [2, 16], "data_offsets": [0, 100]}}'
+		'{"dense/kernel": {"dtype": "F32", "shape": [-2, 16], "data_offsets": [0, 128]}}'
+		'{"dense/kernel": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 128]}}'
+		'{"dense/kernel": {"dtype": "F32", "shape": "x", "data_offsets": [0, 128]}}'
+		'{"dense/kernel": {"dtype": "F32", "shape": [2, 16], "data_offsets": [128, 0]}}'
+		'{"dense/kernel": {"dtype": "F32", "shape": [2, 16], "data_offsets": [0, 99999999]}}'
+	)
+	for h in "${headers[@]}"; do
+		header_file "$h" 128 >"$TMP/bad.safetensors"
+		run --separate-stderr evaluate --checkpoint "$TMP/bad.safetensors"
+		not_crashed
+		status_is 1
+		[[ $stderr == *"'$TMP/bad.safetensors'"* ]] || {
+			echo "header $h: the message does not name the file: $stderr" >&2
+			return 1
+		}
+	done
+}
+
+@test "a header length past the end of the file: exit 1 saying so" {
+	printf '\377\377\377\377\377\377\377\177{}' >"$TMP/long.safetensors"
+	run --separate-stderr evaluate --checkpoint "$TMP/long.safetensors"
+	not_crashed
+	status_is 1
+	[[ $stderr == *"'$TMP/long.safetensors'"*"header length"* ]]
+}
+
+@test "an F64 tensor: exit 1 naming the dtype" {
+	header_file '{"dense/kernel": {"dtype": "F64", "shape": [2, 16], "data_offsets": [0, 256]}}' 256 \
+		>"$TMP/f64.safetensors"
+	run --separate-stderr evaluate --checkpoint "$TMP/f64.safetensors"
+	status_is 1
+	[[ $stderr == *"'dense/kernel'"*"F64"* ]]
+}
+
+@test "a checkpoint without the model's tensors: exit 1 naming the missing tensor" {
+	header_file '{"__metadata__": {"format": "dtrain"}}' 0 >"$TMP/nothing.safetensors"
+	run --separate-stderr evaluate --checkpoint "$TMP/nothing.safetensors"
+	status_is 1
+	[[ $stderr == *"no tensor 'dense/kernel'"* ]]
+}
+
+@test "data after the tensors: exit 1" {
+	cp "$RUN/latest.safetensors" "$TMP/extra.safetensors"
+	echo trailing >>"$TMP/extra.safetensors"
+	run --separate-stderr evaluate --checkpoint "$TMP/extra.safetensors"
+	not_crashed
+	status_is 1
+	[[ $stderr == *"'$TMP/extra.safetensors'"* ]]
+}
+
+@test "a checkpoint of another shape of model: exit 1 naming the tensor and both shapes" {
+	run --separate-stderr evaluate --checkpoint "$RUN/latest.safetensors" --set model.layers.0.dense.units=8
+	status_is 1
+	[[ $stderr == *"'dense/kernel'"* && $stderr == *"(2, 16)"* && $stderr == *"(2, 8)"* ]]
+}
+
+@test "a directory as checkpoint: exit 1, no crash" {
+	run --separate-stderr evaluate --checkpoint "$TMP"
+	not_crashed
+	status_is 1
+	[[ $stderr == *"'$TMP'"* ]]
+}
+
+@test "a model without data.test: exit 2 saying there is no test set" {
+	grep -v '^  test:' "$BLOBS" >"$TMP/notest.yaml"
+	run ! grep -q 'test:' "$TMP/notest.yaml"
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/notest.yaml" --checkpoint "$RUN/latest.safetensors"
+	status_is 2
+	[[ $stderr == *"'$TMP/notest.yaml' has no data.test section"* ]]
+}
