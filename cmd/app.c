@@ -10,6 +10,30 @@
 
 int dt_exit_status(void) { return dt_error_last_is_config() ? DT_EXIT_USAGE : DT_EXIT_FAIL; }
 
+/* After a usage error: the usage line alone, the rest is for -h. */
+static void short_usage(const char *usage)
+{
+	fprintf(stderr, "%.*s", (int)(strchr(usage, '\n') - usage + 1), usage);
+}
+
+/* The message for getopt's ':' (missing value) or '?' (unknown option, or a value it does not take). */
+static void bad_option(int c, const char *arg, const struct option *longs)
+{
+	for (int i = 0; optopt && longs[i].name; i++) {
+		if (longs[i].val != optopt)
+			continue;
+		if (c == ':')
+			dt_error("option '--%s' needs a value", longs[i].name);
+		else
+			dt_error("option '--%s' takes no value", longs[i].name);
+		return;
+	}
+	if (optopt && arg[0] == '-' && arg[1] != '-')
+		dt_error("unknown option '-%c'", optopt);
+	else
+		dt_error("unknown option '%s'", arg);
+}
+
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
 {
 	static const struct option all[] = {
@@ -32,7 +56,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? "hq" : "h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
@@ -53,25 +77,22 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			o->init_weights = optarg;
 			break;
 		default:
-			if (optopt)
-				dt_error("unknown option '-%c'", optopt);
-			else
-				dt_error("unknown option '%s'", argv[optind - 1]);
-			fprintf(stderr, "%s", usage);
+			bad_option(c, argv[optind - 1], longs);
+			short_usage(usage);
 			return DT_EXIT_USAGE;
 		}
 	}
 	if (strstr(allowed, "config")) {
 		if (optind >= argc) {
 			dt_error("missing the model file (a YAML config)");
-			fprintf(stderr, "%s", usage);
+			short_usage(usage);
 			return DT_EXIT_USAGE;
 		}
 		o->config = argv[optind++];
 	}
 	if (optind < argc) {
 		dt_error("unexpected argument '%s'", argv[optind]);
-		fprintf(stderr, "%s", usage);
+		short_usage(usage);
 		return DT_EXIT_USAGE;
 	}
 	return -1;
@@ -87,8 +108,9 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 {
 	memset(a, 0, sizeof(*a));
 	dt_system_detect(&a->sys);
+	/* A missing, unreadable or invalid model file is a usage error. */
 	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
-		return dt_exit_status();
+		return DT_EXIT_USAGE;
 	dt_ops_set_threads(a->cfg.threads);
 	return 0;
 }
@@ -101,7 +123,7 @@ static int open_source(struct dt_source *s, const struct dt_node *args)
 int dt_app_data(struct dt_app *a, int need_train, int need_test)
 {
 	struct dt_run_config *c = &a->cfg;
-	int rc, one_hot;
+	int rc, one_hot = 0;
 	int64_t n, split;
 
 	if (need_train) {
@@ -111,7 +133,7 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 		n = a->train_src.count;
 		split = (int64_t)((double)n * (1 - c->validation_split));
 		if (split <= 0 || (c->validation_split > 0 && split >= n))
-			return dt_node_error(dt_node_get(c->train, "format"),
+			return dt_node_error(dt_node_get(c->data_node, "validation_split"),
 					     "validation_split %g of %lld records leaves no training or no validation records",
 					     c->validation_split, (long long)n) < 0 ? DT_EXIT_USAGE : 0;
 		one_hot = c->one_hot ? a->train_src.num_classes : 0;
@@ -131,7 +153,7 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 				return rc;
 			a->have_val_src = 1;
 			if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
-					     (float)c->rescale, c->one_hot ? a->val_src.num_classes : 0) < 0)
+					     (float)c->rescale, one_hot) < 0)
 				return DT_EXIT_FAIL;
 			a->have_val = 1;
 		}
@@ -144,8 +166,10 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 		if ((rc = open_source(&a->test_src, c->test)))
 			return rc;
 		a->have_test_src = 1;
+		if (!need_train && c->one_hot)
+			one_hot = a->test_src.num_classes;
 		if (dt_pipeline_init(&a->test, &a->test_src, 0, a->test_src.count, c->batch_size, 0, c->seed,
-				     (float)c->rescale, c->one_hot ? a->test_src.num_classes : 0) < 0)
+				     (float)c->rescale, one_hot) < 0)
 			return DT_EXIT_FAIL;
 		a->have_test = 1;
 	}
@@ -159,9 +183,9 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 	if (a->cfg.input_shape.ndim) {
 		*shape = a->cfg.input_shape;
 		if (src && !dt_shape_equal(shape, &src->sample))
-			return dt_error("model.input_shape is %s but the samples of '%s' are %s",
-					dt_shape_format(shape, 0, x, sizeof(x)), src->name,
-					dt_shape_format(&src->sample, 0, y, sizeof(y)));
+			return dt_node_error(a->cfg.input_shape_node, "model.input_shape is %s but the samples of '%s' are %s",
+					     dt_shape_format(shape, 0, x, sizeof(x)), src->name,
+					     dt_shape_format(&src->sample, 0, y, sizeof(y)));
 		return 0;
 	}
 	if (!src)
@@ -171,9 +195,14 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 }
 
 /* Every pipeline must give samples of the model's input shape and labels of one shape. */
-static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in, const struct dt_shape *label)
+static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in, const struct dt_shape *label,
+			  const struct dt_shape *out)
 {
 	char x[64], y[64];
+	int64_t classes = dt_shape_count(out);
+	if (!p->one_hot && p->src->num_classes > classes && classes > 1)
+		return dt_error("'%s' has %d classes but the model outputs %s", p->src->name, p->src->num_classes,
+				dt_shape_format(out, 1, x, sizeof(x)));
 	if (!dt_shape_equal(&p->sample, in))
 		return dt_error("the samples of '%s' are %s but the model's input is %s", p->src->name,
 				dt_shape_format(&p->sample, 0, x, sizeof(x)), dt_shape_format(in, 0, y, sizeof(y)));
@@ -193,10 +222,6 @@ int dt_app_build(struct dt_app *a)
 
 	if (input_shape(a, &in, src) < 0)
 		return DT_EXIT_USAGE;
-	if ((a->have_train_src && check_pipeline(&a->train, &in, &labels->label) < 0) ||
-	    (a->have_val && check_pipeline(&a->val, &in, &labels->label) < 0) ||
-	    (a->have_test && check_pipeline(&a->test, &in, &labels->label) < 0))
-		return DT_EXIT_USAGE;
 	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
 		return dt_exit_status();
 	a->nreplicas = a->strategy.nreplicas;
@@ -206,6 +231,10 @@ int dt_app_build(struct dt_app *a)
 	for (int r = 0; r < a->nreplicas; r++) {
 		if (dt_model_init(&a->models[r], c->name, &in, c->layers, dt_layer_types) < 0)
 			return dt_exit_status();
+		if ((a->have_train_src && check_pipeline(&a->train, &in, &labels->label, &a->models[r].output) < 0) ||
+		    (a->have_val && check_pipeline(&a->val, &in, &labels->label, &a->models[r].output) < 0) ||
+		    (a->have_test && check_pipeline(&a->test, &in, &labels->label, &a->models[r].output) < 0))
+			return DT_EXIT_USAGE;
 		if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, &a->models[r], &labels->label,
 				      src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();

@@ -55,8 +55,8 @@ int cmd_devices(int argc, char **argv)
 		cJSON_Delete(j);
 	} else {
 		printf("CPU:       %s, %d cores\n", s.cpu_model, s.cpu_cores);
-		printf("oneDNN:    %d.%d.%d, dispatching to %s, %d threads\n", v->major, v->minor, v->patch,
-		       dt_ops_cpu_isa(), dt_ops_get_threads());
+		printf("oneDNN:    %d.%d.%d, dispatching to %s, %d thread%s\n", v->major, v->minor, v->patch,
+		       dt_ops_cpu_isa(), dt_ops_get_threads(), dt_ops_get_threads() == 1 ? "" : "s");
 		printf("GPUs:      %d (this build has no CUDA backend)\n", s.gpus);
 		printf("MPI:       world size %d, rank %d\n", s.mpi_world, s.mpi_rank);
 		printf("Strategy:  %s (%s)\n", strategy, why);

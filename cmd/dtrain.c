@@ -53,7 +53,7 @@ static int cmd_help(int argc, char **argv)
 	c = find(argv[1]);
 	if (!c || c->run == cmd_help || c->run == cmd_version) {
 		if (!c) {
-			dt_error("unknown command '%s'", argv[1]);
+			dt_error("unknown command '%s'; see 'dtrain help'", argv[1]);
 			return DT_EXIT_USAGE;
 		}
 		usage(stdout);

@@ -138,7 +138,7 @@ static int json_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, co
 {
 	struct dt_json_log *j = cb->priv;
 	cJSON *o = cJSON_CreateObject();
-	char *text;
+	char *text, lr[32];
 	cJSON_AddStringToObject(o, "event", "epoch");
 	cJSON_AddNumberToObject(o, "epoch", logs->epoch + 1);
 	cJSON_AddNumberToObject(o, "epochs", j->epochs);
@@ -153,7 +153,9 @@ static int json_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, co
 	}
 	cJSON_AddNumberToObject(o, "seconds", logs->seconds);
 	cJSON_AddNumberToObject(o, "samples_per_sec", logs->samples_per_sec);
-	cJSON_AddNumberToObject(o, "learning_rate", t->opts[0].learning_rate);
+	/* The float's shortest decimal form: 0.001, not 0.0010000000474974513. */
+	snprintf(lr, sizeof(lr), "%.7g", t->opts[0].learning_rate);
+	cJSON_AddNumberToObject(o, "learning_rate", strtod(lr, NULL));
 	text = cJSON_PrintUnformatted(o);
 	fprintf(j->out, "%s\n", text);
 	fflush(j->out);

@@ -699,14 +699,7 @@ int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key)
 struct dt_node *dt_node_get(const struct dt_node *map, const char *key)
 {
 	int i = map_find(map, key);
-	return i < 0 ? NULL : map->items[i];
-}
-
-/* The value of key for a getter: NULL when absent or null. */
-static const struct dt_node *lookup(const struct dt_node *map, const char *key)
-{
-	const struct dt_node *n = dt_node_get(map, key);
-	return n && !is_null(n) ? n : NULL;
+	return i < 0 || is_null(map->items[i]) ? NULL : map->items[i];
 }
 
 int dt_node_expect(const struct dt_node *n, enum dt_node_kind kind, const char *what)
@@ -992,7 +985,7 @@ int dt_node_float_range(const struct dt_node *n, double min, double max, int ope
 
 int dt_cfg_int(const struct dt_node *map, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out)
 {
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	if (!n) {
 		*out = def;
 		return 0;
@@ -1003,7 +996,7 @@ int dt_cfg_int(const struct dt_node *map, const char *key, int64_t def, int64_t 
 int dt_cfg_float_range(const struct dt_node *map, const char *key, double def, double min, double max, int open,
 		       double *out)
 {
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	if (!n) {
 		*out = def;
 		return 0;
@@ -1019,7 +1012,7 @@ int dt_cfg_float(const struct dt_node *map, const char *key, double def, double 
 int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out)
 {
 	static const char *const yes[] = { "true", "yes", "on" }, *const no[] = { "false", "no", "off" };
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	char got[160];
 
 	if (!n) {
@@ -1037,7 +1030,7 @@ int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out)
 
 int dt_cfg_string(const struct dt_node *map, const char *key, const char *def, const char **out)
 {
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	if (!n) {
 		*out = def;
 		return 0;
@@ -1050,7 +1043,7 @@ int dt_cfg_string(const struct dt_node *map, const char *key, const char *def, c
 
 int dt_cfg_path(const struct dt_node *map, const char *key, char **out)
 {
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	*out = NULL;
 	if (!n)
 		return 0;
@@ -1064,7 +1057,7 @@ int dt_cfg_path(const struct dt_node *map, const char *key, char **out)
 
 int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *names, int def, int *out)
 {
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	const char *guess;
 	char *list;
 
@@ -1096,7 +1089,7 @@ int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *n
 
 int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *out)
 {
-	const struct dt_node *n = lookup(map, key);
+	const struct dt_node *n = dt_node_get(map, key);
 	struct dt_shape s = { 0 };
 	char got[160];
 

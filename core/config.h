@@ -65,7 +65,7 @@ int dt_node_error(const struct dt_node *n, const char *fmt, ...) DT_PRINTF(2, 3)
 /* Formats "file:line:col" into buf. */
 const char *dt_node_where(const struct dt_node *n, char *buf, int size);
 
-/* The item at key in a mapping, or NULL (also when map is NULL or not a mapping). */
+/* The item at key in a mapping, or NULL when absent or null (~, null, nothing), or when map is NULL or not a mapping. */
 struct dt_node *dt_node_get(const struct dt_node *map, const char *key);
 /* Error unless n is of this kind ("expected a mapping for 'data', got a sequence"). 0 or -1. */
 int dt_node_expect(const struct dt_node *n, enum dt_node_kind kind, const char *what);

@@ -77,7 +77,7 @@ struct dt_layer_type {
 	const char *class_name; /* Keras class for summaries: "Dense" */
 	/* Configurations the gradient check runs (at least one; ends with {NULL, NULL}). */
 	const struct dt_layer_example *examples;
-	/* args: the layer's mapping (may be NULL when given as "- flatten"). 0 or -1. */
+	/* args: the layer's mapping (an empty one, placed at the item, for a bare "- flatten"). 0 or -1. */
 	int (*init)(struct dt_layer *l, const struct dt_node *args);
 	/* x (N, in) -> y (N, out) */
 	void (*forward)(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,

@@ -7,26 +7,36 @@
 #include "model.h"
 #include "rng.h"
 
-/* The layer's type and its arguments from one item of the `layers:` list. */
+/*
+ * The layer's type and its arguments from one item of the `layers:` list. A
+ * bare name ("- flatten") gets `empty`, an empty mapping placed at the item,
+ * so that "missing required key" errors still have a position.
+ */
 static int parse_item(const struct dt_node *item, const struct dt_layer_type *const *types,
-		      const struct dt_layer_type **type, const struct dt_node **args)
+		      const struct dt_layer_type **type, const struct dt_node **args, struct dt_node *empty)
 {
 	const char *name;
 	const struct dt_node *name_node = item;
 	const char *names[64];
 	int n = 0;
 
-	*args = NULL;
+	memset(empty, 0, sizeof(*empty));
+	empty->kind = DT_NODE_MAP;
+	empty->file = item->file;
+	empty->line = item->line;
+	empty->col = item->col;
+	empty->dir = item->dir;
+	*args = empty;
 	if (item->kind == DT_NODE_SCALAR) {
 		name = item->value;
 	} else if (item->kind == DT_NODE_MAP && item->n == 1) {
 		name = item->keys[0];
 		name_node = item->key_nodes[0];
-		*args = item->items[0];
-		if ((*args)->kind == DT_NODE_SCALAR && (*args)->value[0] == '\0')
-			*args = NULL; /* "- flatten:" with nothing after it */
-		else if (dt_node_expect(*args, DT_NODE_MAP, name) < 0)
-			return -1;
+		if (dt_node_get(item, name)) { /* else "- flatten:" with nothing after it */
+			*args = item->items[0];
+			if (dt_node_expect(*args, DT_NODE_MAP, name) < 0)
+				return -1;
+		}
 	} else {
 		return dt_node_error(item, "a layer is one key naming its type, e.g. '- dense: {units: 10}'");
 	}
@@ -66,10 +76,11 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 	for (int i = 0; i < layers->n; i++) {
 		struct dt_layer *l = &m->layers[i];
 		const struct dt_node *args;
+		struct dt_node empty;
 		const char *given = NULL;
 		int same = 0;
 
-		if (parse_item(layers->items[i], types, &l->type, &args) < 0)
+		if (parse_item(layers->items[i], types, &l->type, &args, &empty) < 0)
 			goto fail;
 		if (dt_cfg_string(args, "name", NULL, &given) < 0)
 			goto fail;

@@ -17,7 +17,8 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 	if (dt_node_expect(m, DT_NODE_MAP, "model") < 0 || dt_cfg_check_keys(m, "model", keys) < 0 ||
 	    dt_cfg_string(m, "name", c->name, &c->name) < 0 || dt_cfg_require(m, "layers", "model") < 0)
 		return -1;
-	if (dt_node_get(m, "input_shape") && dt_cfg_shape(m, "input_shape", &c->input_shape) < 0)
+	c->input_shape_node = dt_node_get(m, "input_shape");
+	if (c->input_shape_node && dt_cfg_shape(m, "input_shape", &c->input_shape) < 0)
 		return -1;
 	c->layers = dt_node_get(m, "layers");
 	return dt_node_expect(c->layers, DT_NODE_SEQ, "layers");
@@ -67,9 +68,11 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 					    "rescale", "shuffle", "one_hot", NULL };
 	const struct dt_node *s;
 	int64_t batch;
+	/* Again, in case a --set replaced the data mapping by a file name. */
 	if (dt_doc_include(c->doc, root, "data") < 0)
 		return -1;
 	s = dt_node_get(root, "data");
+	c->data_node = s;
 	if (!s)
 		return dt_cfg_require(root, "data", "the config");
 	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || dt_cfg_check_keys(s, "data", keys) < 0 ||
@@ -142,6 +145,9 @@ int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *s
 	c->doc = dt_doc_load(path);
 	if (!c->doc)
 		return -1;
+	/* The data file is read before --set, so that --set data.batch_size=64 reaches into it. */
+	if (dt_doc_include(c->doc, dt_doc_root(c->doc), "data") < 0)
+		goto fail;
 	for (int i = 0; i < nsets; i++)
 		if (dt_doc_set(c->doc, sets[i]) < 0)
 			goto fail;

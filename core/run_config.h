@@ -20,6 +20,7 @@ struct dt_run_config {
 	/* model */
 	const char *name;            /* default: the file's base name */
 	struct dt_shape input_shape; /* ndim 0: taken from the training data */
+	const struct dt_node *input_shape_node; /* its position, or NULL */
 	const struct dt_node *layers;
 
 	/* compile */
@@ -33,6 +34,7 @@ struct dt_run_config {
 	const struct dt_node *train, *validation, *test; /* source mappings or NULL */
 	int batch_size;
 	double validation_split;
+	const struct dt_node *data_node; /* the data mapping, for positions */
 	double rescale;
 	int shuffle;
 	int one_hot;

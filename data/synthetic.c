@@ -13,7 +13,7 @@
  * 2*pi*c/classes in the first two features (at c when there is one feature);
  * its other features are drawn uniformly from [-1, 1). A sample is its
  * class centre plus noise. spirals: class c is an arm whose points at radius
- * r in (0, 1] lie at angle 2*pi*c/classes + 4r plus noise, like the
+ * r, uniform in (0, 1], lie at angle 2*pi*c/classes + 4r plus noise, like the
  * classic CS231n spirals.
  */
 #include <math.h>
@@ -74,12 +74,12 @@ static void synthetic_blobs(struct synthetic *d, int64_t n, int classes, double 
 
 static void synthetic_spirals(struct synthetic *d, int64_t n, int classes, double noise, uint64_t seed)
 {
-	int64_t per_class = (n + classes - 1) / classes;
 	struct dt_rng r;
 
 	dt_rng_seed(&r, seed, 0);
 	for (int64_t i = 0; i < n; i++) {
-		double radius = (double)(i / classes + 1) / per_class;
+		/* A random radius, so that any tail of the records (validation_split) covers whole arms. */
+		double radius = 1 - dt_rng_uniform(&r);
 		double a = 2 * M_PI * (i % classes) / classes + 4 * radius + noise * dt_rng_normal(&r);
 		d->x[2 * i] = (float)(radius * cos(a));
 		d->x[2 * i + 1] = (float)(radius * sin(a));

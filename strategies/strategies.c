@@ -15,12 +15,21 @@ const struct dt_strategy_type *const dt_strategy_types[] = {
 static const char *const names[] = { "auto", "one_device", "mirrored", "multi_worker_mirrored",
 				     "parameter_server", NULL };
 
-static int env_int(const char *const *vars, int def)
+/* The first of vars set to a whole number >= min; def when none is. */
+static int env_int(const char *const *vars, int min, int def)
 {
 	for (int i = 0; vars[i]; i++) {
 		const char *v = getenv(vars[i]);
-		if (v && *v)
-			return atoi(v);
+		char *end;
+		long x;
+		if (!v || !*v)
+			continue;
+		x = strtol(v, &end, 10);
+		if (*end || x < min || x > 1 << 24) {
+			dt_warn("ignoring %s='%s': not a number >= %d", vars[i], v, min);
+			continue;
+		}
+		return (int)x;
 	}
 	return def;
 }
@@ -47,8 +56,8 @@ void dt_system_detect(struct dt_system *s)
 		fclose(f);
 	s->cpu_cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	s->gpus = 0;
-	s->mpi_world = env_int(size_vars, 1);
-	s->mpi_rank = env_int(rank_vars, 0);
+	s->mpi_world = env_int(size_vars, 1, 1);
+	s->mpi_rank = env_int(rank_vars, 0, 0);
 }
 
 const char *dt_strategy_auto(const struct dt_system *s, const char **why)
