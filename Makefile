@@ -23,7 +23,7 @@ DEPS_TEST := libcmocka-dev bats jq groff-base
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
-DEPS_BENCH := python3-torch python3-numpy time
+DEPS_BENCH := python3-torch python3-numpy libopenblas0-pthread time
 
 ifeq ($(V),1)
 Q :=
