@@ -132,14 +132,17 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 		a->have_train_src = 1;
 		n = a->train_src.count;
 		split = (int64_t)((double)n * (1 - c->validation_split));
-		if (split <= 0 || (c->validation_split > 0 && split >= n))
-			return dt_node_error(dt_node_get(c->data_node, "validation_split"),
-					     "validation_split %g of %lld records leaves no training or no validation records",
-					     c->validation_split, (long long)n) < 0 ? DT_EXIT_USAGE : 0;
+		if (split <= 0 || (c->validation_split > 0 && split >= n)) {
+			dt_node_error(dt_node_get(c->data_node, "validation_split"),
+				      "validation_split %g of %lld records leaves no training or no validation records",
+				      c->validation_split, (long long)n);
+			return DT_EXIT_USAGE;
+		}
 		one_hot = c->one_hot ? a->train_src.num_classes : 0;
-		if (c->one_hot && !one_hot)
-			return dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name) < 0
-				       ? DT_EXIT_USAGE : 0;
+		if (c->one_hot && !one_hot) {
+			dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name);
+			return DT_EXIT_USAGE;
+		}
 		if (dt_pipeline_init(&a->train, &a->train_src, 0, split, c->batch_size, c->shuffle, c->seed,
 				     (float)c->rescale, one_hot) < 0)
 			return DT_EXIT_FAIL;
