@@ -325,7 +325,7 @@ fit_blobs() {
 	[[ $stderr == *"$TMP/blobs_split.yaml:13:7: error: cannot open '$TMP/blobs_data.yaml'"* ]]
 }
 
-@test "Fashion-MNIST, one epoch: over 80% test accuracy" {
+@test "Fashion-MNIST, one epoch: at least 82% test accuracy" {
 	[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
 		skip "Fashion-MNIST is not installed (package dataset-fashion-mnist)"
 	run --separate-stderr "$DTRAIN" fit "$REPO/models/fashion_mlp.yaml" --json \
@@ -334,6 +334,6 @@ fit_blobs() {
 	[ "$(events epoch | wc -l)" -eq 1 ]
 	events epoch | jq -e '.epoch == 1 and .epochs == 1' >/dev/null
 	events test
-	events test | jq -e '.samples == 10000 and .accuracy > 0.80' >/dev/null
+	events test | jq -e '.samples == 10000 and .accuracy >= 0.82' >/dev/null
 	[ -s "$TMP/fashion/latest.safetensors" ]
 }
