@@ -33,12 +33,7 @@ fails_naming() {
 		echo "the error does not name '$file': $stderr" >&2
 		return 1
 	fi
-	for w in "$@"; do
-		if [[ $stderr != *"$w"* ]]; then
-			echo "the message lacks '$w': $stderr" >&2
-			return 1
-		fi
-	done
+	stderr_has "$@"
 	[[ $stderr != *Epoch* ]]
 }
 

@@ -45,12 +45,7 @@ expect_error() {
 		echo "expected one line on stderr, got ${#stderr_lines[@]}: $stderr" >&2
 		return 1
 	fi
-	for w in "$@"; do
-		if [[ $stderr != *"$w"* ]]; then
-			echo "the message lacks '$w': $stderr" >&2
-			return 1
-		fi
-	done
+	stderr_has "$@"
 }
 
 @test "tab indentation: the tab's position and a hint about tabs" {

@@ -22,6 +22,16 @@ common_setup() {
 }
 
 # status_is N: like [ "$status" -eq N ] but says what the command printed.
+# stderr_has WORD...: each word appears in $stderr (of the last `run --separate-stderr`).
+stderr_has() {
+	for w in "$@"; do
+		if [[ $stderr != *"$w"* ]]; then
+			echo "the message lacks '$w': $stderr" >&2
+			return 1
+		fi
+	done
+}
+
 status_is() {
 	if [ "$status" -ne "$1" ]; then
 		echo "expected exit status $1, got $status; output:" >&2
