@@ -136,7 +136,6 @@ static int read_distribute(struct dt_run_config *c, const struct dt_node *root)
 int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *sets, int nsets)
 {
 	static const char *const sections[] = { "model", "compile", "data", "fit", "checkpoint", "distribute", NULL };
-	static char name[256];
 	struct dt_node *root;
 	char *copy, *dot;
 
@@ -153,12 +152,12 @@ int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *s
 			goto fail;
 	root = dt_doc_root(c->doc);
 	copy = dt_strdup(path);
-	snprintf(name, sizeof(name), "%s", basename(copy));
+	snprintf(c->file_name, sizeof(c->file_name), "%s", basename(copy));
 	free(copy);
-	dot = strrchr(name, '.');
-	if (dot && dot != name)
+	dot = strrchr(c->file_name, '.');
+	if (dot && dot != c->file_name)
 		*dot = '\0';
-	c->name = name;
+	c->name = c->file_name;
 	if (dt_cfg_check_keys(root, "the config", sections) < 0 || read_model(c, root) < 0 ||
 	    read_compile(c, root) < 0 || read_data(c, root) < 0 || read_fit(c, root) < 0 ||
 	    read_checkpoint(c, root) < 0 || read_distribute(c, root) < 0)

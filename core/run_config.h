@@ -19,6 +19,7 @@ struct dt_run_config {
 
 	/* model */
 	const char *name;            /* default: the file's base name */
+	char file_name[256];         /* that base name, without its extension */
 	struct dt_shape input_shape; /* ndim 0: taken from the training data */
 	const struct dt_node *input_shape_node; /* its position, or NULL */
 	const struct dt_node *layers;

@@ -89,25 +89,22 @@ static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const do
 
 int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy)
 {
-	struct dt_batch b;
+	struct dt_batch *b = &t->batch; /* every pipeline has the training batch size and label shape */
 	struct dt_step_ctx ctx = { 0, 0 };
 	double sums[3] = { 0, 0, 0 };
 	int64_t steps = dt_pipeline_steps(p);
 	struct dt_model *m = &t->models[0];
 	struct dt_logs logs = { 0 };
 
-	dt_batch_alloc(&b, p);
+	DT_ASSERT(p->batch_size == t->train->batch_size && dt_shape_equal(&p->label, &t->label));
 	for (int64_t step = 0; step < steps; step++) {
-		if (dt_pipeline_read(p, 0, step, &b) < 0) {
-			dt_batch_free(&b);
+		if (dt_pipeline_read(p, 0, step, b) < 0)
 			return -1;
-		}
 		/* Inference on replica 0, in chunks of its batch capacity. */
-		for (int k = 0; k < b.n; k += m->max_batch)
-			replica_step(t, 0, &b, k, b.n - k < m->max_batch ? b.n : k + m->max_batch, 0, &ctx, sums);
-		sums[2] += b.n;
+		for (int k = 0; k < b->n; k += m->max_batch)
+			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums);
+		sums[2] += b->n;
 	}
-	dt_batch_free(&b);
 	fill_logs(t, &logs, sums);
 	*loss = logs.loss;
 	*accuracy = logs.accuracy;
