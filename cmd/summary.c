@@ -119,8 +119,10 @@ int cmd_summary(int argc, char **argv)
 	rule("└", "─", "┴", "┘", w);
 	printf(" Total params: %s (%s)\n", with_commas(m.nparams, count, sizeof(count)),
 	       memory_size(m.nparams * 4.0, size, sizeof(size)));
-	printf(" Trainable params: %s (%s)\n", count, size);
-	printf(" Non-trainable params: 0 (0.00 B)\n");
+	printf(" Trainable params: %s (%s)\n", with_commas(m.ntrainable, count, sizeof(count)),
+	       memory_size(m.ntrainable * 4.0, size, sizeof(size)));
+	printf(" Non-trainable params: %s (%s)\n", with_commas(m.nparams - m.ntrainable, count, sizeof(count)),
+	       memory_size((m.nparams - m.ntrainable) * 4.0, size, sizeof(size)));
 	rc = DT_EXIT_OK;
 out:
 	dt_model_release(&m);

@@ -25,7 +25,7 @@ struct dt_backend {
 	void (*bias_add)(struct dt_tensor *y, const struct dt_tensor *b);
 	void (*bias_grad)(const struct dt_tensor *dy, float beta, struct dt_tensor *db);
 	void (*act_forward)(enum dt_activation act, const struct dt_tensor *x, struct dt_tensor *y);
-	void (*act_backward)(enum dt_activation act, const struct dt_tensor *y,
+	void (*act_backward)(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
 			     const struct dt_tensor *dy, struct dt_tensor *dx);
 	void (*dropout)(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
 			float rate, uint64_t key);
@@ -35,6 +35,32 @@ struct dt_backend {
 				 const struct dt_tensor *target, float threshold);
 	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,
 				 const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
+	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);
+
+	/* Plans: each backend's plan struct starts with struct dt_plan. */
+	struct dt_plan *(*plan_conv)(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+	void (*conv_forward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			     const struct dt_tensor *b, struct dt_tensor *y);
+	void (*conv_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			      const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			      struct dt_tensor *dx);
+	struct dt_plan *(*plan_pool)(struct dt_device dev, const struct dt_pool_geom *g, int max_batch);
+	void (*pool_forward)(struct dt_plan *p, const struct dt_tensor *x, struct dt_tensor *y, int training);
+	void (*pool_backward)(struct dt_plan *p, const struct dt_tensor *dy, struct dt_tensor *dx);
+	struct dt_plan *(*plan_batchnorm)(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+					  int max_batch);
+	void (*batchnorm_forward)(struct dt_plan *p, int training, float momentum, const struct dt_tensor *x,
+				  const struct dt_tensor *gamma, const struct dt_tensor *beta,
+				  struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y);
+	void (*batchnorm_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+				   const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+				   struct dt_tensor *dx);
+	void (*plan_free)(struct dt_plan *p);
+};
+
+/* The head of every backend's plan: which backend made it. */
+struct dt_plan {
+	const struct dt_backend *backend;
 };
 
 extern const struct dt_backend dt_cpu_backend;

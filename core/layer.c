@@ -15,7 +15,54 @@ int dt_layer_param(struct dt_layer *l, const char *name, struct dt_shape shape, 
 	p->init = init;
 	p->fan_in = fan_in;
 	p->fan_out = fan_out;
+	p->trainable = 1;
 	return l->nparams++;
+}
+
+const char *const dt_init_names[] = { "zeros", "ones", "glorot_uniform", "glorot_normal", "he_uniform",
+				      "he_normal", "lecun_uniform", "lecun_normal", NULL };
+
+int dt_layer_state(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init)
+{
+	int i = dt_layer_param(l, name, shape, init, 0, 0);
+	l->params[i].trainable = 0;
+	return i;
+}
+
+int dt_layer_initializer(const struct dt_node *args, const char *key, enum dt_init def, enum dt_init *out)
+{
+	int v;
+	if (dt_cfg_enum(args, key, dt_init_names, def, &v) < 0)
+		return -1;
+	*out = (enum dt_init)v;
+	return 0;
+}
+
+int dt_layer_regularizer(const struct dt_node *args, const char *key, float *l1, float *l2)
+{
+	static const char *const keys[] = { "l1", "l2", NULL };
+	static const char *const names[] = { "l1", "l2", "l1_l2", NULL };
+	const struct dt_node *n = dt_node_get(args, key);
+	double a = 0, b = 0;
+	int which;
+
+	*l1 = *l2 = 0;
+	if (!n)
+		return 0;
+	if (n->kind == DT_NODE_SCALAR) {
+		/* Keras' string forms: "l1", "l2" and "l1_l2", each with 0.01. */
+		if (dt_cfg_enum(args, key, names, 0, &which) < 0)
+			return -1;
+		*l1 = which != 1 ? 0.01f : 0;
+		*l2 = which != 0 ? 0.01f : 0;
+		return 0;
+	}
+	if (dt_node_expect(n, DT_NODE_MAP, key) < 0 || dt_cfg_check_keys(n, key, keys) < 0 ||
+	    dt_cfg_float(n, "l1", 0, 0, 1e6, &a) < 0 || dt_cfg_float(n, "l2", 0, 0, 1e6, &b) < 0)
+		return -1;
+	*l1 = (float)a;
+	*l2 = (float)b;
+	return 0;
 }
 
 int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample)

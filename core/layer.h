@@ -22,21 +22,31 @@
 #define DT_LAYER_MAX_PARAMS 4
 #define DT_LAYER_MAX_BUFS 4
 
+/* Keras' initializers; the *_normal ones draw from a normal truncated at 2 stddev, as Keras. */
 enum dt_init {
 	DT_INIT_ZEROS,
 	DT_INIT_ONES,
 	DT_INIT_GLOROT_UNIFORM,
+	DT_INIT_GLOROT_NORMAL,
+	DT_INIT_HE_UNIFORM,
+	DT_INIT_HE_NORMAL,
+	DT_INIT_LECUN_UNIFORM,
+	DT_INIT_LECUN_NORMAL,
 	DT_INIT_COUNT
 };
+/* "zeros", "ones", "glorot_uniform", ...; NULL-terminated, indexed by enum. */
+extern const char *const dt_init_names[];
 
 struct dt_param {
-	const char *name;        /* "kernel", "bias": a static string */
-	struct dt_shape shape;   /* Keras layout: dense kernel (in, out) */
+	const char *name;        /* "kernel", "bias", "moving_mean": a static string */
+	struct dt_shape shape;   /* Keras layout: dense kernel (in, out), conv kernel (kh, kw, in, out) */
 	enum dt_init init;
 	int fan_in, fan_out;
-	int64_t offset;          /* in the model's flat buffer, in floats */
+	int trainable;           /* 0: state the layer updates itself (batch norm's moving statistics) */
+	float l1, l2;            /* regularization added to the loss (Keras' kernel_regularizer) */
+	int64_t offset;          /* in the model's flat buffer, in floats: trainable ones first */
 	struct dt_tensor value;  /* views into the model's parameter buffer */
-	struct dt_tensor grad;   /* and gradient buffer */
+	struct dt_tensor grad;   /* and gradient buffer (trainable parameters only) */
 };
 
 struct dt_layer_buf {
@@ -89,12 +99,28 @@ struct dt_layer_type {
 	 */
 	void (*backward)(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
 			 struct dt_tensor *dy, struct dt_tensor *dx);
-	void (*release)(struct dt_layer *l); /* frees priv; may be NULL */
+	void (*release)(struct dt_layer *l); /* frees priv and plans; may be NULL */
+	/*
+	 * Optional: makes backend plans (dt_plan_conv, ...) once the device and the
+	 * largest batch are known, after the buffers are placed. 0 or -1.
+	 */
+	int (*alloc)(struct dt_layer *l, struct dt_device dev, int max_batch);
+	/* Optional: multiply-adds x 2 of one sample's forward pass, for dtrain time. */
+	int64_t (*flops)(const struct dt_layer *l);
 };
 
-/* Declares a parameter; returns its index in l->params. */
+/* Declares a trainable parameter; returns its index in l->params. */
 int dt_layer_param(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init,
 		   int fan_in, int fan_out);
+/* Declares non-trainable state kept with the parameters (checkpointed, not optimized). */
+int dt_layer_state(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init);
+/* Reads an optional initializer key such as `kernel_initializer: he_normal`. */
+int dt_layer_initializer(const struct dt_node *args, const char *key, enum dt_init def, enum dt_init *out);
+/*
+ * Reads an optional regularizer key: `kernel_regularizer: l2` (0.01, Keras'
+ * default), `{l2: 0.001}`, `{l1: 0.01, l2: 0.01}`. Absent: both 0.
+ */
+int dt_layer_regularizer(const struct dt_node *args, const char *key, float *l1, float *l2);
 /* Declares a scratch buffer of per_sample floats per sample; returns its index. */
 int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample);
 /* The buffer's view for a batch of n: (n, per_sample). */

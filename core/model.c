@@ -103,10 +103,6 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 		m->nlayers = i + 1;
 		if (l->type->init(l, args) < 0)
 			goto fail;
-		for (int p = 0; p < l->nparams; p++) {
-			l->params[p].offset = m->nparams;
-			m->nparams += dt_shape_count(&l->params[p].shape);
-		}
 		if (dt_shape_count(&l->out) <= 0) {
 			dt_node_error(layers->items[i], "layer '%s' maps input %s to an empty output %s",
 				      l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
@@ -116,6 +112,18 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 		shape = l->out;
 	}
 	m->output = shape;
+	/* Trainable parameters first, then state: the optimizer sees one contiguous block. */
+	for (int pass = 1; pass >= 0; pass--)
+		for (int i = 0; i < m->nlayers; i++)
+			for (int p = 0; p < m->layers[i].nparams; p++) {
+				struct dt_param *pr = &m->layers[i].params[p];
+				if (pr->trainable != pass)
+					continue;
+				pr->offset = m->nparams;
+				m->nparams += dt_shape_count(&pr->shape);
+				if (pass)
+					m->ntrainable = m->nparams;
+			}
 	return 0;
 fail:
 	dt_model_release(m);
@@ -127,7 +135,7 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 	m->dev = dev;
 	m->max_batch = max_batch;
 	m->params = dt_device_alloc(dev, m->nparams);
-	m->grads = dt_device_alloc(dev, m->nparams);
+	m->grads = dt_device_alloc(dev, m->ntrainable);
 	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->acts[0] = dt_device_alloc(dev, (int64_t)max_batch * dt_shape_count(&m->input));
@@ -139,7 +147,8 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 		for (int p = 0; p < l->nparams; p++) {
 			struct dt_param *pr = &l->params[p];
 			pr->value = (struct dt_tensor){ m->params + pr->offset, pr->shape, dev };
-			pr->grad = (struct dt_tensor){ m->grads + pr->offset, pr->shape, dev };
+			if (pr->trainable)
+				pr->grad = (struct dt_tensor){ m->grads + pr->offset, pr->shape, dev };
 		}
 		for (int k = 0; k < l->nbufs; k++) {
 			struct dt_layer_buf *bf = &l->bufs[k];
@@ -147,8 +156,48 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 			int dims[2] = { max_batch, (int)bf->per_sample };
 			bf->t = (struct dt_tensor){ mem, dt_shape_make(2, dims), dev };
 		}
+		if (l->type->alloc && l->type->alloc(l, dev, max_batch) < 0)
+			return -1;
 	}
 	return 0;
+}
+
+/* A normal draw truncated at two standard deviations, as Keras' truncated_normal. */
+static double truncated_normal(struct dt_rng *rng)
+{
+	double z;
+	do
+		z = dt_rng_normal(rng);
+	while (z < -2 || z > 2);
+	return z;
+}
+
+/* One value of initializer `init` for a parameter with these fans (Keras' VarianceScaling). */
+static float draw(enum dt_init init, int fan_in, int fan_out, struct dt_rng *rng)
+{
+	/* stddev of a unit normal truncated at 2 sigma: Keras divides by it */
+	const double trunc = 0.87962566103423978;
+	double fan_avg = (fan_in + fan_out) / 2.0;
+	switch (init) {
+	case DT_INIT_ZEROS:
+		return 0;
+	case DT_INIT_ONES:
+		return 1;
+	case DT_INIT_GLOROT_UNIFORM:
+		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(3.0 / fan_avg));
+	case DT_INIT_GLOROT_NORMAL:
+		return (float)(truncated_normal(rng) * sqrt(1.0 / fan_avg) / trunc);
+	case DT_INIT_HE_UNIFORM:
+		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(6.0 / fan_in));
+	case DT_INIT_HE_NORMAL:
+		return (float)(truncated_normal(rng) * sqrt(2.0 / fan_in) / trunc);
+	case DT_INIT_LECUN_UNIFORM:
+		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(3.0 / fan_in));
+	case DT_INIT_LECUN_NORMAL:
+		return (float)(truncated_normal(rng) * sqrt(1.0 / fan_in) / trunc);
+	default:
+		DT_BUG("initializer %d", (int)init);
+	}
 }
 
 void dt_model_init_params(struct dt_model *m, uint64_t seed)
@@ -162,27 +211,25 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed)
 			float *host = dt_malloc((size_t)n * sizeof(float));
 			struct dt_rng rng;
 			dt_rng_seed(&rng, seed, 1000 + index);
-			for (int64_t k = 0; k < n; k++) {
-				switch (pr->init) {
-				case DT_INIT_ZEROS:
-					host[k] = 0;
-					break;
-				case DT_INIT_ONES:
-					host[k] = 1;
-					break;
-				case DT_INIT_GLOROT_UNIFORM: {
-					double limit = sqrt(6.0 / (pr->fan_in + pr->fan_out));
-					host[k] = (float)((2 * dt_rng_uniform(&rng) - 1) * limit);
-					break;
-				}
-				default:
-					DT_BUG("initializer %d", (int)pr->init);
-				}
-			}
+			DT_ASSERT(pr->init <= DT_INIT_ONES || (pr->fan_in > 0 && pr->fan_out > 0));
+			for (int64_t k = 0; k < n; k++)
+				host[k] = draw(pr->init, pr->fan_in, pr->fan_out, &rng);
 			dt_op_from_host(&pr->value, host);
 			free(host);
 		}
 	}
+}
+
+double dt_model_regularize(struct dt_model *m, float scale)
+{
+	double penalty = 0;
+	for (int i = 0; i < m->nlayers; i++)
+		for (int p = 0; p < m->layers[i].nparams; p++) {
+			struct dt_param *pr = &m->layers[i].params[p];
+			if (pr->l1 > 0 || pr->l2 > 0)
+				penalty += dt_op_regularize(&pr->value, &pr->grad, pr->l1, pr->l2, scale);
+		}
+	return penalty;
 }
 
 void dt_model_release(struct dt_model *m)
@@ -211,8 +258,8 @@ void dt_model_release(struct dt_model *m)
 	memset(m, 0, sizeof(*m));
 }
 
-struct dt_tensor dt_model_params(const struct dt_model *m) { return dt_tensor_flat(m->params, m->dev, m->nparams); }
-struct dt_tensor dt_model_grads(const struct dt_model *m) { return dt_tensor_flat(m->grads, m->dev, m->nparams); }
+struct dt_tensor dt_model_params(const struct dt_model *m) { return dt_tensor_flat(m->params, m->dev, m->ntrainable); }
+struct dt_tensor dt_model_grads(const struct dt_model *m) { return dt_tensor_flat(m->grads, m->dev, m->ntrainable); }
 
 struct dt_tensor dt_model_input(const struct dt_model *m, int n)
 {

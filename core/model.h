@@ -20,11 +20,12 @@ struct dt_model {
 	struct dt_shape output;       /* per-sample, = last layer's out */
 	int nlayers;
 	struct dt_layer *layers;
-	int64_t nparams;              /* floats in the flat buffer */
+	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
+	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
 	/* after dt_model_alloc: */
 	struct dt_device dev;
 	int max_batch;
-	float *params, *grads;        /* (nparams) each, on dev */
+	float *params, *grads;        /* (nparams) and (ntrainable), on dev */
 	float **acts;                 /* acts[i]: input of layer i (i = 0..nlayers), max_batch samples */
 	float **dacts;                /* gradient w.r.t. acts[i], i >= 1 */
 };
@@ -42,9 +43,14 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch);
 void dt_model_init_params(struct dt_model *m, uint64_t seed);
 void dt_model_release(struct dt_model *m);
 
-/* The flat buffers as tensors. */
+/* The trainable part of the parameter buffer, and the gradient buffer, as flat tensors. */
 struct dt_tensor dt_model_params(const struct dt_model *m);
 struct dt_tensor dt_model_grads(const struct dt_model *m);
+/*
+ * Adds the regularizers' gradients, times scale, to the gradient buffer and
+ * returns the penalty they add to the loss (0 without regularizers).
+ */
+double dt_model_regularize(struct dt_model *m, float scale);
 /* The input view for a batch of n: write the batch here before forward. */
 struct dt_tensor dt_model_input(const struct dt_model *m, int n);
 /* Runs every layer on the batch in the input view; returns the output view (n, output). */
@@ -54,7 +60,7 @@ struct dt_tensor dt_model_output_grad(const struct dt_model *m, int n);
 /* Back-propagates the gradient in dt_model_output_grad(); fills the gradient buffer. */
 void dt_model_backward(struct dt_model *m, int n);
 
-/* Total trainable parameters. */
+/* Parameters in the model: trainable and state (non-trainable). */
 int64_t dt_model_param_count(const struct dt_model *m);
 
 #endif

@@ -6,17 +6,22 @@
 #include "error.h"
 #include "ops.h"
 
-const char *const dt_activation_names[] = { "linear", "relu", "sigmoid", "tanh", "softmax", NULL };
+const char *const dt_activation_names[] = { "linear", "relu", "sigmoid", "tanh", "softmax", "leaky_relu",
+					     "elu", "gelu", "swish", "softplus", NULL };
+
+int dt_act_needs_input(enum dt_activation act) { return act == DT_ACT_GELU || act == DT_ACT_SWISH; }
 const char *const dt_loss_names[] = { "sparse_categorical_crossentropy", "categorical_crossentropy",
 				      "binary_crossentropy", "mean_squared_error", NULL };
 const char *const dt_optimizer_names[] = { "sgd", "adam", "adamw", "rmsprop", NULL };
 
-static const struct dt_backend *backend(const struct dt_tensor *t)
+static const struct dt_backend *backend_of(struct dt_device dev)
 {
-	if (t->dev.kind == DT_DEVICE_CPU)
+	if (dev.kind == DT_DEVICE_CPU)
 		return &dt_cpu_backend;
-	DT_BUG("no backend for device kind %d in this build", (int)t->dev.kind);
+	DT_BUG("no backend for device kind %d in this build", (int)dev.kind);
 }
+
+static const struct dt_backend *backend(const struct dt_tensor *t) { return backend_of(t->dev); }
 
 static void same_device(const struct dt_tensor *a, const struct dt_tensor *b)
 {
@@ -91,12 +96,16 @@ void dt_op_act_forward(enum dt_activation act, const struct dt_tensor *x, struct
 	backend(y)->act_forward(act, x, y);
 }
 
-void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *y,
+void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
 			const struct dt_tensor *dy, struct dt_tensor *dx)
 {
 	same_count(y, dx);
 	same_count(dy, dx);
-	backend(dx)->act_backward(act, y, dy, dx);
+	if (dt_act_needs_input(act)) {
+		DT_ASSERT(x);
+		same_count(x, dx);
+	}
+	backend(dx)->act_backward(act, x, y, dy, dx);
 }
 
 void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
@@ -140,4 +149,84 @@ void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,
 	if (s2)
 		same_count(w, s2);
 	backend(w)->optimizer_update(s, w, g, s1, s2);
+}
+
+double dt_op_regularize(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale)
+{
+	same_count(w, g);
+	return backend(g)->regularize(w, g, l1, l2, scale);
+}
+
+/* A backend without plans of a kind has NULL there: using one is a bug, not an input error. */
+static const struct dt_backend *plan_backend(const struct dt_plan *p)
+{
+	DT_ASSERT(p);
+	return p->backend;
+}
+
+void dt_plan_free(struct dt_plan *p)
+{
+	if (p)
+		p->backend->plan_free(p);
+}
+
+struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)
+{
+	const struct dt_backend *b = backend_of(dev);
+	DT_ASSERT(b->plan_conv);
+	return b->plan_conv(dev, g, max_batch);
+}
+
+void dt_op_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *b, struct dt_tensor *y)
+{
+	plan_backend(p)->conv_forward(p, x, w, b, y);
+}
+
+void dt_op_conv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			 struct dt_tensor *dx)
+{
+	plan_backend(p)->conv_backward(p, x, w, dy, dw, db, dx);
+}
+
+struct dt_plan *dt_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch)
+{
+	const struct dt_backend *b = backend_of(dev);
+	DT_ASSERT(b->plan_pool);
+	return b->plan_pool(dev, g, max_batch);
+}
+
+void dt_op_pool_forward(struct dt_plan *p, const struct dt_tensor *x, struct dt_tensor *y, int training)
+{
+	plan_backend(p)->pool_forward(p, x, y, training);
+}
+
+void dt_op_pool_backward(struct dt_plan *p, const struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	plan_backend(p)->pool_backward(p, dy, dx);
+}
+
+struct dt_plan *dt_plan_batchnorm(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+				  int max_batch)
+{
+	const struct dt_backend *b = backend_of(dev);
+	DT_ASSERT(b->plan_batchnorm);
+	return b->plan_batchnorm(dev, channels, spatial, epsilon, max_batch);
+}
+
+void dt_op_batchnorm_forward(struct dt_plan *p, int training, float momentum, const struct dt_tensor *x,
+			     const struct dt_tensor *gamma, const struct dt_tensor *beta,
+			     struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y)
+{
+	same_count(x, y);
+	plan_backend(p)->batchnorm_forward(p, training, momentum, x, gamma, beta, moving_mean, moving_var, y);
+}
+
+void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			      struct dt_tensor *dx)
+{
+	same_count(dy, dx);
+	plan_backend(p)->batchnorm_backward(p, x, dy, gamma, dgamma, dbeta, dx);
 }

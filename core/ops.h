@@ -16,16 +16,24 @@
 
 #include "tensor.h"
 
+/* Keras' activations with Keras' constants. */
 enum dt_activation {
 	DT_ACT_LINEAR,
 	DT_ACT_RELU,
 	DT_ACT_SIGMOID,
 	DT_ACT_TANH,
-	DT_ACT_SOFTMAX, /* over the last dimension */
+	DT_ACT_SOFTMAX,    /* over the last dimension */
+	DT_ACT_LEAKY_RELU, /* x > 0 ? x : 0.2 x (Keras' negative_slope) */
+	DT_ACT_ELU,        /* x > 0 ? x : exp(x) - 1 */
+	DT_ACT_GELU,       /* x * Phi(x), the exact form (Keras' approximate=False) */
+	DT_ACT_SWISH,      /* x * sigmoid(x) */
+	DT_ACT_SOFTPLUS,   /* log(1 + exp(x)) */
 	DT_ACT_COUNT
 };
 /* Names as in Keras: "linear", "relu", ...; NULL-terminated, indexed by enum. */
 extern const char *const dt_activation_names[];
+/* 1 when act's derivative needs its input x, not only its output y (gelu, swish). */
+int dt_act_needs_input(enum dt_activation act);
 
 enum dt_loss {
 	DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
@@ -73,10 +81,10 @@ void dt_op_bias_grad(const struct dt_tensor *dy, float beta, struct dt_tensor *d
 /* y = act(x), rows of the 2-d view for softmax. y may alias x. */
 void dt_op_act_forward(enum dt_activation act, const struct dt_tensor *x, struct dt_tensor *y);
 /*
- * dx = dy * act'(x), computed from the output y (every activation here has its
- * derivative in terms of y). dx may alias dy.
+ * dx = dy * act'(x). From the output y for most activations; x is needed (and
+ * may be NULL otherwise) when dt_act_needs_input(act). dx may alias dy.
  */
-void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *y,
+void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
 			const struct dt_tensor *dy, struct dt_tensor *dx);
 
 /*
@@ -131,6 +139,70 @@ struct dt_opt_step {
  */
 void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,
 			    const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
+
+/*
+ * Weight regularization: g += scale * (l1 * sign(w) + 2 * l2 * w). Returns the
+ * penalty l1 * sum|w| + l2 * sum(w^2) (unscaled), as Keras' L1L2.
+ */
+double dt_op_regularize(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);
+
+/*
+ * Convolution, pooling and batch normalization run through a plan: backend
+ * state (oneDNN primitives, workspaces) made once when the model is built,
+ * for batches up to max_batch, and kept by the layer. Tensors are channels
+ * last: x (N, H, W, C); conv kernels (kh, kw, in, out) as Keras stores them.
+ */
+struct dt_plan;
+void dt_plan_free(struct dt_plan *p);
+
+struct dt_conv_geom {
+	int in_h, in_w, in_c;          /* one input sample */
+	int out_h, out_w, out_c;       /* one output sample */
+	int kh, kw;
+	int stride_h, stride_w;
+	int dil_h, dil_w;              /* 1: no dilation (Keras' dilation_rate) */
+	int pad_top, pad_left, pad_bottom, pad_right;
+};
+struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+/* y (N, out_h, out_w, out_c) = x (N, in_h, in_w, in_c) * w (kh, kw, in_c, out_c) + b (out_c) or no bias. */
+void dt_op_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *b, struct dt_tensor *y);
+/* From dy: dw (overwritten), db (when not NULL), dx (when not NULL). */
+void dt_op_conv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			 struct dt_tensor *dx);
+
+enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
+struct dt_pool_geom {
+	enum dt_pool kind;
+	int in_h, in_w, c;
+	int out_h, out_w;
+	int kh, kw;
+	int stride_h, stride_w;
+	int pad_top, pad_left, pad_bottom, pad_right; /* average pooling leaves padding out of the mean */
+};
+struct dt_plan *dt_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch);
+/* y (N, out_h, out_w, c) from x (N, in_h, in_w, c); training keeps what backward needs. */
+void dt_op_pool_forward(struct dt_plan *p, const struct dt_tensor *x, struct dt_tensor *y, int training);
+/* dx from dy, after a training forward of the same batch. */
+void dt_op_pool_backward(struct dt_plan *p, const struct dt_tensor *dy, struct dt_tensor *dx);
+
+/*
+ * Batch normalization over the last dimension (channels) of x (N, ..., C), as
+ * Keras' BatchNormalization: training normalizes with the batch's mean and
+ * biased variance and updates moving = momentum * moving + (1 - momentum) *
+ * batch; inference uses the moving statistics. gamma (C) NULL means 1, beta
+ * NULL means 0.
+ */
+struct dt_plan *dt_plan_batchnorm(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+				  int max_batch);
+void dt_op_batchnorm_forward(struct dt_plan *p, int training, float momentum, const struct dt_tensor *x,
+			     const struct dt_tensor *gamma, const struct dt_tensor *beta,
+			     struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y);
+/* After a training forward of the same batch: dx, and dgamma / dbeta when not NULL. */
+void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			      struct dt_tensor *dx);
 
 /* Threads the CPU backend uses (OpenMP and oneDNN); 0 = all cores. */
 void dt_ops_set_threads(int n);

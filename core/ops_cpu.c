@@ -16,6 +16,7 @@
 
 #define PAR_MIN 32768
 #define CLIP_EPS 1e-7f
+#define LEAKY_SLOPE 0.2f /* Keras' leaky_relu activation */
 
 #define DT_DNNL_CHECK(call) \
 	do { \
@@ -181,16 +182,41 @@ static void cpu_act_forward(enum dt_activation act, const struct dt_tensor *xt, 
 	case DT_ACT_SOFTMAX:
 		softmax_rows(x, y, dt_tensor_rows(xt), dt_tensor_cols(xt));
 		break;
+	case DT_ACT_LEAKY_RELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] > 0 ? x[i] : LEAKY_SLOPE * x[i];
+		break;
+	case DT_ACT_ELU:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
+		break;
+	case DT_ACT_GELU:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = 0.5f * x[i] * (1 + erff(x[i] * (float)M_SQRT1_2));
+		break;
+	case DT_ACT_SWISH:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] / (1 + expf(-x[i]));
+		break;
+	case DT_ACT_SOFTPLUS:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = fmaxf(x[i], 0) + log1pf(expf(-fabsf(x[i])));
+		break;
 	default:
 		DT_BUG("activation %d", (int)act);
 	}
 }
 
-static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *yt,
+static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *xt, const struct dt_tensor *yt,
 			     const struct dt_tensor *dyt, struct dt_tensor *dxt)
 {
 	int64_t n = dt_tensor_count(dxt);
-	const float *y = yt->data, *dy = dyt->data;
+	const float *x = xt ? xt->data : NULL, *y = yt->data, *dy = dyt->data;
 	float *dx = dxt->data;
 	switch (act) {
 	case DT_ACT_LINEAR:
@@ -224,6 +250,36 @@ static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *yt,
 		}
 		break;
 	}
+	case DT_ACT_LEAKY_RELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = y[i] > 0 ? dy[i] : LEAKY_SLOPE * dy[i];
+		break;
+	case DT_ACT_ELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = y[i] > 0 ? dy[i] : dy[i] * (y[i] + 1);
+		break;
+	case DT_ACT_GELU:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float cdf = 0.5f * (1 + erff(x[i] * (float)M_SQRT1_2));
+			float pdf = expf(-0.5f * x[i] * x[i]) * 0.3989422804014327f;
+			dx[i] = dy[i] * (cdf + x[i] * pdf);
+		}
+		break;
+	case DT_ACT_SWISH:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float sg = 1 / (1 + expf(-x[i]));
+			dx[i] = dy[i] * (sg + x[i] * sg * (1 - sg));
+		}
+		break;
+	case DT_ACT_SOFTPLUS: /* sigmoid(x) = 1 - exp(-y) */
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * -expm1f(-y[i]);
+		break;
 	default:
 		DT_BUG("activation %d", (int)act);
 	}
@@ -435,6 +491,21 @@ static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *
 	}
 }
 
+static double cpu_regularize(const struct dt_tensor *wt, struct dt_tensor *gt, float l1, float l2, float scale)
+{
+	int64_t n = dt_tensor_count(wt);
+	const float *w = wt->data;
+	float *g = gt->data;
+	double penalty = 0;
+#pragma omp parallel for simd reduction(+ : penalty) if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float sign = w[i] > 0 ? 1.0f : w[i] < 0 ? -1.0f : 0.0f;
+		penalty += l1 * fabsf(w[i]) + l2 * w[i] * w[i];
+		g[i] += scale * (l1 * sign + 2 * l2 * w[i]);
+	}
+	return penalty;
+}
+
 void dt_ops_set_threads(int n)
 {
 	if (n > 0)
@@ -479,4 +550,5 @@ const struct dt_backend dt_cpu_backend = {
 	.loss = cpu_loss,
 	.count_correct = cpu_count_correct,
 	.optimizer_update = cpu_optimizer_update,
+	.regularize = cpu_regularize,
 };

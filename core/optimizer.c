@@ -91,7 +91,7 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 	}
 	for (int i = 0; i < o->nslots; i++)
 		if (o->slot_names[i])
-			o->slots[i] = dt_device_alloc(m->dev, m->nparams);
+			o->slots[i] = dt_device_alloc(m->dev, m->ntrainable);
 }
 
 struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev)
@@ -125,8 +125,8 @@ void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 	if (o->cfg.clipnorm <= 0) {
 		struct dt_opt_step s = step_of(o, 1);
 		struct dt_tensor w = dt_model_params(m), g = dt_model_grads(m), s1, s2;
-		s1 = dt_tensor_flat(o->slots[0], m->dev, m->nparams);
-		s2 = dt_tensor_flat(o->slots[1], m->dev, m->nparams);
+		s1 = dt_tensor_flat(o->slots[0], m->dev, m->ntrainable);
+		s2 = dt_tensor_flat(o->slots[1], m->dev, m->ntrainable);
 		dt_op_optimizer_update(&s, &w, &g, o->slots[0] ? &s1 : NULL, o->slots[1] ? &s2 : NULL);
 		return;
 	}
@@ -134,7 +134,10 @@ void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 		struct dt_layer *l = &m->layers[i];
 		for (int p = 0; p < l->nparams; p++) {
 			struct dt_param *pr = &l->params[p];
-			double norm = sqrt(dt_op_sum_squares(&pr->grad));
+			double norm;
+			if (!pr->trainable)
+				continue;
+			norm = sqrt(dt_op_sum_squares(&pr->grad));
 			struct dt_opt_step s = step_of(o, norm > o->cfg.clipnorm ? (float)(o->cfg.clipnorm / norm) : 1);
 			struct dt_tensor s1, s2;
 			if (o->slots[0])

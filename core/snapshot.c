@@ -34,7 +34,7 @@ int dt_snapshot_save(const char *path, const struct dt_model *m, const struct dt
 	dt_op_to_host(&(struct dt_tensor){ m->params, { 1, { (int)m->nparams } }, m->dev }, host);
 	for (int s = 0; o && s < 2; s++)
 		if (o->slots[s])
-			dt_op_to_host(&(struct dt_tensor){ o->slots[s], { 1, { (int)m->nparams } }, m->dev },
+			dt_op_to_host(&(struct dt_tensor){ o->slots[s], { 1, { (int)m->ntrainable } }, m->dev },
 				      host + (s + 1) * m->nparams);
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct dt_layer *l = &m->layers[i];
@@ -52,6 +52,8 @@ int dt_snapshot_save(const char *path, const struct dt_model *m, const struct dt
 			const struct dt_layer *l = &m->layers[i];
 			for (int p = 0; p < l->nparams; p++) {
 				const struct dt_param *pr = &l->params[p];
+				if (!pr->trainable)
+					continue;
 				slot_name(names + nt * NAME_MAX_LEN, l, pr, o->slot_names[s]);
 				t[nt] = (struct dt_ckpt_tensor){ names + nt * NAME_MAX_LEN, pr->shape,
 								 host + (s + 1) * m->nparams + pr->offset };
@@ -108,7 +110,7 @@ int dt_snapshot_load(const struct dt_ckpt *c, struct dt_model *m, struct dt_opti
 			param_name(name, l, pr);
 			if (load_one(c, name, &pr->shape, &pr->value) < 0)
 				return -1;
-			for (int s = 0; o && s < 2; s++) {
+			for (int s = 0; o && pr->trainable && s < 2; s++) {
 				struct dt_tensor slot;
 				if (!o->slots[s])
 					continue;

@@ -76,8 +76,12 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 	sums[0] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL, 1.0f / b->n);
 	if (t->accuracy)
 		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
-	if (train)
+	if (train) {
+		int R = t->strategy->nreplicas;
 		dt_model_backward(m, n);
+		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
+		sums[0] += dt_model_regularize(m, 1.0f / R) * b->n / R;
+	}
 }
 
 static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[3])

@@ -27,7 +27,7 @@ static void activation_backward(struct dt_layer *l, const struct dt_tensor *x, c
 	if (l->fused_act)
 		dt_op_copy(dy, dx);
 	else
-		dt_op_act_backward(l->act, y, dy, dx);
+		dt_op_act_backward(l->act, x, y, dy, dx);
 }
 
 static const struct dt_layer_example examples[] = {
@@ -36,6 +36,11 @@ static const struct dt_layer_example examples[] = {
 	{ "6", "{activation: tanh}" },
 	{ "5", "{activation: softmax}" },
 	{ "4", "{activation: linear}" },
+	{ "6", "{activation: leaky_relu}" },
+	{ "6", "{activation: elu}" },
+	{ "6", "{activation: gelu}" },
+	{ "6", "{activation: swish}" },
+	{ "6", "{activation: softplus}" },
 	{ NULL, NULL },
 };
 

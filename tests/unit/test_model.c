@@ -175,6 +175,65 @@ static void test_optimizer_errors(void **state)
 	dt_doc_free(d);
 }
 
+static void test_initializers(void **state)
+{
+	/* Keras' VarianceScaling: the stated stddev, truncated at 2 sigma before rescaling. */
+	static const struct { const char *init; double stddev, bound; } cases[] = {
+		{ "he_normal", 0.0625 /* sqrt(2/512) */, 2 * 0.0625 / 0.87962566 },
+		{ "lecun_normal", 0.0441942 /* sqrt(1/512) */, 2 * 0.0441942 / 0.87962566 },
+		{ "glorot_normal", 0.0510310 /* sqrt(2/768) */, 2 * 0.0510310 / 0.87962566 },
+		{ "he_uniform", 0.0625, 0.108253 /* sqrt(6/512) */ },
+		{ "lecun_uniform", 0.0441942, 0.0765466 /* sqrt(3/512) */ },
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct built b;
+		char yaml[160];
+		double sum = 0, sq = 0, n;
+		snprintf(yaml, sizeof(yaml), "layers:\n  - dense: {units: 256, kernel_initializer: %s, bias_initializer: ones}\n",
+			 cases[c].init);
+		assert_int_equal(build(&b, yaml, 1, (int[]){ 512 }), 0);
+		dt_model_init_params(&b.m, 3);
+		n = 512 * 256;
+		for (int i = 0; i < n; i++) {
+			float w = b.m.params[i];
+			if (fabs(w) > cases[c].bound + 1e-6)
+				fail_msg("%s: %g beyond %g", cases[c].init, w, cases[c].bound);
+			sum += w;
+			sq += (double)w * w;
+		}
+		assert_float_equal(sum / n, 0, 2e-3);
+		assert_float_equal(sqrt(sq / n), cases[c].stddev, cases[c].stddev * 0.02);
+		assert_float_equal(b.m.params[(int)n], 1, 0); /* bias: ones */
+		release(&b);
+	}
+}
+
+static void test_regularizers(void **state)
+{
+	struct built b;
+	double penalty;
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 1, kernel_regularizer: {l1: 0.5, l2: 0.25}}\n",
+			       1, (int[]){ 2 }), 0);
+	b.m.params[0] = 2;
+	b.m.params[1] = -1;
+	b.m.params[2] = 7; /* the bias is not regularized */
+	b.m.grads[0] = b.m.grads[1] = b.m.grads[2] = 0;
+	penalty = dt_model_regularize(&b.m, 1);
+	assert_float_equal(penalty, 0.5 * (2 + 1) + 0.25 * (4 + 1), 1e-6);
+	assert_float_equal(b.m.grads[0], 0.5 + 2 * 0.25 * 2, 1e-6);
+	assert_float_equal(b.m.grads[1], -0.5 + 2 * 0.25 * -1, 1e-6);
+	assert_float_equal(b.m.grads[2], 0, 0);
+	release(&b);
+	/* the string form is Keras' default factor 0.01 */
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 1, kernel_regularizer: l2}\n", 1, (int[]){ 1 }), 0);
+	assert_float_equal(b.m.layers[0].params[0].l2, 0.01, 1e-9);
+	assert_float_equal(b.m.layers[0].params[0].l1, 0, 0);
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 1, kernel_regularizer: L2}\n", 1, (int[]){ 1 }), -1);
+	assert_error_contains("did you mean 'l2'");
+	release(&b);
+}
+
 static void test_snapshot_round_trip(void **state)
 {
 	struct built a, b, c;
@@ -237,6 +296,8 @@ int main(void)
 		cmocka_unit_test(test_optimizer_steps),
 		cmocka_unit_test(test_clipnorm_per_tensor),
 		cmocka_unit_test(test_optimizer_errors),
+		cmocka_unit_test(test_initializers),
+		cmocka_unit_test(test_regularizers),
 		cmocka_unit_test(test_snapshot_round_trip),
 	};
 	dt_error_set_quiet(1);
