@@ -272,20 +272,27 @@ struct dt_tensor dt_model_output_grad(const struct dt_model *m, int n)
 	return dt_tensor_batch(m->dacts[m->nlayers], m->dev, n, &m->output);
 }
 
-struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_step_ctx *ctx)
+struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const struct dt_step_ctx *ctx)
 {
-	struct dt_tensor x = dt_model_input(m, n), y = x;
-	for (int i = 0; i < m->nlayers; i++) {
-		struct dt_layer *l = &m->layers[i];
-		y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
-		l->type->forward(l, &x, &y, ctx);
-		x = y;
-	}
+	struct dt_layer *l;
+	struct dt_tensor x, y;
+	DT_ASSERT(i >= 0 && i < m->nlayers && n > 0 && n <= m->max_batch);
+	l = &m->layers[i];
+	x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+	y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+	l->type->forward(l, &x, &y, ctx);
 	return y;
 }
 
-/* Index of the first layer with parameters: nothing before it needs a gradient. */
-static int first_trainable(const struct dt_model *m)
+struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_step_ctx *ctx)
+{
+	struct dt_tensor y = dt_model_input(m, n);
+	for (int i = 0; i < m->nlayers; i++)
+		y = dt_model_forward_layer(m, i, n, ctx);
+	return y;
+}
+
+int dt_model_first_trainable(const struct dt_model *m)
 {
 	for (int i = 0; i < m->nlayers; i++)
 		if (m->layers[i].nparams)
@@ -293,17 +300,26 @@ static int first_trainable(const struct dt_model *m)
 	return m->nlayers;
 }
 
+void dt_model_backward_layer(struct dt_model *m, int i, int n)
+{
+	int first = dt_model_first_trainable(m);
+	struct dt_layer *l;
+	struct dt_tensor x, y, dy, dx;
+	DT_ASSERT(i >= 0 && i < m->nlayers && n > 0 && n <= m->max_batch);
+	if (i < first)
+		return;
+	l = &m->layers[i];
+	x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+	y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+	dy = dt_tensor_batch(m->dacts[i + 1], m->dev, n, &l->out);
+	dx = dt_tensor_batch(m->dacts[i], m->dev, n, &l->in);
+	l->type->backward(l, &x, &y, &dy, i > first ? &dx : NULL);
+}
+
 void dt_model_backward(struct dt_model *m, int n)
 {
-	int first = first_trainable(m);
-	for (int i = m->nlayers - 1; i >= first; i--) {
-		struct dt_layer *l = &m->layers[i];
-		struct dt_tensor x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
-		struct dt_tensor y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
-		struct dt_tensor dy = dt_tensor_batch(m->dacts[i + 1], m->dev, n, &l->out);
-		struct dt_tensor dx = dt_tensor_batch(m->dacts[i], m->dev, n, &l->in);
-		l->type->backward(l, &x, &y, &dy, i > first ? &dx : NULL);
-	}
+	for (int i = m->nlayers - 1, first = dt_model_first_trainable(m); i >= first; i--)
+		dt_model_backward_layer(m, i, n);
 }
 
 int64_t dt_model_param_count(const struct dt_model *m) { return m->nparams; }

@@ -60,6 +60,20 @@ struct dt_tensor dt_model_output_grad(const struct dt_model *m, int n);
 /* Back-propagates the gradient in dt_model_output_grad(); fills the gradient buffer. */
 void dt_model_backward(struct dt_model *m, int n);
 
+/*
+ * One layer of the two passes above, for callers that time layers (dtrain
+ * time): running forward_layer for i = 0..nlayers-1, then backward_layer for
+ * i = nlayers-1 down to 0, is dt_model_forward then dt_model_backward.
+ * forward_layer reads acts[i] and returns layer i's output view (n, out),
+ * acts[i + 1]. backward_layer reads dacts[i + 1], writes the layer's
+ * parameter gradients and, past the first layer with parameters, dacts[i];
+ * before that layer it does nothing (no gradient is needed there).
+ */
+struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const struct dt_step_ctx *ctx);
+void dt_model_backward_layer(struct dt_model *m, int i, int n);
+/* Index of the first layer with parameters (nlayers when none has any). */
+int dt_model_first_trainable(const struct dt_model *m);
+
 /* Parameters in the model: trainable and state (non-trainable). */
 int64_t dt_model_param_count(const struct dt_model *m);
 

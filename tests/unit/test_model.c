@@ -287,6 +287,51 @@ static void test_snapshot_round_trip(void **state)
 	rmdir(dir);
 }
 
+/*
+ * dt_model_forward_layer / dt_model_backward_layer in order are exactly the
+ * whole passes, and nothing runs before the first layer with parameters.
+ */
+static void test_layer_by_layer(void **state)
+{
+	struct built b;
+	struct dt_step_ctx ctx = { 1, 99 };
+	struct dt_tensor x, y, dy;
+	float out[4 * 3], grads[8 * 5 + 5 + 5 * 3 + 3], *sentinel;
+	int n = 4;
+	assert_int_equal(build(&b, "layers:\n  - flatten\n  - dense: {units: 5, activation: relu}\n"
+				   "  - dropout: {rate: 0.5}\n  - dense: {units: 3, activation: tanh}\n",
+			       3, (int[]){ 4, 2, 1 }), 0);
+	assert_int_equal(dt_model_first_trainable(&b.m), 1);
+	dt_model_init_params(&b.m, 3);
+	x = dt_model_input(&b.m, n);
+	for (int i = 0; i < n * 8; i++)
+		x.data[i] = (float)((i * 37) % 11) / 11.0f - 0.4f;
+
+	y = dt_model_forward(&b.m, n, &ctx);
+	memcpy(out, y.data, sizeof(out));
+	dy = dt_model_output_grad(&b.m, n);
+	for (int i = 0; i < n * 3; i++)
+		dy.data[i] = 0.1f * (float)(i % 5) - 0.2f;
+	dt_model_backward(&b.m, n);
+	assert_int_equal(b.m.ntrainable, (int64_t)(sizeof(grads) / sizeof(float)));
+	memcpy(grads, b.m.grads, sizeof(grads));
+
+	memset(b.m.grads, 0, sizeof(grads));
+	for (int i = 0; i < b.m.nlayers; i++)
+		y = dt_model_forward_layer(&b.m, i, n, &ctx);
+	assert_ptr_equal(y.data, b.m.acts[b.m.nlayers]);
+	assert_memory_equal(out, y.data, sizeof(out));
+	for (int i = 0; i < n * 3; i++)
+		dy.data[i] = 0.1f * (float)(i % 5) - 0.2f;
+	sentinel = b.m.dacts[1]; /* the flatten layer's output gradient: never needed */
+	sentinel[0] = 1234.5f;
+	for (int i = b.m.nlayers - 1; i >= 0; i--)
+		dt_model_backward_layer(&b.m, i, n);
+	assert_memory_equal(grads, b.m.grads, sizeof(grads));
+	assert_float_equal(sentinel[0], 1234.5f, 0);
+	release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_initializers),
 		cmocka_unit_test(test_regularizers),
 		cmocka_unit_test(test_snapshot_round_trip),
+		cmocka_unit_test(test_layer_by_layer),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
