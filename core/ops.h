@@ -209,5 +209,12 @@ void dt_ops_set_threads(int n);
 int dt_ops_get_threads(void);
 /* The ISA oneDNN dispatches to, e.g. "Intel AVX-512" (static string). */
 const char *dt_ops_cpu_isa(void);
+/*
+ * The CPU's measured fp32 peak in GFLOP/s: the best of a few single-precision
+ * GEMMs of DT_PEAK_GEMM_SIZE cubed (the backend's own sgemm) with the current
+ * thread count. Allocates and frees 48 MiB; takes 0.1-1 s.
+ */
+#define DT_PEAK_GEMM_SIZE 2048
+double dt_ops_peak_gflops(void);
 
 #endif
