@@ -43,9 +43,11 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "checkpoint", required_argument, NULL, 'c' },
 		{ "init-weights", required_argument, NULL, 'i' },
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "warmup", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct option longs[8];
+	struct option longs[sizeof(all) / sizeof(all[0])];
 	int n = 0, c;
 
 	memset(o, 0, sizeof(*o));
@@ -75,6 +77,12 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			break;
 		case 'i':
 			o->init_weights = optarg;
+			break;
+		case 'n':
+			o->iterations = optarg;
+			break;
+		case 'w':
+			o->warmup = optarg;
 			break;
 		default:
 			bad_option(c, argv[optind - 1], longs);

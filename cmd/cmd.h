@@ -20,6 +20,7 @@ int cmd_fit(int argc, char **argv);
 int cmd_evaluate(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_time(int argc, char **argv);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {
@@ -30,6 +31,8 @@ struct dt_opts {
 	int quiet;
 	const char *checkpoint; /* evaluate --checkpoint */
 	const char *init_weights; /* fit --init-weights */
+	const char *iterations; /* time --iterations, unchecked */
+	const char *warmup;     /* time --warmup, unchecked */
 };
 
 /*

@@ -20,6 +20,7 @@ static const struct subcommand commands[] = {
 	{ "fit", cmd_fit, "train the model a YAML file describes" },
 	{ "evaluate", cmd_evaluate, "loss and accuracy of a checkpoint on the test set" },
 	{ "summary", cmd_summary, "the model's layers, shapes and parameter counts" },
+	{ "time", cmd_time, "time each layer's forward and backward pass, and a training step" },
 	{ "devices", cmd_devices, "what dtrain found and which strategy fit would choose" },
 	{ "help", cmd_help, "this list, or 'dtrain help COMMAND' for a command's options" },
 	{ "version", cmd_version, "print the version" },
