@@ -255,7 +255,6 @@ static void test_fixture(void **state)
 	if (!dy && (dt_checkpoint_find(c, "dx")))
 		fail_msg("%s: dx without dy", name);
 
-	dt_model_alloc(mp, DT_CPU, n);
 	for (int p = 0; p < l->nparams; p++) {
 		struct dt_param *pr = &l->params[p];
 		const struct dt_ckpt_tensor *t = dt_checkpoint_find(c, pr->name);
@@ -264,8 +263,10 @@ static void test_fixture(void **state)
 		if (!dt_shape_equal(&t->shape, &pr->shape))
 			fail_msg("%s: parameter '%s' is %s in dtrain but %s in the fixture", name, pr->name,
 				 dt_shape_format(&pr->shape, 0, a, sizeof(a)), dt_shape_format(&t->shape, 0, b, sizeof(b)));
-		dt_op_from_host(&pr->value, t->data);
 	}
+	dt_model_alloc(mp, DT_CPU, n);
+	for (int p = 0; p < l->nparams; p++)
+		dt_op_from_host(&l->params[p].value, dt_checkpoint_find(c, l->params[p].name)->data);
 
 	/* Forward over each batch in turn; y collects the outputs. */
 	{
