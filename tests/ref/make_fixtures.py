@@ -276,6 +276,8 @@ CASES = [
               desc="2x2, stride 2, valid"),
     pool_case("global_average_pooling2d", "global_average_pooling2d", (4, 5, 3), {},
               desc="mean over height and width"),
+    dict(name="reshape", kind="reshape", args={"target_shape": [3, -1, 2]}, input_shape=(4, 6), n=2,
+         desc="(4, 6) to (3, 4, 2), the -1 inferred: row-major order as Keras"),
     bn_case("batch_normalization_nhwc", (3, 3, 5), {}, n=4,
             desc="training on (N, H, W, C), Keras defaults; expect/ holds the moving statistics after it"),
     bn_case("batch_normalization_nc", (5,), {}, n=6,
@@ -330,6 +332,8 @@ def run_case(c, seed):
             return pool2d(x, a, kind[:3])
         if kind == "global_average_pooling2d":
             return x.mean(dim=(1, 2))
+        if kind == "reshape":
+            return x.reshape((x.shape[0],) + tuple(a["target_shape"]))
         return batchnorm(x, tp, a, training, state)
 
     ys, last = [], None
@@ -382,6 +386,8 @@ def check_forward(c, xs, params, y):
         want = naive_pool2d(xs, a, kind[:3])
     elif kind == "global_average_pooling2d":
         want = xs.mean(axis=(1, 2))
+    elif kind == "reshape":
+        want = xs.reshape((len(xs),) + tuple(a["target_shape"]))
     elif kind == "dense":
         want = xs @ p["kernel"] + p.get("bias", 0)
         if a.get("activation") == "tanh":
