@@ -264,7 +264,8 @@ static void test_fixture(void **state)
 			fail_msg("%s: parameter '%s' is %s in dtrain but %s in the fixture", name, pr->name,
 				 dt_shape_format(&pr->shape, 0, a, sizeof(a)), dt_shape_format(&t->shape, 0, b, sizeof(b)));
 	}
-	dt_model_alloc(mp, DT_CPU, n);
+	if (dt_model_alloc(mp, DT_CPU, n) < 0)
+		fail_msg("%s: cannot allocate '%s' for a batch of %d: %s", name, layer, n, dt_error_last());
 	for (int p = 0; p < l->nparams; p++)
 		dt_op_from_host(&l->params[p].value, dt_checkpoint_find(c, l->params[p].name)->data);
 
