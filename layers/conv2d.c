@@ -139,8 +139,8 @@ static int64_t conv2d_flops(const struct dt_layer *l)
 
 static const struct dt_layer_example examples[] = {
 	{ "5,5,2", "{filters: 3, kernel_size: 3}" },
-	{ "5,6,2", "{filters: 2, kernel_size: 3, padding: same, activation: relu}" },
-	{ "7,6,1", "{filters: 2, kernel_size: 3, strides: 2}" },
+	{ "5,6,2", "{filters: 2, kernel_size: 3, padding: same, activation: elu}" },
+	{ "7,6,1", "{filters: 2, kernel_size: 3, strides: 2, activation: relu}" },
 	{ "6,7,2", "{filters: 2, kernel_size: [2, 3], strides: [2, 1], padding: same, activation: tanh}" },
 	{ "7,7,1", "{filters: 2, kernel_size: 3, dilation_rate: 2}" },
 	{ "6,5,2", "{filters: 2, kernel_size: [3, 2], dilation_rate: [2, 1], padding: same, use_bias: false}" },
