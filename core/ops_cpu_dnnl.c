@@ -29,6 +29,7 @@
 
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
+static _Atomic uint64_t primitives_made;
 static dnnl_primitive_attr_t attr; /* user scratchpad */
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
@@ -102,6 +103,7 @@ static void prim_make(struct prim *pr, const_dnnl_primitive_desc_t pd, struct bu
 {
 	const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
 	DT_DNNL_CHECK(dnnl_primitive_create(&pr->p, pd));
+	primitives_made++;
 	pr->scratch = NULL;
 	if (md_bytes(md) > 0) {
 		buf_reserve(scratch, md_bytes(md));
@@ -886,6 +888,8 @@ static void bn_plan_free(struct bn_plan *p)
 	buf_release(&p->dscale_unused);
 	buf_release(&p->dshift_unused);
 }
+
+uint64_t dt_cpu_primitives_made(void) { return primitives_made; }
 
 void dt_cpu_plan_free(struct dt_plan *pl)
 {
