@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "ops_cpu.h"
 #include "rng.h"
 
 #define PAR_MIN 32768
@@ -551,6 +552,16 @@ const struct dt_backend dt_cpu_backend = {
 	.count_correct = cpu_count_correct,
 	.optimizer_update = cpu_optimizer_update,
 	.regularize = cpu_regularize,
+	.plan_conv = dt_cpu_plan_conv,
+	.conv_forward = dt_cpu_conv_forward,
+	.conv_backward = dt_cpu_conv_backward,
+	.plan_pool = dt_cpu_plan_pool,
+	.pool_forward = dt_cpu_pool_forward,
+	.pool_backward = dt_cpu_pool_backward,
+	.plan_batchnorm = dt_cpu_plan_batchnorm,
+	.batchnorm_forward = dt_cpu_batchnorm_forward,
+	.batchnorm_backward = dt_cpu_batchnorm_backward,
+	.plan_free = dt_cpu_plan_free,
 };
 
 double dt_ops_peak_gflops(void)

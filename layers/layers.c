@@ -5,5 +5,11 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_activation_layer,
 	&dt_dropout_layer,
 	&dt_flatten_layer,
+	&dt_conv2d_layer,
+	&dt_max_pooling2d_layer,
+	&dt_average_pooling2d_layer,
+	&dt_global_average_pooling2d_layer,
+	&dt_batch_normalization_layer,
+	&dt_reshape_layer,
 	NULL,
 };

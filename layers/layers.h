@@ -12,6 +12,12 @@ extern const struct dt_layer_type dt_dense_layer;
 extern const struct dt_layer_type dt_activation_layer;
 extern const struct dt_layer_type dt_dropout_layer;
 extern const struct dt_layer_type dt_flatten_layer;
+extern const struct dt_layer_type dt_conv2d_layer;
+extern const struct dt_layer_type dt_max_pooling2d_layer;
+extern const struct dt_layer_type dt_average_pooling2d_layer;
+extern const struct dt_layer_type dt_global_average_pooling2d_layer;
+extern const struct dt_layer_type dt_batch_normalization_layer;
+extern const struct dt_layer_type dt_reshape_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];

@@ -1,0 +1,162 @@
+/*
+ * conv2d: y = act(conv(x, kernel) + bias), as Keras' Conv2D, channels last.
+ * Arguments: filters (required), kernel_size (required, int or [kh, kw]),
+ * strides (1), padding (valid), dilation_rate (1), activation (linear),
+ * use_bias (true), kernel_initializer (glorot_uniform), bias_initializer
+ * (zeros), kernel_regularizer (none).
+ * Parameters: kernel (kh, kw, in, filters); bias (filters).
+ * (H, W, C) -> (out_h, out_w, filters); the backend's conv plan is made in alloc.
+ */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "layers.h"
+#include "window.h"
+
+enum { KERNEL, BIAS };
+enum { PREACT }; /* buffer: conv + bias, kept when the activation's derivative needs it */
+
+struct conv2d {
+	struct dt_conv_geom g;
+	struct dt_plan *plan;
+};
+
+static int conv2d_init(struct dt_layer *l, const struct dt_node *args)
+{
+	static const char *const keys[] = { "filters", "kernel_size", "strides", "padding", "dilation_rate",
+					    "activation", "use_bias", "kernel_initializer", "bias_initializer",
+					    "kernel_regularizer", NULL };
+	struct dt_conv_geom g = { 0 };
+	int64_t filters;
+	int k[2], s[2], d[2], use_bias, w;
+	enum dt_padding pad;
+	enum dt_init kinit, binit;
+	float l1, l2;
+	char shape[64];
+	struct conv2d *c;
+
+	if (dt_layer_check_keys(l, args, keys) < 0 || dt_cfg_require(args, "filters", "conv2d") < 0 ||
+	    dt_cfg_int(args, "filters", 0, 1, 1 << 24, &filters) < 0 ||
+	    dt_cfg_require(args, "kernel_size", "conv2d") < 0 ||
+	    dt_window_pair(args, "kernel_size", 1, 1, 1 << 16, k) < 0 ||
+	    dt_window_pair(args, "strides", 1, 1, 1 << 16, s) < 0 || dt_window_padding(args, &pad) < 0 ||
+	    dt_window_pair(args, "dilation_rate", 1, 1, 1 << 16, d) < 0 ||
+	    dt_layer_activation(args, &l->act) < 0 || dt_cfg_bool(args, "use_bias", 1, &use_bias) < 0 ||
+	    dt_layer_initializer(args, "kernel_initializer", DT_INIT_GLOROT_UNIFORM, &kinit) < 0 ||
+	    dt_layer_initializer(args, "bias_initializer", DT_INIT_ZEROS, &binit) < 0 ||
+	    dt_layer_regularizer(args, "kernel_regularizer", &l1, &l2) < 0)
+		return -1;
+	if ((s[0] > 1 || s[1] > 1) && (d[0] > 1 || d[1] > 1))
+		return dt_node_error(dt_node_get(args, "dilation_rate"),
+				     "layer '%s': strides > 1 cannot be combined with dilation_rate > 1 (as in Keras)",
+				     l->name);
+	if (l->in.ndim != 3)
+		return dt_node_error(args, "layer '%s' needs an image input (height, width, channels) but gets %s; "
+				     "add '- reshape: {target_shape: [H, W, C]}' before it",
+				     l->name, dt_shape_format(&l->in, 1, shape, sizeof(shape)));
+	g.in_h = l->in.dim[0];
+	g.in_w = l->in.dim[1];
+	g.in_c = l->in.dim[2];
+	g.out_c = (int)filters;
+	g.kh = k[0];
+	g.kw = k[1];
+	g.stride_h = s[0];
+	g.stride_w = s[1];
+	g.dil_h = d[0];
+	g.dil_w = d[1];
+	g.out_h = dt_window_dim(g.in_h, g.kh, g.stride_h, g.dil_h, pad, &g.pad_top, &g.pad_bottom);
+	g.out_w = dt_window_dim(g.in_w, g.kw, g.stride_w, g.dil_w, pad, &g.pad_left, &g.pad_right);
+	if (!g.out_h || !g.out_w)
+		return dt_node_error(dt_node_get(args, "kernel_size"), "layer '%s': the %dx%d kernel%s does not fit the input %s with padding "
+				     "'valid'; use a smaller kernel_size or padding: same",
+				     l->name, g.kh, g.kw, d[0] > 1 || d[1] > 1 ? " (dilated)" : "",
+				     dt_shape_format(&l->in, 0, shape, sizeof(shape)));
+	l->out = dt_shape_make(3, (int[]){ g.out_h, g.out_w, g.out_c });
+
+	w = dt_layer_param(l, "kernel", dt_shape_make(4, (int[]){ g.kh, g.kw, g.in_c, g.out_c }), kinit,
+			   g.kh * g.kw * g.in_c, g.kh * g.kw * g.out_c);
+	l->params[w].l1 = l1;
+	l->params[w].l2 = l2;
+	if (use_bias)
+		dt_layer_param(l, "bias", dt_shape_make(1, (int[]){ g.out_c }), binit, 1, g.out_c);
+	if (dt_act_needs_input(l->act))
+		dt_layer_buffer(l, "preact", dt_shape_count(&l->out));
+	c = dt_calloc(1, sizeof(*c));
+	c->g = g;
+	l->priv = c;
+	return 0;
+}
+
+static int conv2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
+{
+	struct conv2d *c = l->priv;
+	c->plan = dt_plan_conv(dev, &c->g, max_batch);
+	return c->plan ? 0 : dt_error("layer '%s': the backend cannot make this convolution", l->name);
+}
+
+static void conv2d_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+			   const struct dt_step_ctx *ctx)
+{
+	struct conv2d *c = l->priv;
+	dt_op_conv_forward(c->plan, x, &l->params[KERNEL].value, l->nparams > BIAS ? &l->params[BIAS].value : NULL,
+			   y);
+	if (l->nbufs > PREACT) {
+		struct dt_tensor z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
+		dt_op_copy(y, &z);
+	}
+	if (l->act != DT_ACT_LINEAR)
+		dt_op_act_forward(l->act, y, y);
+}
+
+static void conv2d_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			    struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	struct conv2d *c = l->priv;
+	if (l->act != DT_ACT_LINEAR && !l->fused_act) {
+		struct dt_tensor z;
+		if (l->nbufs > PREACT)
+			z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
+		dt_op_act_backward(l->act, l->nbufs > PREACT ? &z : NULL, y, dy, dy);
+	}
+	dt_op_conv_backward(c->plan, x, &l->params[KERNEL].value, dy, &l->params[KERNEL].grad,
+			    l->nparams > BIAS ? &l->params[BIAS].grad : NULL, dx);
+}
+
+static void conv2d_release(struct dt_layer *l)
+{
+	struct conv2d *c = l->priv;
+	if (c)
+		dt_plan_free(c->plan);
+	free(c);
+	l->priv = NULL;
+}
+
+static int64_t conv2d_flops(const struct dt_layer *l)
+{
+	const struct dt_conv_geom *g = &((const struct conv2d *)l->priv)->g;
+	return 2 * (int64_t)g->kh * g->kw * g->in_c * g->out_c * g->out_h * g->out_w;
+}
+
+static const struct dt_layer_example examples[] = {
+	{ "5,5,2", "{filters: 3, kernel_size: 3}" },
+	{ "5,6,2", "{filters: 2, kernel_size: 3, padding: same, activation: elu}" },
+	{ "7,6,1", "{filters: 2, kernel_size: 3, strides: 2, activation: relu}" },
+	{ "6,7,2", "{filters: 2, kernel_size: [2, 3], strides: [2, 1], padding: same, activation: tanh}" },
+	{ "7,7,1", "{filters: 2, kernel_size: 3, dilation_rate: 2}" },
+	{ "6,5,2", "{filters: 2, kernel_size: [3, 2], dilation_rate: [2, 1], padding: same, use_bias: false}" },
+	{ "4,4,3", "{filters: 2, kernel_size: 1, activation: gelu, kernel_regularizer: {l2: 0.1}}" },
+	{ "5,5,1", "{filters: 2, kernel_size: 4, strides: 3, padding: same, activation: swish}" },
+	{ NULL, NULL },
+};
+
+const struct dt_layer_type dt_conv2d_layer = {
+	.name = "conv2d",
+	.class_name = "Conv2D",
+	.examples = examples,
+	.init = conv2d_init,
+	.forward = conv2d_forward,
+	.backward = conv2d_backward,
+	.release = conv2d_release,
+	.alloc = conv2d_alloc,
+	.flops = conv2d_flops,
+};

@@ -1,0 +1,25 @@
+/*
+ * global_average_pooling2d: the mean over height and width of each channel,
+ * as Keras' GlobalAveragePooling2D. (H, W, C) -> (C,); no arguments and no
+ * parameters.
+ */
+#include "layers.h"
+#include "pool2d.h"
+
+static const struct dt_layer_example examples[] = {
+	{ "3,4,2", NULL },
+	{ "1,1,3", NULL },
+	{ "5,2,1", NULL },
+	{ NULL, NULL },
+};
+
+const struct dt_layer_type dt_global_average_pooling2d_layer = {
+	.name = "global_average_pooling2d",
+	.class_name = "GlobalAveragePooling2D",
+	.examples = examples,
+	.init = dt_pool2d_init_global,
+	.forward = dt_pool2d_forward,
+	.backward = dt_pool2d_backward,
+	.release = dt_pool2d_release,
+	.alloc = dt_pool2d_alloc,
+};

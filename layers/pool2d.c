@@ -1,0 +1,124 @@
+/*
+ * Pooling over height and width through the backend's pool plan (see
+ * pool2d.h); the layer types are in max_pooling2d.c, average_pooling2d.c and
+ * global_average_pooling2d.c.
+ */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "pool2d.h"
+#include "window.h"
+
+struct pool2d {
+	struct dt_pool_geom g;
+	struct dt_plan *plan;
+};
+
+/* The input must be an image: (H, W, C). */
+static int check_input(const struct dt_layer *l, const struct dt_node *args)
+{
+	char shape[64];
+	if (l->in.ndim == 3)
+		return 0;
+	return dt_node_error(args, "layer '%s' needs an image input (height, width, channels) but gets %s; "
+			     "add '- reshape: {target_shape: [H, W, C]}' before it",
+			     l->name, dt_shape_format(&l->in, 1, shape, sizeof(shape)));
+}
+
+int dt_pool2d_init(struct dt_layer *l, const struct dt_node *args, enum dt_pool kind)
+{
+	static const char *const keys[] = { "pool_size", "strides", "padding", NULL };
+	struct dt_pool_geom g = { 0 };
+	int k[2], s[2];
+	enum dt_padding pad;
+	struct pool2d *p;
+	char shape[64];
+
+	if (dt_layer_check_keys(l, args, keys) < 0 || dt_window_pair(args, "pool_size", 2, 1, 1 << 16, k) < 0 ||
+	    dt_window_pair(args, "strides", 0, 1, 1 << 16, s) < 0 || dt_window_padding(args, &pad) < 0 ||
+	    check_input(l, args) < 0)
+		return -1;
+	if (!s[0]) { /* Keras: strides None means pool_size */
+		s[0] = k[0];
+		s[1] = k[1];
+	}
+	g.kind = kind;
+	g.in_h = l->in.dim[0];
+	g.in_w = l->in.dim[1];
+	g.c = l->in.dim[2];
+	g.kh = k[0];
+	g.kw = k[1];
+	g.stride_h = s[0];
+	g.stride_w = s[1];
+	g.out_h = dt_window_dim(g.in_h, g.kh, g.stride_h, 1, pad, &g.pad_top, &g.pad_bottom);
+	g.out_w = dt_window_dim(g.in_w, g.kw, g.stride_w, 1, pad, &g.pad_left, &g.pad_right);
+	if (!g.out_h || !g.out_w)
+		return dt_node_error(dt_node_get(args, "pool_size") ? dt_node_get(args, "pool_size") : args,
+				     "layer '%s': the %dx%d pool does not fit the input %s with padding 'valid'; "
+				     "use a smaller pool_size or padding: same",
+				     l->name, g.kh, g.kw, dt_shape_format(&l->in, 0, shape, sizeof(shape)));
+	l->out = dt_shape_make(3, (int[]){ g.out_h, g.out_w, g.c });
+	p = dt_calloc(1, sizeof(*p));
+	p->g = g;
+	l->priv = p;
+	return 0;
+}
+
+int dt_pool2d_init_global(struct dt_layer *l, const struct dt_node *args)
+{
+	static const char *const keys[] = { NULL };
+	struct pool2d *p;
+
+	if (dt_layer_check_keys(l, args, keys) < 0 || check_input(l, args) < 0)
+		return -1;
+	p = dt_calloc(1, sizeof(*p));
+	p->g = (struct dt_pool_geom){ .kind = DT_POOL_AVG, .in_h = l->in.dim[0], .in_w = l->in.dim[1],
+				      .c = l->in.dim[2], .out_h = 1, .out_w = 1, .kh = l->in.dim[0],
+				      .kw = l->in.dim[1], .stride_h = l->in.dim[0], .stride_w = l->in.dim[1] };
+	l->priv = p;
+	l->out = dt_shape_make(1, (int[]){ l->in.dim[2] });
+	return 0;
+}
+
+int dt_pool2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
+{
+	struct pool2d *p = l->priv;
+	p->plan = dt_plan_pool(dev, &p->g, max_batch);
+	return p->plan ? 0 : dt_error("layer '%s': the backend cannot make this pooling", l->name);
+}
+
+/* t as (N, out_h, out_w, C): global pooling's (N, C) output seen as (N, 1, 1, C). */
+static struct dt_tensor out_view(const struct pool2d *p, const struct dt_tensor *t)
+{
+	struct dt_tensor v = *t;
+	v.shape = dt_shape_make(4, (int[]){ t->shape.dim[0], p->g.out_h, p->g.out_w, p->g.c });
+	return v;
+}
+
+void dt_pool2d_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+		       const struct dt_step_ctx *ctx)
+{
+	struct pool2d *p = l->priv;
+	struct dt_tensor yv = out_view(p, y);
+	dt_op_pool_forward(p->plan, x, &yv, ctx->training);
+}
+
+void dt_pool2d_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	struct pool2d *p = l->priv;
+	struct dt_tensor dyv;
+	if (!dx)
+		return;
+	dyv = out_view(p, dy);
+	dt_op_pool_backward(p->plan, &dyv, dx);
+}
+
+void dt_pool2d_release(struct dt_layer *l)
+{
+	struct pool2d *p = l->priv;
+	if (p)
+		dt_plan_free(p->plan);
+	free(p);
+	l->priv = NULL;
+}

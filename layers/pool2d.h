@@ -1,0 +1,27 @@
+/*
+ * What max_pooling2d, average_pooling2d and global_average_pooling2d share:
+ * the window arguments, the backend's pool plan (made in alloc) and the
+ * forward and backward passes through it. Channels last: (H, W, C) in.
+ */
+#ifndef DT_LAYERS_POOL2D_H
+#define DT_LAYERS_POOL2D_H
+
+#include "core/layer.h"
+
+/*
+ * Reads pool_size (2 or [ph, pw]), strides (default: pool_size) and padding
+ * (valid) as Keras' MaxPooling2D and AveragePooling2D; sets l->out to
+ * (out_h, out_w, C). 0 or -1.
+ */
+int dt_pool2d_init(struct dt_layer *l, const struct dt_node *args, enum dt_pool kind);
+/* An average over the whole H x W: (H, W, C) -> (C,). No arguments. 0 or -1. */
+int dt_pool2d_init_global(struct dt_layer *l, const struct dt_node *args);
+
+int dt_pool2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch);
+void dt_pool2d_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+		       const struct dt_step_ctx *ctx);
+void dt_pool2d_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			struct dt_tensor *dy, struct dt_tensor *dx);
+void dt_pool2d_release(struct dt_layer *l);
+
+#endif

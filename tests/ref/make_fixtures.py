@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""
+Reference fixtures for tests/unit/test_ref.c: one small safetensors file per
+case, computed with PyTorch in float64 and stored as float32, so the C tests
+compare dtrain's layers against an independent implementation without
+needing PyTorch at run time.
+
+Run (from anywhere; needs python3-torch and python3-numpy, nothing else):
+
+    /usr/bin/python3 tests/ref/make_fixtures.py              # all cases into tests/ref/
+    /usr/bin/python3 tests/ref/make_fixtures.py -o DIR CASE  # some cases elsewhere
+    /usr/bin/python3 tests/ref/make_fixtures.py --list
+
+The output is deterministic (fixed seeds, float64 arithmetic), so rerunning
+it leaves the checked-in files unchanged unless a case was edited.
+
+One file per case, tests/ref/<case>.safetensors, holding float32 tensors:
+
+    x              (N, *input_shape), channels last (NHWC) as dtrain and Keras;
+                   (steps * N, ...) when the case runs several steps
+    y              the layer's output for x (steps * N rows for several steps)
+    dy             the upstream gradient (absent for forward-only cases)
+    dx             d(sum(y * dy)) / dx
+    <param>        the layer's parameters by Keras name, in Keras layout:
+                   kernel (kh, kw, in, out) or (in, out), bias, gamma, beta,
+                   moving_mean, moving_variance
+    grad/<param>   d(sum(y * dy)) / d<param> for the trainable ones
+    expect/<param> a parameter's value after the run (batch norm's moving
+                   statistics)
+
+and string metadata: layer (the YAML of the layer as in a model file),
+input_shape ("7,7,3", per sample), mode ("training" or "inference"), steps
+(forward passes over consecutive batches of x), description.
+
+Semantics are Keras', computed here by hand where PyTorch differs: "same"
+padding puts the odd pixel at the bottom/right (so x is padded explicitly
+before a valid torch op), max pooling pads with -inf, average pooling
+divides by the number of real (unpadded) elements, batch normalization
+updates moving = momentum * moving + (1 - momentum) * batch with the biased
+batch variance (torch's momentum is 1 - Keras' and its running_var is
+unbiased, so neither is used). Every forward is also checked against a plain
+numpy loop before a file is written.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---- safetensors, by hand -------------------------------------------------
+
+def save_safetensors(path, tensors, metadata):
+    """tensors: list of (name, float32 array) in file order; metadata: dict of str."""
+    header = {"__metadata__": metadata}
+    offset = 0
+    blobs = []
+    for name, a in tensors:
+        a = np.ascontiguousarray(a, dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+# ---- Keras' geometry --------------------------------------------------------
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def window(n, k, stride, dil, padding):
+    """Output size and (before, after) padding of one spatial dimension, as Keras/TF."""
+    eff = (k - 1) * dil + 1
+    if padding == "valid":
+        return (n - eff) // stride + 1, 0, 0
+    out = -(-n // stride)
+    total = max((out - 1) * stride + eff - n, 0)
+    return out, total // 2, total - total // 2
+
+
+def yaml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(yaml_value(e) for e in v) + "]"
+    return str(v)
+
+
+def yaml_layer(kind, args):
+    if not args:
+        return kind
+    return kind + ": {" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in args.items()) + "}"
+
+
+# ---- the layers in torch (float64, NHWC in and out) -------------------------
+
+ACTS = {"linear": lambda t: t, "relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+
+
+def conv2d(x, p, a):
+    kh, kw = pair(a["kernel_size"])
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    pad = a.get("padding", "valid")
+    _, top, bottom = window(x.shape[1], kh, sh, dh, pad)
+    _, left, right = window(x.shape[2], kw, sw, dw, pad)
+    xc = F.pad(x.permute(0, 3, 1, 2), (left, right, top, bottom))
+    w = p["kernel"].permute(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
+    y = F.conv2d(xc, w, p.get("bias"), stride=(sh, sw), dilation=(dh, dw))
+    return ACTS[a.get("activation", "linear")](y).permute(0, 2, 3, 1)
+
+
+def pool2d(x, a, kind):
+    kh, kw = pair(a.get("pool_size", 2))
+    sh, sw = pair(a.get("strides", a.get("pool_size", 2)))
+    pad = a.get("padding", "valid")
+    _, top, bottom = window(x.shape[1], kh, sh, 1, pad)
+    _, left, right = window(x.shape[2], kw, sw, 1, pad)
+    xc = x.permute(0, 3, 1, 2)
+    if kind == "max":
+        xc = F.pad(xc, (left, right, top, bottom), value=-float("inf"))
+        y = F.max_pool2d(xc, (kh, kw), (sh, sw))
+    else:
+        xc = F.pad(xc, (left, right, top, bottom))
+        ones = F.pad(torch.ones_like(x[:1, :, :, :1]).permute(0, 3, 1, 2), (left, right, top, bottom))
+        total = F.avg_pool2d(xc, (kh, kw), (sh, sw), divisor_override=1)
+        count = F.avg_pool2d(ones, (kh, kw), (sh, sw), divisor_override=1)
+        y = total / count
+    return y.permute(0, 2, 3, 1)
+
+
+def batchnorm(x, p, a, training, state):
+    """Keras' BatchNormalization over the last axis; state gets the new moving statistics."""
+    eps = a.get("epsilon", 1e-3)
+    m = a.get("momentum", 0.99)
+    axes = tuple(range(x.dim() - 1))
+    if training:
+        mean = x.mean(dim=axes)
+        var = ((x - mean) ** 2).mean(dim=axes)  # biased, as Keras
+        with torch.no_grad():
+            state["moving_mean"] = m * state["moving_mean"] + (1 - m) * mean
+            state["moving_variance"] = m * state["moving_variance"] + (1 - m) * var
+    else:
+        mean, var = state["moving_mean"], state["moving_variance"]
+    y = (x - mean) / torch.sqrt(var + eps)
+    if a.get("scale", True):
+        y = y * p["gamma"]
+    if a.get("center", True):
+        y = y + p["beta"]
+    return y
+
+
+# ---- the same forwards as plain loops, to check the torch versions ----------
+
+def naive_conv2d(x, p, a):
+    kh, kw = pair(a["kernel_size"])
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    pad = a.get("padding", "valid")
+    n, h, w, _ = x.shape
+    oh, top, _ = window(h, kh, sh, dh, pad)
+    ow, left, _ = window(w, kw, sw, dw, pad)
+    k = p["kernel"]
+    y = np.zeros((n, oh, ow, k.shape[3]))
+    for i in range(oh):
+        for j in range(ow):
+            for u in range(kh):
+                for v in range(kw):
+                    r, c = i * sh - top + u * dh, j * sw - left + v * dw
+                    if 0 <= r < h and 0 <= c < w:
+                        y[:, i, j, :] += x[:, r, c, :] @ k[u, v]
+    if "bias" in p:
+        y += p["bias"]
+    if a.get("activation", "linear") != "relu":
+        return y
+    # A pre-activation within float32 noise of 0 could take relu's other branch in dtrain.
+    if np.abs(y).min() < 1e-3:
+        sys.exit("conv2d relu: a pre-activation is within 1e-3 of zero; change the case")
+    return np.maximum(y, 0)
+
+
+def naive_pool2d(x, a, kind):
+    kh, kw = pair(a.get("pool_size", 2))
+    sh, sw = pair(a.get("strides", a.get("pool_size", 2)))
+    pad = a.get("padding", "valid")
+    n, h, w, c = x.shape
+    oh, top, _ = window(h, kh, sh, 1, pad)
+    ow, left, _ = window(w, kw, sw, 1, pad)
+    y = np.zeros((n, oh, ow, c))
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = i * sh - top, j * sw - left
+            win = x[:, max(r0, 0):min(r0 + kh, h), max(c0, 0):min(c0 + kw, w), :]
+            y[:, i, j, :] = win.max(axis=(1, 2)) if kind == "max" else win.mean(axis=(1, 2))
+    return y
+
+
+# ---- cases --------------------------------------------------------------------
+
+def f32(a):
+    """Rounds to float32 and back, so torch sees exactly what dtrain reads."""
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+def conv_case(name, input_shape, args, n=2, desc=""):
+    return dict(name=name, kind="conv2d", args=args, input_shape=input_shape, n=n, desc=desc)
+
+
+def pool_case(name, kind, input_shape, args, n=2, desc=""):
+    return dict(name=name, kind=kind, args=args, input_shape=input_shape, n=n, desc=desc)
+
+
+def bn_case(name, input_shape, args, n, mode="training", steps=1, desc=""):
+    return dict(name=name, kind="batch_normalization", args=args, input_shape=input_shape, n=n,
+                mode=mode, steps=steps, desc=desc)
+
+
+CASES = [
+    dict(name="dense", kind="dense", args={"units": 3}, input_shape=(5,), n=4,
+         desc="dense, linear: proves the harness on a layer that predates the fixtures"),
+    dict(name="dense_tanh", kind="dense", args={"units": 4, "activation": "tanh"}, input_shape=(6,), n=3,
+         desc="dense with tanh"),
+    conv_case("conv2d_valid", (6, 6, 3), {"filters": 4, "kernel_size": 3},
+              desc="3x3, stride 1, valid"),
+    conv_case("conv2d_same_stride2", (8, 6, 3), {"filters": 4, "kernel_size": 3, "strides": 2, "padding": "same"},
+              desc="3x3, stride 2, same on 8x6: padding 0 top/left, 1 bottom/right (Keras/TF)"),
+    conv_case("conv2d_same_stride2_odd", (7, 7, 2), {"filters": 3, "kernel_size": 2, "strides": 2, "padding": "same"},
+              desc="2x2, stride 2, same on 7x7: padding 0 top/left, 1 bottom/right"),
+    conv_case("conv2d_same_k4", (5, 6, 2), {"filters": 3, "kernel_size": 4, "padding": "same"},
+              desc="4x4, stride 1, same: padding 1 top/left, 2 bottom/right"),
+    conv_case("conv2d_dilation2", (7, 7, 2), {"filters": 3, "kernel_size": 3, "dilation_rate": 2},
+              desc="3x3 dilated by 2 (5x5 reach), valid"),
+    conv_case("conv2d_dilation2_same", (6, 5, 2), {"filters": 3, "kernel_size": 3, "padding": "same",
+                                                   "dilation_rate": 2},
+              desc="3x3 dilated by 2, same"),
+    conv_case("conv2d_1x5", (4, 7, 3), {"filters": 4, "kernel_size": [1, 5]},
+              desc="1x5 kernel, valid"),
+    conv_case("conv2d_1x5_same_strides", (4, 8, 3), {"filters": 2, "kernel_size": [1, 5], "strides": [1, 2],
+                                                     "padding": "same"},
+              desc="1x5 kernel, strides [1, 2], same: padding 1 left, 2 right"),
+    conv_case("conv2d_no_bias", (5, 5, 3), {"filters": 4, "kernel_size": 3, "use_bias": False},
+              desc="3x3, valid, use_bias: false"),
+    conv_case("conv2d_relu", (6, 6, 3), {"filters": 4, "kernel_size": 3, "padding": "same", "activation": "relu"},
+              desc="3x3, same, relu"),
+    pool_case("max_pooling2d_2x2", "max_pooling2d", (6, 6, 3), {"pool_size": 2},
+              desc="2x2, stride 2, valid"),
+    pool_case("max_pooling2d_3x3_s2_same", "max_pooling2d", (8, 7, 3),
+              {"pool_size": 3, "strides": 2, "padding": "same"},
+              desc="3x3, stride 2, same on 8x7: padding 0 top, 1 bottom, 1 left, 1 right; -inf padding"),
+    pool_case("max_pooling2d_3x3_s1_same", "max_pooling2d", (5, 5, 2),
+              {"pool_size": 3, "strides": 1, "padding": "same"},
+              desc="3x3, stride 1, same: overlapping windows, one element the max of several"),
+    pool_case("average_pooling2d_valid", "average_pooling2d", (7, 7, 3), {"pool_size": 3, "strides": 2},
+              desc="3x3, stride 2, valid: overlapping windows"),
+    pool_case("average_pooling2d_same", "average_pooling2d", (8, 7, 3),
+              {"pool_size": 3, "strides": 2, "padding": "same"},
+              desc="3x3, stride 2, same: the mean over the real elements only"),
+    pool_case("average_pooling2d_2x2", "average_pooling2d", (6, 6, 2), {"pool_size": 2},
+              desc="2x2, stride 2, valid"),
+    pool_case("global_average_pooling2d", "global_average_pooling2d", (4, 5, 3), {},
+              desc="mean over height and width"),
+    dict(name="reshape", kind="reshape", args={"target_shape": [3, -1, 2]}, input_shape=(4, 6), n=2,
+         desc="(4, 6) to (3, 4, 2), the -1 inferred: row-major order as Keras"),
+    bn_case("batch_normalization_nhwc", (3, 3, 5), {}, n=4,
+            desc="training on (N, H, W, C), Keras defaults; expect/ holds the moving statistics after it"),
+    bn_case("batch_normalization_nc", (5,), {}, n=6,
+            desc="training on (N, C), Keras defaults"),
+    bn_case("batch_normalization_no_center_scale", (2, 2, 3), {"center": False, "scale": False}, n=4,
+            desc="training without gamma and beta"),
+    bn_case("batch_normalization_inference", (2, 3, 4), {}, n=3, mode="inference",
+            desc="inference: normalizes with the given moving statistics and leaves them as they are"),
+    bn_case("batch_normalization_moving", (2, 2, 3), {"momentum": 0.9, "epsilon": 0.01}, n=4, steps=3,
+            desc="three training steps on different batches: y of each and the moving statistics after them"),
+]
+
+
+def run_case(c, seed):
+    rng = np.random.default_rng(seed)
+    kind, a = c["kind"], c["args"]
+    n, shape, steps = c["n"], tuple(c["input_shape"]), c.get("steps", 1)
+    training = c.get("mode", "training") == "training"
+    # Batch norm gets inputs off zero and off unit scale, as real activations are.
+    xs = rng.standard_normal((steps * n,) + shape)
+    if kind == "batch_normalization":
+        xs = 1.5 + 2 * xs
+    xs = f32(xs)
+
+    params = {}  # name -> (array, trainable), in the layer's declaration order
+    if kind in ("dense", "conv2d"):
+        cin = shape[-1]
+        units = a["units"] if kind == "dense" else a["filters"]
+        kshape = (cin, units) if kind == "dense" else pair(a["kernel_size"]) + (cin, units)
+        params["kernel"] = (f32(0.5 * rng.standard_normal(kshape)), True)
+        if a.get("use_bias", True):
+            params["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
+    elif kind == "batch_normalization":
+        ch = shape[-1]
+        if a.get("scale", True):
+            params["gamma"] = (f32(rng.uniform(0.5, 1.5, ch)), True)
+        if a.get("center", True):
+            params["beta"] = (f32(0.5 * rng.standard_normal(ch)), True)
+        params["moving_mean"] = (f32(0.5 * rng.standard_normal(ch)), False)
+        params["moving_variance"] = (f32(rng.uniform(0.5, 1.5, ch)), False)
+
+    tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=tr) for k, (v, tr) in params.items()}
+    state = {k: tp[k].detach().clone() for k in ("moving_mean", "moving_variance") if k in tp}
+
+    def forward(x):
+        if kind == "dense":
+            z = x @ tp["kernel"] + (tp["bias"] if "bias" in tp else 0)
+            return ACTS[a.get("activation", "linear")](z)
+        if kind == "conv2d":
+            return conv2d(x, tp, a)
+        if kind in ("max_pooling2d", "average_pooling2d"):
+            return pool2d(x, a, kind[:3])
+        if kind == "global_average_pooling2d":
+            return x.mean(dim=(1, 2))
+        if kind == "reshape":
+            return x.reshape((x.shape[0],) + tuple(a["target_shape"]))
+        return batchnorm(x, tp, a, training, state)
+
+    ys, last = [], None
+    for s in range(steps):
+        x = torch.tensor(xs[s * n:(s + 1) * n], dtype=torch.float64, requires_grad=True)
+        y = forward(x)
+        ys.append(y)
+        last = x
+    y = torch.cat(ys)
+    check_forward(c, xs, params, y.detach().numpy())
+
+    out = [("x", xs)]
+    # Forward-only cases: several steps (only the statistics matter) and inference.
+    with_grad = steps == 1 and training
+    if with_grad:
+        dy = f32(rng.standard_normal(y.shape))
+        y.backward(torch.tensor(dy))
+        out += [("dy", dy), ("y", y.detach().numpy()), ("dx", last.grad.numpy())]
+    else:
+        out += [("y", y.detach().numpy())]
+    for k, (v, tr) in params.items():
+        out.append((k, v))
+    if with_grad:
+        for k, (v, tr) in params.items():
+            if tr:
+                out.append(("grad/" + k, tp[k].grad.numpy()))
+    for k in ("moving_mean", "moving_variance"):
+        if k in state:
+            out.append(("expect/" + k, state[k].numpy()))
+
+    meta = {
+        "layer": yaml_layer(kind, a),
+        "input_shape": ",".join(str(d) for d in shape),
+        "mode": c.get("mode", "training"),
+        "steps": str(steps),
+        "description": c["desc"],
+        "generator": "tests/ref/make_fixtures.py (PyTorch, float64)",
+    }
+    return out, meta
+
+
+def check_forward(c, xs, params, y):
+    """The torch forward against plain numpy loops: catches layout and padding slips here."""
+    kind, a = c["kind"], c["args"]
+    p = {k: v for k, (v, _) in params.items()}
+    n, steps = c["n"], c.get("steps", 1)
+    if kind == "conv2d":
+        want = naive_conv2d(xs, p, a)
+    elif kind in ("max_pooling2d", "average_pooling2d"):
+        want = naive_pool2d(xs, a, kind[:3])
+    elif kind == "global_average_pooling2d":
+        want = xs.mean(axis=(1, 2))
+    elif kind == "reshape":
+        want = xs.reshape((len(xs),) + tuple(a["target_shape"]))
+    elif kind == "dense":
+        want = xs @ p["kernel"] + p.get("bias", 0)
+        if a.get("activation") == "tanh":
+            want = np.tanh(want)
+    else:
+        eps, m = a.get("epsilon", 1e-3), a.get("momentum", 0.99)
+        mm, mv = p["moving_mean"].copy(), p["moving_variance"].copy()
+        want = []
+        for s in range(steps):
+            x = xs[s * n:(s + 1) * n].reshape(-1, xs.shape[-1])
+            if c.get("mode", "training") == "training":
+                mean, var = x.mean(axis=0), x.var(axis=0)
+                mm, mv = m * mm + (1 - m) * mean, m * mv + (1 - m) * var
+            else:
+                mean, var = mm, mv
+            z = (x - mean) / np.sqrt(var + eps) * p.get("gamma", 1) + p.get("beta", 0)
+            want.append(z.reshape(xs[s * n:(s + 1) * n].shape))
+        want = np.concatenate(want)
+    err = np.max(np.abs(want - y))
+    if want.shape != y.shape or err > 1e-10:
+        sys.exit(f"{c['name']}: torch and the numpy loop disagree (shapes {y.shape} {want.shape}, error {err})")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Writes the reference fixtures of tests/unit/test_ref.c.")
+    ap.add_argument("-o", "--out", default=HERE, help="output directory (default: tests/ref)")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("cases", nargs="*", help="case names (default: all)")
+    opt = ap.parse_args()
+    names = [c["name"] for c in CASES]
+    if opt.list:
+        print("\n".join(names))
+        return
+    unknown = [n for n in opt.cases if n not in names]
+    if unknown:
+        sys.exit(f"unknown case(s): {', '.join(unknown)}; --list shows them")
+    torch.use_deterministic_algorithms(True)
+    os.makedirs(opt.out, exist_ok=True)
+    for c in CASES:
+        if opt.cases and c["name"] not in opt.cases:
+            continue
+        # Seeded by name: adding or reordering cases leaves the others' files as they are.
+        tensors, meta = run_case(c, seed=zlib.crc32(c["name"].encode()))
+        path = os.path.join(opt.out, c["name"] + ".safetensors")
+        save_safetensors(path, tensors, meta)
+        print(f"{path}: {os.path.getsize(path)} bytes  {meta['layer']}")
+
+
+if __name__ == "__main__":
+    main()
