@@ -39,5 +39,7 @@ void dt_cpu_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, con
 			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			       struct dt_tensor *dx);
 void dt_cpu_plan_free(struct dt_plan *p);
+/* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
+uint64_t dt_cpu_primitives_made(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include "helpers.h"
 
 #include "core/ops.h"
+#include "core/ops_cpu.h"
 #include "core/rng.h"
 
 #define TOL 1e-4
@@ -271,6 +272,9 @@ static const struct pool_case pool_cases[] = {
 	{ DT_POOL_AVG, 5, 5, 4, 2, 2, 2, 2, 1 },   /* same: pad 0 before, 1 after */
 	{ DT_POOL_AVG, 7, 9, 6, 3, 3, 2, 2, 0 },
 	{ DT_POOL_AVG, 8, 6, 16, 3, 2, 2, 1, 1 },
+	{ DT_POOL_MAX, 17, 16, 3, 17, 16, 1, 1, 0 }, /* global: 272 window positions */
+	{ DT_POOL_AVG, 17, 16, 3, 17, 16, 1, 1, 0 },
+	{ DT_POOL_MAX, 3, 3, 2, 2, 2, 1, 1, 0 },     /* most inputs in several windows */
 };
 
 /* y and the gradient rule: dx[argmax] += dy for max, dx[every value] += dy / count for average. */
@@ -540,6 +544,52 @@ static void test_cache_many_sizes(void **state)
 	dt_plan_free(NULL);
 }
 
+/* A training step (forward, backward with dx) at batch n, on buffers for the plan's largest batch. */
+static void conv_step(struct dt_plan *p, const struct dt_conv_geom *g, int n, float *x, float *w, float *y, float *dw,
+		      float *dx)
+{
+	struct dt_tensor X = t4(x, n, g->in_h, g->in_w, g->in_c), Y = t4(y, n, g->out_h, g->out_w, g->out_c);
+	struct dt_tensor W = t4(w, g->kh, g->kw, g->in_c, g->out_c), DW = t4(dw, g->kh, g->kw, g->in_c, g->out_c);
+	struct dt_tensor DX = t4(dx, n, g->in_h, g->in_w, g->in_c);
+	dt_op_conv_forward(p, &X, &W, NULL, &Y);
+	dt_op_conv_backward(p, &X, &W, &Y, &DW, NULL, &DX);
+}
+
+/*
+ * A batch size's primitives are made once, on its first use; the cache holds
+ * eight sizes, and a ninth makes the least recently used one go.
+ */
+static void test_cache_makes_each_size_once(void **state)
+{
+	enum { MAX_BATCH = 10 };
+	struct dt_conv_geom g = conv_geom(&(struct conv_case){ 6, 6, 8, 8, 3, 3, 1, 1, 1, 1, 1 });
+	float *x = rnd(MAX_BATCH * 6 * 6 * 8, 1), *w = rnd(3 * 3 * 8 * 8, 2), *y = rnd(MAX_BATCH * 6 * 6 * 8, 3);
+	float *dw = rnd(3 * 3 * 8 * 8, 4), *dx = rnd(MAX_BATCH * 6 * 6 * 8, 5);
+	uint64_t made0 = dt_cpu_primitives_made(), made, per_size;
+	struct dt_plan *p = dt_plan_conv(DT_CPU, &g, MAX_BATCH);
+
+	assert_true(dt_cpu_primitives_made() > made0); /* the largest batch's forward, made with the plan */
+	for (int n = 3; n <= MAX_BATCH; n++)
+		conv_step(p, &g, n, x, w, y, dw, dx);
+	made = dt_cpu_primitives_made();
+	for (int rep = 0; rep < 3; rep++)
+		for (int n = MAX_BATCH; n >= 3; n--)
+			conv_step(p, &g, n, x, w, y, dw, dx);
+	assert_int_equal(dt_cpu_primitives_made(), made);
+
+	/* sizes 3..10 were used last in the order 10..3: a ninth size evicts 10 */
+	conv_step(p, &g, 2, x, w, y, dw, dx);
+	per_size = dt_cpu_primitives_made() - made;
+	assert_true(per_size >= 3); /* forward, backward data, backward weights */
+	for (int n = 2; n <= 9; n++)
+		conv_step(p, &g, n, x, w, y, dw, dx);
+	assert_int_equal(dt_cpu_primitives_made(), made + per_size);
+	conv_step(p, &g, MAX_BATCH, x, w, y, dw, dx);
+	assert_int_equal(dt_cpu_primitives_made(), made + 2 * per_size);
+	dt_plan_free(p);
+	free(x), free(w), free(y), free(dw), free(dx);
+}
+
 /* Two plans of one geometry are independent: interleaved calls, each right. */
 static void test_plans_interleaved(void **state)
 {
@@ -563,6 +613,7 @@ int main(void)
 		cmocka_unit_test(test_batchnorm_by_hand),
 		cmocka_unit_test(test_batchnorm),
 		cmocka_unit_test(test_cache_many_sizes),
+		cmocka_unit_test(test_cache_makes_each_size_once),
 		cmocka_unit_test(test_plans_interleaved),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
