@@ -79,6 +79,31 @@ static void row(const char *a, const char *b, const char *c, const int *w, const
 	fputc('\n', stdout);
 }
 
+/*
+ * A layer's row. When "name (Type)" is wider than the first column the type
+ * goes to a line of its own, as in Keras' table, and a name still too wide
+ * is cut into lines.
+ */
+static void layer_row(const char *name, const char *type, const char *shape, const char *count, const int *w)
+{
+	char text[160], line[64];
+	int width = w[0] - 2, first = 1;
+
+	snprintf(text, sizeof(text), "%s (%s)", name, type);
+	if ((int)strlen(text) > width)
+		snprintf(text, sizeof(text), "%s\n(%s)", name, type);
+	for (const char *p = text; *p; first = 0) {
+		int len = (int)strcspn(p, "\n");
+		if (len > width)
+			len = width;
+		snprintf(line, sizeof(line), "%.*s", len, p);
+		row(line, first ? shape : "", first ? count : "", w, "│");
+		p += len;
+		if (*p == '\n')
+			p++;
+	}
+}
+
 int cmd_summary(int argc, char **argv)
 {
 	static const int w[3] = { 33, 24, 15 };
@@ -86,7 +111,7 @@ int cmd_summary(int argc, char **argv)
 	struct dt_app a;
 	struct dt_model m = { 0 };
 	struct dt_shape in;
-	char name[160], shape[64], count[32], size[32];
+	char shape[64], count[32], size[32];
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set", usage)) >= 0)
@@ -110,9 +135,8 @@ int cmd_summary(int argc, char **argv)
 	rule("┡", "━", "╇", "┩", w);
 	for (int i = 0; i < m.nlayers; i++) {
 		const struct dt_layer *l = &m.layers[i];
-		snprintf(name, sizeof(name), "%s (%s)", l->name, l->type->class_name);
-		row(name, dt_shape_format(&l->out, 1, shape, sizeof(shape)),
-		    with_commas(dt_layer_param_count(l), count, sizeof(count)), w, "│");
+		layer_row(l->name, l->type->class_name, dt_shape_format(&l->out, 1, shape, sizeof(shape)),
+			  with_commas(dt_layer_param_count(l), count, sizeof(count)), w);
 		if (i + 1 < m.nlayers)
 			rule("├", "─", "┼", "┤", w);
 	}

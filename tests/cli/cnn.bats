@@ -102,7 +102,8 @@ rows() {
 		cat <<-'EOF'
 			| reshape (Reshape) | (None, 4, 4, 1) | 0 |
 			| conv2d (Conv2D) | (None, 4, 4, 4) | 36 |
-			| batch_normalization (BatchNormalization) | (None, 4, 4, 4) | 16 |
+			| batch_normalization | (None, 4, 4, 4) | 16 |
+			| (BatchNormalization) | | |
 			| activation (Activation) | (None, 4, 4, 4) | 0 |
 			| max_pooling2d (MaxPooling2D) | (None, 2, 2, 4) | 0 |
 			| flatten (Flatten) | (None, 16) | 0 |
@@ -137,12 +138,24 @@ rows() {
 	run --separate-stderr "$DTRAIN" summary "$REPO/models/fashion_cnn_bn.yaml"
 	status_is 0
 	[[ $output == *"conv2d_3 (Conv2D)"*"(None, 14, 14, 64)"*"36,864"* ]]
-	[[ $output == *"batch_normalization_3 (BatchNormalization)"*"256"* ]]
+	[[ $output == *"batch_normalization_3 "*"256"*"(BatchNormalization)"* ]]
 	[[ $output == *"dense (Dense)"*"(None, 256)"*"802,816"* ]]
-	[[ $output == *"batch_normalization_4 (BatchNormalization)"*"(None, 256)"*"1,024"* ]]
+	[[ $output == *"batch_normalization_4 "*"(None, 256)"*"1,024"*"(BatchNormalization)"* ]]
 	[[ $output == *" Total params: 871,978 (3.33 MB)"* ]]
 	[[ $output == *" Trainable params: 871,082 (3.32 MB)"* ]]
 	[[ $output == *" Non-trainable params: 896 (3.50 KB)"* ]]
+}
+
+@test "summary: names wider than the first column wrap as in Keras; every line has one width" {
+	run "$DTRAIN" summary "$REPO/models/fashion_cnn_bn.yaml" \
+		--set 'model.layers.1={batch_normalization: {name: a_batch_normalization_layer_with_a_long_name}}'
+	status_is 0
+	[[ $output == *"│ batch_normalization_1           │ (None, 28, 28, 32)     │           128 │"$'\n'"│ (BatchNormalization)            │                        │               │"* ]]
+	[[ $output == *"│ a_batch_normalization_layer_wit │"*$'\n'"│ h_a_long_name                   │"*$'\n'"│ (BatchNormalization)            │"* ]]
+	local widths
+	export LC_ALL=C.UTF-8
+	widths=$(grep -E '^[┏┃┡│├└]' <<<"$output" | while IFS= read -r l; do echo "${#l}"; done | sort -u)
+	[ "$(wc -l <<<"$widths")" -eq 1 ]
 }
 
 @test "strides, dilation, average and global average pooling train too" {

@@ -272,6 +272,9 @@ static const struct pool_case pool_cases[] = {
 	{ DT_POOL_AVG, 5, 5, 4, 2, 2, 2, 2, 1 },   /* same: pad 0 before, 1 after */
 	{ DT_POOL_AVG, 7, 9, 6, 3, 3, 2, 2, 0 },
 	{ DT_POOL_AVG, 8, 6, 16, 3, 2, 2, 1, 1 },
+	{ DT_POOL_MAX, 17, 16, 3, 17, 16, 1, 1, 0 }, /* global: 272 window positions */
+	{ DT_POOL_AVG, 17, 16, 3, 17, 16, 1, 1, 0 },
+	{ DT_POOL_MAX, 3, 3, 2, 2, 2, 1, 1, 0 },     /* most inputs in several windows */
 };
 
 /* y and the gradient rule: dx[argmax] += dy for max, dx[every value] += dy / count for average. */
