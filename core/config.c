@@ -1097,9 +1097,9 @@ int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *ou
 		return 0;
 	if (n->kind != DT_NODE_SEQ)
 		return dt_node_error(n, "'%s' must be a sequence of 1 to %d positive integers such as [28, 28, 1], got %s",
-				     key, DT_MAX_DIMS, describe(n, got, sizeof(got)));
-	if (n->n < 1 || n->n > DT_MAX_DIMS)
-		return dt_node_error(n, "'%s' must have 1 to %d dimensions, got %d", key, DT_MAX_DIMS, n->n);
+				     key, DT_MAX_SAMPLE_DIMS, describe(n, got, sizeof(got)));
+	if (n->n < 1 || n->n > DT_MAX_SAMPLE_DIMS)
+		return dt_node_error(n, "'%s' must have 1 to %d dimensions, got %d", key, DT_MAX_SAMPLE_DIMS, n->n);
 	for (int i = 0; i < n->n; i++) {
 		char what[160];
 		int64_t v = 0;

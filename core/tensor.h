@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #define DT_MAX_DIMS 5
+/* A sample's shape: the batch dimension comes on top of it. */
+#define DT_MAX_SAMPLE_DIMS (DT_MAX_DIMS - 1)
 
 enum dt_device_kind { DT_DEVICE_CPU, DT_DEVICE_CUDA };
 

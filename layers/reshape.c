@@ -1,6 +1,6 @@
 /*
  * reshape: the same values in another per-sample shape, as Keras' Reshape.
- * Argument: target_shape (required): 1 to 5 sizes, one of them may be -1 and
+ * Argument: target_shape (required): 1 to 4 sizes, one of them may be -1 and
  * is then inferred. No parameters.
  */
 #include <limits.h>
@@ -20,8 +20,9 @@ static int reshape_init(struct dt_layer *l, const struct dt_node *args)
 	if (dt_layer_check_keys(l, args, keys) < 0 || dt_cfg_require(args, "target_shape", "reshape") < 0)
 		return -1;
 	n = dt_node_get(args, "target_shape");
-	if (n->kind != DT_NODE_SEQ || n->n < 1 || n->n > DT_MAX_DIMS)
-		return dt_node_error(n, "'target_shape' must be a list of 1 to %d sizes such as [28, 28, 1]", DT_MAX_DIMS);
+	if (n->kind != DT_NODE_SEQ || n->n < 1 || n->n > DT_MAX_SAMPLE_DIMS)
+		return dt_node_error(n, "'target_shape' must be a list of 1 to %d sizes such as [28, 28, 1]",
+				     DT_MAX_SAMPLE_DIMS);
 	s.ndim = n->n;
 	for (int i = 0; i < n->n; i++) {
 		int64_t v;

@@ -88,6 +88,10 @@ static void test_errors(void **state)
 	assert_int_equal(build(&b, "layers:\n  - dense: {units: 3, activation: relux}\n", 1, (int[]){ 3 }), -1);
 	assert_error_contains("did you mean 'relu'");
 	release(&b);
+	/* a sample has at most 4 dimensions: the batch makes the fifth */
+	assert_int_equal(build(&b, "layers:\n  - reshape: {target_shape: [1, 1, 1, 2, 2]}\n", 1, (int[]){ 4 }), -1);
+	assert_error_contains("1 to 4 sizes");
+	release(&b);
 }
 
 static void test_init_is_seeded(void **state)
