@@ -207,9 +207,10 @@ static void plan_init(struct cpu_plan *p, int kind, int max_batch)
 }
 
 /*
- * The entry for batch size n among count entries of stride bytes: the one
- * made for n, else a free one or the least recently used, which the caller
- * must empty and fill (*fresh set).
+ * The entry for batch size n in cache (CACHE_SIZE entries, stride bytes
+ * apart, each starting with a struct slot): the one made for n, else a free
+ * one or the least recently used, which the caller must empty and fill
+ * (*fresh set).
  */
 static void *cache_find(struct cpu_plan *p, void *cache, size_t stride, int n, int *fresh)
 {
