@@ -2,20 +2,24 @@
  * The CPU backend's plans: convolution and batch normalization on oneDNN
  * primitives, pooling by hand, over dtrain's channels-last tensors.
  *
- * Layouts: activations stay NHWC, read and written in place; the convolution
- * lets oneDNN choose its weights layout (format_tag_any) and reorders the
- * Keras (kh, kw, in, out) kernel into it at each step, and the weight
- * gradient back. Measured on Keras' MNIST CNN shapes (AVX2, 1 and 2
- * threads) this is as fast as letting oneDNN block the activations too
- * (without their reorders) and 1.4-2.5x faster than HWIO weights, which
- * send oneDNN 2.6 to its gemm path.
+ * Layouts, measured on Keras' MNIST CNN and VGG-style shapes at batch 128
+ * (tests/bench/conv_formats.c, AVX2, 1 and 2 threads): the forward and the
+ * weight gradient read and write the NHWC activations in place and let
+ * oneDNN choose the weights' layout (format_tag_any), into which the Keras
+ * (kh, kw, in, out) kernel is reordered at each step and from which the
+ * weight gradient is reordered back. HWIO weights send oneDNN 2.6 to its
+ * gemm path, 1.4-2.5x slower; blocking the activations too gains nothing
+ * there once their reorders are paid. The data gradient lets oneDNN choose
+ * every layout and reorders dy in and dx out: 20-25% faster where channels
+ * grow (32 -> 64, 3 -> 32), 2-5% slower at 64 -> 64 and 64 -> 128.
  *
  * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
  * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation
  * tails, replica slices), least recently used out; a size is made once, on
  * first use, its backward primitives on its first backward. Every buffer a
- * primitive needs (scratchpad, reordered weights, batch statistics) belongs
- * to the plan and is sized when a primitive is made, never during a step.
+ * primitive needs (scratchpad, reordered weights and gradients, batch
+ * statistics) belongs to the plan and is sized when a primitive is made,
+ * never during a step.
  * Scratchpads are in user mode: oneDNN's own global scratchpad is per
  * creating thread, and a plan may be made on one thread and run on another.
  */
@@ -162,6 +166,14 @@ static dnnl_memory_desc_t md_nhwc(int64_t n, int64_t c, int64_t h, int64_t w)
 	return md;
 }
 
+static dnnl_memory_desc_t md_any(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = { n, c, h, w };
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_format_tag_any));
+	return md;
+}
+
 static dnnl_memory_desc_t md_vec(int64_t c)
 {
 	dnnl_memory_desc_t md;
@@ -195,9 +207,10 @@ static void plan_init(struct cpu_plan *p, int kind, int max_batch)
 }
 
 /*
- * The entry for batch size n among count entries of stride bytes: the one
- * made for n, else a free one or the least recently used, which the caller
- * must empty and fill (*fresh set).
+ * The entry for batch size n in cache (CACHE_SIZE entries, stride bytes
+ * apart, each starting with a struct slot): the one made for n, else a free
+ * one or the least recently used, which the caller must empty and fill
+ * (*fresh set).
  */
 static void *cache_find(struct cpu_plan *p, void *cache, size_t stride, int n, int *fresh)
 {
@@ -224,9 +237,10 @@ struct conv_entry {
 	struct slot s;
 	dnnl_primitive_desc_t fwd_pd; /* the hint of the backward ones */
 	struct prim fwd, bwd_data, bwd_weights;
-	struct prim w_to_fwd, w_to_bwd, dw_from_bwd; /* weight reorders; p NULL when HWIO is taken as is */
-	dnnl_memory_t x, y, dy, dx;                 /* NHWC at this n */
-	dnnl_memory_t w_fwd, w_bwd, dw_bwd;         /* weights in the primitives' layouts */
+	/* reorders to and from the primitives' layouts; p NULL when dtrain's is taken as is */
+	struct prim w_to_fwd, w_to_bwd, dw_from_bwd, dy_to_bwd, dx_from_bwd;
+	dnnl_memory_t x, y, dy, dx;                          /* NHWC at this n */
+	dnnl_memory_t w_fwd, w_bwd, dw_bwd, dy_bwd, dx_bwd; /* in the primitives' layouts, or NULL */
 };
 
 struct conv_plan {
@@ -236,6 +250,7 @@ struct conv_plan {
 	dnnl_memory_desc_t w_md, b_md;    /* HWIO, (out_c) */
 	dnnl_memory_t w, dw, b, db;       /* the caller's tensors */
 	struct buf w_fwd, w_bwd, dw_bwd;  /* reordered weights */
+	struct buf dy_bwd, dx_bwd;        /* backward data's blocked dy and dx */
 	struct buf zero_bias, db_unused;  /* for b == NULL, db == NULL */
 };
 
@@ -259,23 +274,22 @@ static struct conv_dims conv_dims(const struct dt_conv_geom *g)
 }
 
 /*
- * The memory object for weights in layout `want`, with the reorder between it
- * and HWIO (to_prim: HWIO -> want, else back) in *r, backed by buffer b.
- * NULL (and no reorder) when want is HWIO itself.
+ * A tensor the primitive takes in layout `want` while dtrain holds it as
+ * `have`: the memory object in `want`, backed by the plan's buffer b, and in
+ * *r the reorder from have to want (to_prim) or back. NULL, and no reorder,
+ * when the layouts agree.
  */
-static dnnl_memory_t conv_weights_for(struct conv_plan *p, const dnnl_memory_desc_t *want, struct prim *r,
-				      struct buf *b, int to_prim)
+static dnnl_memory_t layout_for(struct cpu_plan *p, const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want,
+				struct prim *r, struct buf *b, int to_prim)
 {
-	dnnl_memory_t m;
-	if (dnnl_memory_desc_equal(want, &p->w_md))
+	if (dnnl_memory_desc_equal(want, have))
 		return NULL;
 	buf_reserve(b, md_bytes(want));
 	if (to_prim)
-		reorder_make(r, &p->w_md, want, &p->base.scratch);
+		reorder_make(r, have, want, &p->scratch);
 	else
-		reorder_make(r, want, &p->w_md, &p->base.scratch);
-	m = mem_new(want);
-	return m;
+		reorder_make(r, want, have, &p->scratch);
+	return mem_new(want);
 }
 
 static void conv_entry_clear(struct conv_entry *e)
@@ -286,6 +300,8 @@ static void conv_entry_clear(struct conv_entry *e)
 	prim_free(&e->w_to_fwd);
 	prim_free(&e->w_to_bwd);
 	prim_free(&e->dw_from_bwd);
+	prim_free(&e->dy_to_bwd);
+	prim_free(&e->dx_from_bwd);
 	pd_free(&e->fwd_pd);
 	mem_free(&e->x);
 	mem_free(&e->y);
@@ -294,6 +310,8 @@ static void conv_entry_clear(struct conv_entry *e)
 	mem_free(&e->w_fwd);
 	mem_free(&e->w_bwd);
 	mem_free(&e->dw_bwd);
+	mem_free(&e->dy_bwd);
+	mem_free(&e->dx_bwd);
 	e->s.n = 0;
 }
 
@@ -317,8 +335,8 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 								 &x_md, &w_any, &p->b_md, &y_md, d.strides,
 								 d.dilates, d.pad_l, d.pad_r));
 	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch);
-	e->w_fwd = conv_weights_for(p, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
-				    &e->w_to_fwd, &p->w_fwd, 1);
+	e->w_fwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
+			      &e->w_to_fwd, &p->w_fwd, 1);
 	e->x = mem_new(&x_md);
 	e->y = mem_new(&y_md);
 	e->dx = mem_new(&x_md);
@@ -340,27 +358,34 @@ static void conv_make_bwd_weights(struct conv_plan *p, struct conv_entry *e)
 									  &p->b_md, &y_md, d.strides, d.dilates,
 									  d.pad_l, d.pad_r));
 	pd = prim_make_op(&e->bwd_weights, &op, e->fwd_pd, &p->base.scratch);
-	e->dw_bwd = conv_weights_for(p, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0),
-				     &e->dw_from_bwd, &p->dw_bwd, 0);
+	e->dw_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0),
+			       &e->dw_from_bwd, &p->dw_bwd, 0);
 	pd_free(&pd);
 }
 
+/* Backward data in the layouts oneDNN chooses for dy and dx too (see the top). */
 static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 {
 	const struct dt_conv_geom *g = &p->g;
 	dnnl_memory_desc_t x_md = md_nhwc(e->s.n, g->in_c, g->in_h, g->in_w);
 	dnnl_memory_desc_t y_md = md_nhwc(e->s.n, g->out_c, g->out_h, g->out_w);
+	dnnl_memory_desc_t x_any = md_any(e->s.n, g->in_c, g->in_h, g->in_w);
+	dnnl_memory_desc_t y_any = md_any(e->s.n, g->out_c, g->out_h, g->out_w);
 	dnnl_memory_desc_t w_any = conv_weights_md(g, dnnl_format_tag_any);
 	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
 	dnnl_primitive_desc_t pd;
 
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &x_md, &w_any,
-								       &y_md, d.strides, d.dilates, d.pad_l,
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &x_any, &w_any,
+								       &y_any, d.strides, d.dilates, d.pad_l,
 								       d.pad_r));
 	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch);
-	e->w_bwd = conv_weights_for(p, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &e->w_to_bwd,
-				    &p->w_bwd, 1);
+	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+			      &e->w_to_bwd, &p->w_bwd, 1);
+	e->dy_bwd = layout_for(&p->base, &y_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0),
+			       &e->dy_to_bwd, &p->dy_bwd, 1);
+	e->dx_bwd = layout_for(&p->base, &x_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0),
+			       &e->dx_from_bwd, &p->dx_bwd, 0);
 	pd_free(&pd);
 }
 
@@ -470,15 +495,21 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, bind(p->dw, dw->data));
 
 	if (dx) {
-		dnnl_memory_t wm = bind(p->w, w->data);
+		dnnl_memory_t wm = bind(p->w, w->data), dym = e->dy, dxm = bind(e->dx, dx->data);
 		if (e->w_bwd) {
 			reorder_run(&e->w_to_bwd, &p->base.scratch, wm, bind(e->w_bwd, p->w_bwd.p));
 			wm = e->w_bwd;
 		}
-		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, e->dy };
+		if (e->dy_bwd) {
+			reorder_run(&e->dy_to_bwd, &p->base.scratch, dym, bind(e->dy_bwd, p->dy_bwd.p));
+			dym = e->dy_bwd;
+		}
+		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
 		args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
-		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, bind(e->dx, dx->data) };
+		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, e->dx_bwd ? bind(e->dx_bwd, p->dx_bwd.p) : dxm };
 		prim_run(&e->bwd_data, &p->base.scratch, 3, args);
+		if (e->dx_bwd)
+			reorder_run(&e->dx_from_bwd, &p->base.scratch, e->dx_bwd, dxm);
 	}
 }
 
@@ -493,6 +524,8 @@ static void conv_plan_free(struct conv_plan *p)
 	buf_release(&p->w_fwd);
 	buf_release(&p->w_bwd);
 	buf_release(&p->dw_bwd);
+	buf_release(&p->dy_bwd);
+	buf_release(&p->dx_bwd);
 	buf_release(&p->zero_bias);
 	buf_release(&p->db_unused);
 }
