@@ -148,8 +148,10 @@ double dt_op_regularize(const struct dt_tensor *w, struct dt_tensor *g, float l1
 
 /*
  * Convolution, pooling and batch normalization run through a plan: backend
- * state (oneDNN primitives, workspaces) made once when the model is built,
- * for batches up to max_batch, and kept by the layer. Tensors are channels
+ * state (oneDNN primitives, workspaces) made when the model is built for
+ * max_batch, and on the first use of each other batch size (an epoch's short
+ * last batch, a replica's slice), then kept by the layer. Set the thread
+ * count (dt_ops_set_threads) before making plans: oneDNN fixes it then. Tensors are channels
  * last: x (N, H, W, C); conv kernels (kh, kw, in, out) as Keras stores them.
  */
 struct dt_plan;

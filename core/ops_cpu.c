@@ -19,13 +19,6 @@
 #define CLIP_EPS 1e-7f
 #define LEAKY_SLOPE 0.2f /* Keras' leaky_relu activation */
 
-#define DT_DNNL_CHECK(call) \
-	do { \
-		dnnl_status_t st_ = (call); \
-		if (st_ != dnnl_success) \
-			dt_bug(__FILE__, __LINE__, "%s failed: %s", #call, dnnl_status2str(st_)); \
-	} while (0)
-
 static void cpu_mul(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c)
 {
 	int64_t n = dt_tensor_count(c);
