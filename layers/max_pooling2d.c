@@ -11,20 +11,10 @@ static int max_pooling2d_init(struct dt_layer *l, const struct dt_node *args)
 	return dt_pool2d_init(l, args, DT_POOL_MAX);
 }
 
-static const struct dt_layer_example examples[] = {
-	{ "4,4,2", NULL },
-	{ "5,5,2", "{pool_size: 2}" },
-	{ "5,6,1", "{pool_size: 3, strides: 2}" },
-	{ "5,7,2", "{pool_size: [2, 3], strides: [1, 2], padding: same}" },
-	{ "5,5,1", "{pool_size: 2, padding: same}" },
-	{ "6,4,1", "{pool_size: [3, 1], strides: 1}" },
-	{ NULL, NULL },
-};
-
 const struct dt_layer_type dt_max_pooling2d_layer = {
 	.name = "max_pooling2d",
 	.class_name = "MaxPooling2D",
-	.examples = examples,
+	.examples = dt_pool2d_examples,
 	.init = max_pooling2d_init,
 	.forward = dt_pool2d_forward,
 	.backward = dt_pool2d_backward,

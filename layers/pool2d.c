@@ -122,3 +122,14 @@ void dt_pool2d_release(struct dt_layer *l)
 	free(p);
 	l->priv = NULL;
 }
+
+/* The geometries both pooling layers are checked with. */
+const struct dt_layer_example dt_pool2d_examples[] = {
+	{ "4,4,2", NULL },
+	{ "5,5,2", "{pool_size: 2}" },
+	{ "5,6,1", "{pool_size: 3, strides: 2}" },
+	{ "5,7,2", "{pool_size: [2, 3], strides: [1, 2], padding: same}" },
+	{ "5,5,1", "{pool_size: 2, padding: same}" },
+	{ "6,4,1", "{pool_size: [3, 1], strides: 1}" },
+	{ NULL, NULL },
+};

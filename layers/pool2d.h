@@ -24,4 +24,7 @@ void dt_pool2d_backward(struct dt_layer *l, const struct dt_tensor *x, const str
 			struct dt_tensor *dy, struct dt_tensor *dx);
 void dt_pool2d_release(struct dt_layer *l);
 
+/* Pooling geometries for the gradient check, shared by max and average pooling. */
+extern const struct dt_layer_example dt_pool2d_examples[];
+
 #endif
