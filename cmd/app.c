@@ -205,6 +205,19 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 	return 0;
 }
 
+int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)
+{
+	int rc;
+	if (a->cfg.input_shape.ndim) {
+		*in = a->cfg.input_shape;
+		return 0;
+	}
+	if ((rc = dt_app_data(a, 1, 0)))
+		return rc;
+	*in = a->train_src.sample;
+	return 0;
+}
+
 /* Every pipeline must give samples of the model's input shape and labels of one shape. */
 static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in, const struct dt_shape *label,
 			  const struct dt_shape *out)

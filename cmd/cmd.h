@@ -61,6 +61,8 @@ struct dt_app {
 int dt_app_config(struct dt_app *a, const struct dt_opts *o);
 /* Opens the training data (with validation) and, when need_test, the test set. */
 int dt_app_data(struct dt_app *a, int need_train, int need_test);
+/* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
+int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
 int dt_app_build(struct dt_app *a);
 void dt_app_release(struct dt_app *a);

@@ -118,13 +118,8 @@ int cmd_summary(int argc, char **argv)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o)))
 		goto out;
-	if (a.cfg.input_shape.ndim) {
-		in = a.cfg.input_shape;
-	} else {
-		if ((rc = dt_app_data(&a, 1, 0)))
-			goto out;
-		in = a.train_src.sample;
-	}
+	if ((rc = dt_app_input_shape(&a, &in)))
+		goto out;
 	if (dt_model_init(&m, a.cfg.name, &in, a.cfg.layers, dt_layer_types) < 0) {
 		rc = dt_exit_status();
 		goto out;

@@ -123,13 +123,8 @@ static int build(struct dt_app *a, int *batch, struct dt_shape *label, int *clas
 	struct dt_shape in;
 	int rc;
 
-	if (c->input_shape.ndim) {
-		in = c->input_shape;
-	} else {
-		if ((rc = dt_app_data(a, 1, 0)))
-			return rc;
-		in = a->train_src.sample;
-	}
+	if ((rc = dt_app_input_shape(a, &in)))
+		return rc;
 	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
 		return dt_exit_status();
 	a->nreplicas = 1;
