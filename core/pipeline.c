@@ -120,7 +120,7 @@ int dt_pipeline_read(struct dt_pipeline *p, int epoch, int64_t step, struct dt_b
 
 	n = (int)(dt_pipeline_size(p) - first < p->batch_size ? dt_pipeline_size(p) - first : p->batch_size);
 	memcpy(p->idx, p->perm + first, (size_t)n * sizeof(*p->idx));
-	if (p->src->type->read(p->src, p->idx, n, b->x, p->one_hot > 0 ? p->ylabel : b->y) < 0)
+	if (p->src->type->read(p->src, p->idx, n, b->x, p->one_hot > 0 ? p->ylabel : b->y, NULL) < 0)
 		return -1;
 	if (p->rescale != 1)
 		for (int64_t i = 0; i < n * sample; i++)

@@ -22,6 +22,12 @@ struct dt_source {
 	struct dt_shape sample;  /* shape of one x, e.g. (28, 28, 1) */
 	struct dt_shape label;   /* shape of one y: (1,) for a class index, (C,) for a vector */
 	int num_classes;         /* classes when labels are class indices, else 0 */
+	/*
+	 * Class names (num_classes strings, owned by the source, freed by its
+	 * close) when the format knows them: CSV label strings, PNG folder names,
+	 * CIFAR's meta file. NULL otherwise. Checkpoints store them for predict.
+	 */
+	char **class_names;
 	void *priv;
 };
 
@@ -36,10 +42,13 @@ struct dt_source_type {
 	int (*open)(struct dt_source *s, const struct dt_node *args);
 	/*
 	 * Reads records idx[0..n) into x (n, sample) and y (n, label), host memory,
-	 * raw values (no rescale). A record that cannot be read: an error naming
-	 * the file and the record, -1.
+	 * raw values (no rescale). A record that cannot be read: with bad == NULL,
+	 * an error naming the file and the record, -1; with bad != NULL
+	 * (data.on_error: skip), bad[i] = 1 for it (else 0), its rows of x and y
+	 * are left undefined, and read goes on. Returns 0 or -1. Must be safe to
+	 * call from the prefetch thread while no other thread uses the source.
 	 */
-	int (*read)(struct dt_source *s, const int64_t *idx, int n, float *x, float *y);
+	int (*read)(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad);
 	void (*close)(struct dt_source *s); /* frees priv; s may be half-open */
 };
 

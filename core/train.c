@@ -166,9 +166,15 @@ int dt_fit(struct dt_trainer *t)
 				return -1;
 			logs.has_val = 1;
 		}
-		for (int i = 0; i < t->ncallbacks; i++)
-			if (t->callbacks[i]->on_epoch_end && t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) < 0)
+		int stop = 0;
+		for (int i = 0; i < t->ncallbacks; i++) {
+			int rc = t->callbacks[i]->on_epoch_end ? t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) : 0;
+			if (rc < 0)
 				return -1;
+			stop |= rc > 0;
+		}
+		if (stop)
+			break;
 	}
 	return 0;
 }

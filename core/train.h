@@ -30,11 +30,18 @@ struct dt_logs {
 struct dt_trainer;
 
 struct dt_callback {
+	const char *name; /* "early_stopping", ...: names its state in checkpoints */
 	void *priv;
 	void (*on_epoch_begin)(struct dt_callback *cb, const struct dt_trainer *t, int epoch);
 	void (*on_batch_end)(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs);
-	/* Returns -1 to stop training with an error. */
+	/* Returns 0 to go on, 1 to stop training normally (early stopping), -1 to stop with an error. */
 	int (*on_epoch_end)(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs);
+	/*
+	 * Optional, for exact resume: the callback's state (best value, counters)
+	 * as JSON text the caller frees, and the inverse (0, or -1 with an error).
+	 */
+	char *(*state_save)(struct dt_callback *cb);
+	int (*state_load)(struct dt_callback *cb, const char *json);
 };
 
 #define DT_MAX_CALLBACKS 8

@@ -255,7 +255,7 @@ out:
 	return rc;
 }
 
-static int idx_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y)
+static int idx_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad)
 {
 	const struct idx *d = s->priv;
 	for (int i = 0; i < n; i++) {
@@ -267,6 +267,8 @@ static int idx_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 		for (int64_t j = 0; j < d->record; j++)
 			x[i * d->record + j] = im[j];
 		y[i] = d->labels[idx[i]];
+		if (bad)
+			bad[i] = 0;
 	}
 	return 0;
 }

@@ -132,7 +132,7 @@ static int synthetic_open(struct dt_source *s, const struct dt_node *args)
 	return 0;
 }
 
-static int synthetic_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y)
+static int synthetic_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad)
 {
 	const struct synthetic *d = s->priv;
 	for (int i = 0; i < n; i++) {
@@ -141,6 +141,8 @@ static int synthetic_read(struct dt_source *s, const int64_t *idx, int n, float 
 					s->name, (long long)s->count);
 		memcpy(x + (int64_t)i * d->features, d->x + idx[i] * d->features, d->features * sizeof(float));
 		y[i] = (float)(idx[i] % s->num_classes);
+		if (bad)
+			bad[i] = 0;
 	}
 	return 0;
 }

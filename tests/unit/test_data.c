@@ -109,14 +109,14 @@ static void check_idx_roundtrip(int gz)
 	assert_int_equal(s.label.dim[0], 1);
 	assert_int_equal(s.num_classes, 3);
 	assert_string_equal(s.name, im);
-	assert_int_equal(s.type->read(&s, idx, 2, x, y), 0);
+	assert_int_equal(s.type->read(&s, idx, 2, x, y, NULL), 0);
 	for (int j = 0; j < 12; j++) {
 		assert_true(x[j] == 40 + j);
 		assert_true(x[12 + j] == 10 + j);
 	}
 	assert_true(y[0] == 0 && y[1] == 2);
 	idx[1] = 5;
-	assert_int_equal(s.type->read(&s, idx, 2, x, y), -1);
+	assert_int_equal(s.type->read(&s, idx, 2, x, y, NULL), -1);
 	assert_error_contains("record 5");
 	assert_error_contains(im);
 	dt_source_close(&s);
@@ -369,7 +369,7 @@ static void read_all(struct dt_source *s, float **x, float **y)
 		idx[i] = i;
 	*x = malloc(n * f * sizeof(float));
 	*y = malloc(n * sizeof(float));
-	assert_int_equal(s->type->read(s, idx, (int)n, *x, *y), 0);
+	assert_int_equal(s->type->read(s, idx, (int)n, *x, *y, NULL), 0);
 	free(idx);
 }
 
@@ -538,7 +538,7 @@ static void check_fashion(const char *images, const char *labels, int64_t count,
 	assert_int_equal(s.sample.dim[1], 28);
 	assert_int_equal(s.sample.dim[2], 1);
 	assert_int_equal(s.num_classes, 10);
-	assert_int_equal(s.type->read(&s, &idx, 1, x, &y), 0);
+	assert_int_equal(s.type->read(&s, &idx, 1, x, &y, NULL), 0);
 	assert_true(y == first_label);
 	for (int j = 0; j < 784; j++) {
 		assert_true(x[j] >= 0 && x[j] <= 255);
