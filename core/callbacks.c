@@ -199,7 +199,7 @@ static int checkpoint_epoch_end(struct dt_callback *cb, const struct dt_trainer 
 	struct dt_checkpointer *c = cb->priv;
 	char path[4096], epoch[32], value[64];
 	double monitored = logs->has_val ? logs->val_loss : logs->loss;
-	struct dt_ckpt_meta meta[] = {
+	struct dt_ckpt_meta meta[6 + DT_MAX_EXTRA_META] = {
 		{ "format", "dtrain" },
 		{ "dtrain_version", DT_VERSION },
 		{ "config", c->config_json },
@@ -207,16 +207,20 @@ static int checkpoint_epoch_end(struct dt_callback *cb, const struct dt_trainer 
 		{ "monitor", logs->has_val ? "val_loss" : "loss" },
 		{ "monitor_value", value },
 	};
+	int nmeta = 6;
+	DT_ASSERT(c->nextra_meta <= DT_MAX_EXTRA_META);
+	for (int i = 0; i < c->nextra_meta; i++)
+		meta[nmeta++] = c->extra_meta[i];
 	snprintf(epoch, sizeof(epoch), "%d", logs->epoch + 1);
 	snprintf(value, sizeof(value), "%.9g", monitored);
 	snprintf(path, sizeof(path), "%s/latest.safetensors", c->dir);
-	if (dt_snapshot_save(path, &t->models[0], &t->opts[0], meta, 6) < 0)
+	if (dt_snapshot_save(path, &t->models[0], &t->opts[0], meta, nmeta) < 0)
 		return -1;
 	if (!c->has_best || monitored < c->best) {
 		c->best = monitored;
 		c->has_best = 1;
 		snprintf(path, sizeof(path), "%s/best.safetensors", c->dir);
-		if (dt_snapshot_save(path, &t->models[0], &t->opts[0], meta, 6) < 0)
+		if (dt_snapshot_save(path, &t->models[0], &t->opts[0], meta, nmeta) < 0)
 			return -1;
 	}
 	return 0;

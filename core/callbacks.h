@@ -35,10 +35,19 @@ struct dt_json_log {
 };
 void dt_json_log_init(struct dt_json_log *j, FILE *out, int epochs);
 
+#define DT_MAX_EXTRA_META 8
+
 struct dt_checkpointer {
 	struct dt_callback cb;
 	const char *dir;
 	const char *config_json; /* the resolved config, stored in the metadata */
+	/*
+	 * More metadata for every file, set by the caller after init (not owned):
+	 * "class_names" (a JSON array of strings, for predict), "preprocessing"
+	 * (a JSON object with the normalization computed on the training set).
+	 */
+	const struct dt_ckpt_meta *extra_meta;
+	int nextra_meta;
 	double best;             /* monitored value of best.safetensors */
 	int has_best;
 };
