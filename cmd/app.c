@@ -45,6 +45,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "init-weights", required_argument, NULL, 'i' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "header", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
@@ -84,6 +87,15 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'w':
 			o->warmup = optarg;
 			break;
+		case 'f':
+			o->format = optarg;
+			break;
+		case 'a':
+			o->all = 1;
+			break;
+		case 'H':
+			o->header = 1;
+			break;
 		default:
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);
@@ -98,6 +110,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		}
 		o->config = argv[optind++];
 	}
+	if (strstr(allowed, "input")) /* predict: an optional input file, "-" for standard input */
+		o->input = optind < argc ? argv[optind++] : "-";
 	if (optind < argc) {
 		dt_error("unexpected argument '%s'", argv[optind]);
 		short_usage(usage);
