@@ -172,3 +172,13 @@ npy_u1() {
 	# Holding the input as text or as floats (32 MB) would pass 40 MB.
 	[ "$kb" -lt 40000 ]
 }
+
+@test "models/fruit_csv.yaml trains on its CSV and predicts fruit names" {
+	run --separate-stderr "$DTRAIN" fit -q "$REPO/models/fruit_csv.yaml" --set fit.epochs=2 --set checkpoint.dir="$TMP/fruit"
+	status_is 0
+	run --separate-stderr bash -c "cut -d, -f1-4 '$REPO/models/data/fruit.csv' |
+		'$DTRAIN' predict '$REPO/models/fruit_csv.yaml' --checkpoint '$TMP/fruit/latest.safetensors' --json"
+	status_is 0
+	[ "${#lines[@]}" -eq 240 ]
+	jq -e -s 'all(.[]; .class | IN("apple", "lemon", "mandarin", "orange"))' <<<"$output"
+}
