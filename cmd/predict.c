@@ -156,6 +156,30 @@ static void probabilities(const float *y, int n, int C, int logits, float *probs
 	}
 }
 
+/*
+ * The training's preprocessing of inputs, on count values of x (host):
+ * data.rescale. Whatever the pipeline adds for training (normalization)
+ * belongs here too.
+ */
+static void preprocess(const struct dt_app *a, float *x, int64_t count)
+{
+	if (a->cfg.rescale != 1)
+		for (int64_t i = 0; i < count; i++)
+			x[i] *= (float)a->cfg.rescale;
+}
+
+/* Does the training source read standard input (a path, x or y of "-")? */
+static int train_reads_stdin(const struct dt_node *train)
+{
+	static const char *const keys[] = { "path", "x", "y", "images", "labels", NULL };
+	for (int i = 0; keys[i]; i++) {
+		const struct dt_node *n = dt_node_get(train, keys[i]);
+		if (n && n->kind == DT_NODE_SCALAR && !strcmp(n->value, "-"))
+			return 1;
+	}
+	return 0;
+}
+
 /* stdout failed: quiet when the reader went away (EPIPE), else an error. 0 or -1. */
 static int output_failed(int *quiet)
 {
@@ -202,8 +226,15 @@ int cmd_predict(int argc, char **argv)
 	}
 	ro.train = a.cfg.train;
 	ro.sample = a.cfg.input_shape;
-	if (!ro.sample.ndim && type->needs_shape && (rc = dt_app_input_shape(&a, &ro.sample)))
-		goto out;
+	if (!ro.sample.ndim && type->needs_shape) {
+		/* The shape comes from the training data: it must not be the stream to predict. */
+		if (!strcmp(o.input, "-") && train_reads_stdin(a.cfg.train)) {
+			dt_error("'%s' trains on standard input; give model.input_shape to predict from it", a.cfg.path);
+			goto out;
+		}
+		if ((rc = dt_app_input_shape(&a, &ro.sample)))
+			goto out;
+	}
 	rc = DT_EXIT_FAIL;
 	if (dt_reader_open(&r, type, o.input, &ro) < 0)
 		goto out;
@@ -245,9 +276,7 @@ int cmd_predict(int argc, char **argv)
 			goto out;
 		if (n == 0)
 			break;
-		if (a.cfg.rescale != 1)
-			for (int64_t i = 0; i < n * F; i++)
-				x[i] *= (float)a.cfg.rescale;
+		preprocess(&a, x, n * F);
 		in = dt_model_input(&m, n);
 		dt_op_from_host(&in, x);
 		out = dt_model_forward(&m, n, &ctx);
