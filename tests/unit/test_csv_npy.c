@@ -406,6 +406,40 @@ static void test_npy_errors(void **state)
 	drop(y3d);
 }
 
+/* Every prefix of a good .npy fails with an error naming the file; flipped bytes never crash. */
+static void test_npy_every_truncation_and_flip(void **state)
+{
+	float d[6] = { 1, 2, 3, 4, 5, 6 };
+	uint8_t y[3] = { 0, 1, 2 };
+	char *good = write_npy(1, "<f4", "False", "(3, 2)", d, sizeof(d)), *yf = write_npy(1, "|u1", "False", "(3,)", y, 3);
+	FILE *fp = fopen(good, "rb");
+	uint8_t bytes[256];
+	size_t n = fread(bytes, 1, sizeof(bytes), fp);
+	struct dt_source s;
+
+	fclose(fp);
+	for (size_t k = 0; k < n; k++) {
+		char *f = dt_test_write_file(".npy", bytes, k);
+		assert_int_equal(open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", f, yf), -1);
+		assert_error_contains(f);
+		drop(f);
+	}
+	for (size_t k = 0; k < n; k++) {
+		uint8_t b[256];
+		char *f;
+		memcpy(b, bytes, n);
+		b[k] ^= (uint8_t)(0x5a + k);
+		f = dt_test_write_file(".npy", b, n);
+		if (open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", f, yf) == 0)
+			dt_source_close(&s);
+		else
+			assert_error_contains(f);
+		drop(f);
+	}
+	drop(good);
+	drop(yf);
+}
+
 /* ---- stream readers ---- */
 
 static struct dt_doc *train_doc(const char *text)
@@ -513,6 +547,7 @@ int main(void)
 		cmocka_unit_test(test_npy_dtypes_versions),
 		cmocka_unit_test(test_npy_shapes_and_vectors),
 		cmocka_unit_test(test_npy_errors),
+		cmocka_unit_test(test_npy_every_truncation_and_flip),
 		cmocka_unit_test(test_reader_csv),
 		cmocka_unit_test(test_reader_npy_idx),
 	};
