@@ -182,3 +182,17 @@ npy_u1() {
 	[ "${#lines[@]}" -eq 240 ]
 	jq -e -s 'all(.[]; .class | IN("apple", "lemon", "mandarin", "orange"))' <<<"$output"
 }
+
+@test "fit reads a CSV (gzipped or not) from standard input with path: -" {
+	sed "s|path: train.csv|path: -|; s|dir: .*/run}|dir: $TMP/stdin}|; s|epochs: 20|epochs: 1|" "$D/model.yaml" >"$TMP/stdin.yaml"
+	gzip -c "$D/train.csv" >"$TMP/train.csv.gz"
+	run --separate-stderr bash -c "'$DTRAIN' fit -q --json '$TMP/stdin.yaml' <'$TMP/train.csv.gz'"
+	status_is 0
+	[ "$(events epoch | wc -l)" -eq 1 ]
+	run safetensors_header "$TMP/stdin/latest.safetensors"
+	[ "$(jq -c '.__metadata__.class_names' <<<"$output")" = '"[\"alpha\",\"beta\",\"gamma\"]"' ]
+	# Predicting from standard input needs a shape that does not come from that same stream.
+	run --separate-stderr bash -c "'$DTRAIN' predict '$TMP/stdin.yaml' --checkpoint '$TMP/stdin/latest.safetensors' - <'$D/train.csv'"
+	status_is 2
+	stderr_has "trains on standard input" "model.input_shape"
+}
