@@ -34,6 +34,16 @@ static void bad_option(int c, const char *arg, const struct option *longs)
 		dt_error("unknown option '%s'", arg);
 }
 
+/* Whether the space-separated word list `allowed` holds `word`. */
+static int has_word(const char *allowed, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = allowed; (p = strstr(p, word)); p += n)
+		if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
 {
 	static const struct option all[] = {
@@ -55,13 +65,13 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 
 	memset(o, 0, sizeof(*o));
 	for (int i = 0; all[i].name; i++)
-		if (i == 0 || strstr(allowed, all[i].name))
+		if (i == 0 || has_word(allowed, all[i].name))
 			longs[n++] = all[i];
 	memset(&longs[n], 0, sizeof(longs[n]));
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, has_word(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
@@ -102,7 +112,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			return DT_EXIT_USAGE;
 		}
 	}
-	if (strstr(allowed, "config")) {
+	if (has_word(allowed, "config")) {
 		if (optind >= argc) {
 			dt_error("missing the model file (a YAML config)");
 			short_usage(usage);
@@ -110,7 +120,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		}
 		o->config = argv[optind++];
 	}
-	if (strstr(allowed, "input")) /* predict: an optional input file, "-" for standard input */
+	if (has_word(allowed, "input")) /* predict: an optional input file, "-" for standard input */
 		o->input = optind < argc ? argv[optind++] : "-";
 	if (optind < argc) {
 		dt_error("unexpected argument '%s'", argv[optind]);
