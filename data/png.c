@@ -479,7 +479,8 @@ static int list_pngs(const char *dir, struct strvec *files, int *other)
 				(*other)++;
 	}
 	closedir(dp);
-	qsort(names.v, names.n, sizeof(char *), cmp_str);
+	if (names.n)
+		qsort(names.v, names.n, sizeof(char *), cmp_str);
 	for (int i = 0; i < names.n; i++)
 		strvec_push(files, names.v[i]);
 	free(names.v);
@@ -504,7 +505,8 @@ static int list_classes(const char *dir, struct strvec *out)
 		free(p);
 	}
 	closedir(dp);
-	qsort(out->v, out->n, sizeof(char *), cmp_str);
+	if (out->n)
+		qsort(out->v, out->n, sizeof(char *), cmp_str);
 	return 0;
 }
 
