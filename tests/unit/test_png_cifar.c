@@ -150,6 +150,9 @@ static struct img make_img(int w, int h, int type, int depth, int interlace, int
 	return m;
 }
 
+/* When not 0, the PNG_FILTER_* flags write_png makes libpng use. */
+static int force_filters;
+
 static void write_png(const char *path, const struct img *m)
 {
 	FILE *f = fopen(path, "wb");
@@ -161,6 +164,8 @@ static void write_png(const char *path, const struct img *m)
 	assert_non_null(f);
 	assert_false(setjmp(png_jmpbuf(png)));
 	png_init_io(png, f);
+	if (force_filters)
+		png_set_filter(png, 0, force_filters);
 	png_set_IHDR(png, info, m->w, m->h, m->depth, m->type, m->interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
 		     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
 	if (m->type == PNG_COLOR_TYPE_PALETTE) {
@@ -324,6 +329,25 @@ static void test_png_gray_alpha_rgb_rgba(void **state)
 		check_decode(&m, "rgb with tRNS");
 		free(m.v);
 	}
+}
+
+/* Each row filter, alone, on the 8-bit kinds (dtrain's own fast path) and on 16-bit ones (libpng's). */
+static void test_png_filters(void **state)
+{
+	static const int filters[] = { PNG_FILTER_NONE, PNG_FILTER_SUB, PNG_FILTER_UP, PNG_FILTER_AVG, PNG_FILTER_PAETH };
+	static const int types[] = { PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB,
+				     PNG_COLOR_TYPE_RGB_ALPHA };
+	for (int f = 0; f < 5; f++)
+		for (int t = 0; t < 4; t++)
+			for (int depth = 8; depth <= 16; depth += 8) {
+				char what[64];
+				struct img m = make_img(11, 6, types[t], depth, 0, 0);
+				snprintf(what, sizeof(what), "filter %d, type %d, %d-bit", f, types[t], depth);
+				force_filters = filters[f];
+				check_decode(&m, what);
+				force_filters = 0;
+				free(m.v);
+			}
 }
 
 static void test_png_palette(void **state)
@@ -910,6 +934,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_png_gray),
 		cmocka_unit_test(test_png_gray_alpha_rgb_rgba),
+		cmocka_unit_test(test_png_filters),
 		cmocka_unit_test(test_png_palette),
 		cmocka_unit_test(test_png_interlaced),
 		cmocka_unit_test(test_png_resize),
