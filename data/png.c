@@ -25,6 +25,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/rng.h"
 #include "core/source.h"
 #include "png.h"
 #include "sources.h"
@@ -496,13 +497,18 @@ int dt_png_decode(const char *path, int h, int w, int c, float *out)
  *   image_size: [180, 180]      default: the size of the first image
  *   color_mode: rgb             grayscale | rgb | rgba (channels 1, 3, 4)
  *   class_names: [rose, daisy]  optional: this order, or a subset of the folders
+ *   shuffle: true               the records in a seeded order (Keras' shuffle)
+ *   seed: 0
  *
  * Classes are the subfolders in byte order of their names (Python's
  * sorted()), or class_names. A class's records are the .png files (any case
  * of the extension) under its folder and its subfolders, directories in byte
  * order of their paths, files sorted within each (Keras' os.walk order).
  * Names that start with '.' are skipped, and so are files of other types and
- * files directly in `directory`. Only the file list is read at open; read()
+ * files directly in `directory`. With shuffle (the default, as Keras) the
+ * records are then put in one order drawn from seed, so that
+ * data.validation_split, which takes the last records, holds every class,
+ * as Keras' validation_split does. Only the file list is read at open; read()
  * decodes each record from its file.
  */
 
@@ -709,19 +715,22 @@ static void folder_close(struct dt_source *s)
 
 static int folder_open(struct dt_source *s, const struct dt_node *args)
 {
-	static const char *const keys[] = { "format", "directory", "image_size", "color_mode", "class_names", NULL };
+	static const char *const keys[] = { "format", "directory", "image_size", "color_mode", "class_names",
+					    "shuffle", "seed", NULL };
 	static const char *const names[] = { "grayscale", "rgb", "rgba", NULL };
 	static const int channels[] = { 1, 3, 4 };
 	struct strvec folders = { 0 }, classes = { 0 }, files = { 0 };
 	struct dt_shape size = { 0 };
 	struct png_folder *d;
 	char *dir = NULL;
-	int mode, other = 0, rc = -1;
+	int mode, shuffle, other = 0, rc = -1;
+	int64_t seed;
 	size_t bytes = 0;
 
 	if (dt_cfg_check_keys(args, "png_folder", keys) < 0 || dt_cfg_require(args, "directory", "png_folder") < 0 ||
 	    dt_cfg_path(args, "directory", &dir) < 0 || dt_cfg_enum(args, "color_mode", names, 1, &mode) < 0 ||
-	    dt_cfg_shape(args, "image_size", &size) < 0)
+	    dt_cfg_shape(args, "image_size", &size) < 0 || dt_cfg_bool(args, "shuffle", 1, &shuffle) < 0 ||
+	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &seed) < 0)
 		goto out;
 	if (size.ndim && size.ndim != 2) {
 		dt_node_error(dt_node_get(args, "image_size"), "image_size is [height, width], got %d numbers", size.ndim);
@@ -786,7 +795,6 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 	d->paths = dt_malloc(bytes);
 	for (int i = 0; i < files.n; i++)
 		memcpy(d->paths + d->offset[i], files.v[i], strlen(files.v[i]) + 1);
-
 	d->c = channels[mode];
 	if (size.ndim) {
 		d->h = size.dim[0];
@@ -801,6 +809,18 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 		if ((int64_t)d->h * d->w * d->c > FOLDER_MAX_VALUES) {
 			dt_error("'%s' is %d x %d pixels, too large for a sample; set image_size", files.v[0], d->h, d->w);
 			goto out;
+		}
+	}
+
+	if (shuffle) {
+		struct dt_rng r;
+		dt_rng_seed(&r, (uint64_t)seed, 0x706e67); /* "png" */
+		for (int i = files.n - 1; i > 0; i--) {
+			int j = (int)dt_rng_below(&r, (uint64_t)i + 1);
+			int64_t o = d->offset[i];
+			int32_t l = d->labels[i];
+			d->offset[i] = d->offset[j], d->offset[j] = o;
+			d->labels[i] = d->labels[j], d->labels[j] = l;
 		}
 	}
 

@@ -602,7 +602,7 @@ static void test_folder_order(void **state)
 	/* Byte order: C < a_cls < b_cls; in a_cls: its files, then sub/, then sub-x/ ("a_cls/sub" < "a_cls/sub-x"). */
 	static const int want_v[] = { 7, 6, 3, 4, 5, 2, 1 }, want_y[] = { 0, 1, 1, 1, 1, 2, 2 };
 
-	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale}", dir), 0);
+	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: false}", dir), 0);
 	assert_int_equal(s.count, 7);
 	assert_int_equal(s.num_classes, 3);
 	assert_int_equal(s.sample.ndim, 3);
@@ -620,7 +620,7 @@ static void test_folder_order(void **state)
 	dt_source_close(&s);
 
 	/* class_names: a subset in the order given; rgb and a resize. */
-	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', class_names: [b_cls, C], image_size: [3, 5]}",
+	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', class_names: [b_cls, C], image_size: [3, 5], shuffle: false}",
 				   dir), 0);
 	assert_int_equal(s.count, 3);
 	assert_int_equal(s.num_classes, 2);
@@ -634,6 +634,55 @@ static void test_folder_order(void **state)
 	assert_true(x[45] == 1 && y[1] == 0);                     /* b_cls/2.png */
 	assert_true(x[90 + 7] == 7 && y[2] == 1);                 /* C/only.png */
 	dt_source_close(&s);
+	rm_tree(dir);
+}
+
+/* shuffle (the default): the same records and labels in a seeded order, the same for the same seed. */
+static void test_folder_shuffle(void **state)
+{
+	char *dir = make_dir();
+	struct dt_source s;
+	float x[3][40 * 4], y[3][40];
+	int seen[40] = { 0 }, moved = 0, differs = 0;
+
+	for (int k = 0; k < 4; k++) {
+		char cls[8];
+		snprintf(cls, sizeof(cls), "c%d", k);
+		mkdirf("%s/%s", dir, cls);
+		for (int i = 0; i < 10; i++) {
+			char sub[32];
+			snprintf(sub, sizeof(sub), "c%d/%d.png", k, i);
+			put_png(dir, sub, k * 10 + i);
+		}
+	}
+	for (int run = 0; run < 3; run++) {
+		assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale%s}", dir,
+					   run == 2 ? ", seed: 7" : ""), 0);
+		assert_int_equal(s.count, 40);
+		read_all(&s, x[run], y[run]);
+		dt_source_close(&s);
+	}
+	for (int i = 0; i < 40; i++) {
+		int v = (int)x[0][i * 4];
+		assert_true(y[0][i] == v / 10); /* each image keeps its label */
+		seen[v]++;
+		moved += v != i; /* unshuffled, record i is the image of value i */
+		assert_true(x[1][i * 4] == x[0][i * 4]);
+		differs += x[2][i * 4] != x[0][i * 4];
+	}
+	for (int v = 0; v < 40; v++)
+		assert_int_equal(seen[v], 1);
+	assert_true(moved > 0);
+	assert_true(differs > 0);
+	/* The last 10 records (a validation_split of 0.25) hold more than one class. */
+	{
+		int classes = 0, has[4] = { 0 };
+		for (int i = 30; i < 40; i++)
+			has[(int)y[0][i]] = 1;
+		for (int k = 0; k < 4; k++)
+			classes += has[k];
+		assert_true(classes > 1);
+	}
 	rm_tree(dir);
 }
 
@@ -704,7 +753,7 @@ static void test_folder_bad_records(void **state)
 	snprintf(p, sizeof(p), "%s/b/1.png", dir);
 	put_file(p, cut, ncut);        /* IDAT cut: record 3 */
 
-	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale}", dir), 0);
+	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: no}", dir), 0);
 	assert_int_equal(s.count, 4);
 	dt_error_set_quiet(1);
 	assert_int_equal(s.type->read(&s, idx, 4, x, y, NULL), -1);
@@ -940,6 +989,7 @@ int main(void)
 		cmocka_unit_test(test_png_resize),
 		cmocka_unit_test(test_png_corrupt_files),
 		cmocka_unit_test(test_folder_order),
+		cmocka_unit_test(test_folder_shuffle),
 		cmocka_unit_test(test_folder_open_errors),
 		cmocka_unit_test(test_folder_bad_records),
 		cmocka_unit_test(test_cifar10),
