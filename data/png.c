@@ -32,6 +32,7 @@
 
 #define PNG_MAX_SIDE 65536              /* pixels per side */
 #define PNG_MAX_DECODED (1LL << 30)     /* bytes of decoded pixels */
+#define PNG_MAX_PIXELS (1LL << 26)      /* pixels of one image (its floats must fit too) */
 #define PNG_MAX_FILE (1LL << 30)
 
 struct dt_png_decoder {
@@ -316,8 +317,8 @@ static int decode(struct dt_png_decoder *d, int *h0p, int *w0p, int *nch0, int h
 	rowbytes = png_get_rowbytes(png, info);
 	if ((obits != 8 && obits != 16) || nch < 1 || nch > 4 || rowbytes < (size_t)w0 * nch * (obits / 8))
 		png_error(png, "unexpected pixel layout after expansion");
-	if ((long long)rowbytes * h0 > PNG_MAX_DECODED)
-		png_error(png, "the image is too large to decode");
+	if ((long long)rowbytes * h0 > PNG_MAX_DECODED || (long long)w0 * h0 > PNG_MAX_PIXELS)
+		png_error(png, "the image is too large to decode (more than 2^26 pixels)");
 
 	d->pix = grow(d->pix, &d->pix_cap, rowbytes * h0);
 	d->rows = grow(d->rows, &d->rows_cap, h0 * sizeof(png_bytep));
@@ -369,7 +370,7 @@ static int decode_fast(struct dt_png_decoder *d, int h, int w, int c, float *out
 	nch = channels[p[17]];
 	stride = (size_t)w0 * nch + 1;
 	total = stride * h0;
-	if ((long long)total > PNG_MAX_DECODED)
+	if ((long long)total > PNG_MAX_DECODED || (long long)w0 * h0 > PNG_MAX_PIXELS)
 		return 0;
 	if (!d->z_ready) {
 		memset(&d->z, 0, sizeof(d->z));

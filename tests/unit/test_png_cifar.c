@@ -530,6 +530,22 @@ static void test_png_corrupt_files(void **state)
 		free(b);
 	}
 
+	/* A header that promises 60000 x 60000 pixels: refused before any allocation of that size. */
+	{
+		uint8_t *b = malloc(n);
+		memcpy(b, good, n);
+		put_be32(b + 16, 60000);
+		put_be32(b + 20, 60000);
+		put_be32(b + 29, (uint32_t)crc32(0, b + 12, 17));
+		path = dt_test_write_file(".png", b, n);
+		assert_int_equal(dt_png_decoder_decode(d, path, 4, 4, 1, out), -1);
+		if (!strstr(dt_png_decoder_error(d), "too large"))
+			fail_msg("huge header: error '%s'", dt_png_decoder_error(d));
+		unlink(path);
+		free(path);
+		free(b);
+	}
+
 	/* The one-shot decoder prints the file. */
 	dt_error_set_quiet(1);
 	assert_int_equal(dt_png_decode("/nonexistent/dtrain/x.png", 4, 4, 1, out), -1);
