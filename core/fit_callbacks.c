@@ -388,7 +388,8 @@ int dt_reduce_lr_decide(struct dt_reduce_lr *p, double current, double *lr)
 	}
 	if (p->cooldown_counter > 0 || ++p->wait < p->cfg.patience)
 		return 0;
-	if (*lr <= (double)(float)p->cfg.min_lr)
+	/* Keras compares the float32 rate with float32(min_lr). */
+	if ((float)*lr <= (float)p->cfg.min_lr)
 		return 0;
 	*lr = fmax(*lr * p->cfg.factor, p->cfg.min_lr);
 	p->cooldown_counter = p->cfg.cooldown;
