@@ -326,11 +326,20 @@ static int early_state_load(struct dt_callback *cb, const char *json)
 		return dt_error("the saved state of 'early_stopping' is not valid: %s", json);
 	/*
 	 * The best weights are not in the state: the weights resumed from count
-	 * as the best until a later epoch improves on the saved best value.
+	 * as the best until a later epoch improves on the saved best value. They
+	 * are taken when the next epoch begins, whatever order resume loads in.
 	 */
-	if (e->best_weights && e->t)
-		keep_weights(e);
+	e->has_best_weights = 0;
+	e->take_at_begin = e->best_weights && isfinite(e->best);
 	return 0;
+}
+
+static void early_epoch_begin(struct dt_callback *cb, const struct dt_trainer *t, int epoch)
+{
+	struct dt_early_stopping *e = cb->priv;
+	if (e->take_at_begin)
+		keep_weights(e);
+	e->take_at_begin = 0;
 }
 
 static int monitor_greater(enum dt_monitor_mode mode, const char *monitor)
@@ -354,6 +363,7 @@ void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_s
 		e->best_weights = dt_malloc((size_t)t->models[0].nparams * sizeof(float));
 	e->cb.name = "early_stopping";
 	e->cb.priv = e;
+	e->cb.on_epoch_begin = early_epoch_begin;
 	e->cb.on_epoch_end = early_epoch_end;
 	e->cb.on_train_end = early_train_end;
 	e->cb.state_save = early_state_save;

@@ -90,6 +90,7 @@ struct dt_early_stopping {
 	double best;
 	int64_t wait, stopped_epoch, best_epoch;
 	int has_best_weights;
+	int take_at_begin;          /* after state_load: the weights at the next epoch's start are the best */
 	float *best_weights;        /* host copy of replica 0's nparams, with restore_best_weights */
 };
 

@@ -264,7 +264,6 @@ static void test_restore_best_weights(void **state)
 	dt_early_stopping_release(&e);
 
 	/* Without a stop the best weights are restored too (Keras 3's on_train_end). */
-	dt_early_stopping_init(&e, &c, &x.t, NULL);
 	c.patience = 10;
 	dt_early_stopping_init(&e, &c, &x.t, NULL);
 	for (int i = 0; i < 4; i++) {
@@ -276,6 +275,36 @@ static void test_restore_best_weights(void **state)
 	e.cb.on_train_end(&e.cb, &x.t);
 	assert_float_equal(x.m.params[0], 2, 0);
 	dt_early_stopping_release(&e);
+
+	/* Resumed after epoch 1 (the best): the weights resumed from stand for the best ones. */
+	{
+		struct dt_early_stopping r;
+		char *json;
+		dt_early_stopping_init(&e, &c, &x.t, NULL);
+		for (int i = 0; i < 2; i++) {
+			fill_params(&x.m, vals[i]);
+			logs.epoch = i;
+			logs.val_loss = losses[i];
+			e.cb.on_epoch_end(&e.cb, &x.t, &logs);
+		}
+		json = e.cb.state_save(&e.cb);
+		dt_early_stopping_init(&r, &c, &x.t, NULL);
+		fill_params(&x.m, 0); /* the order of loading must not matter */
+		assert_int_equal(r.cb.state_load(&r.cb, json), 0);
+		free(json);
+		fill_params(&x.m, 2); /* the resumed weights */
+		r.cb.on_epoch_begin(&r.cb, &x.t, 2);
+		for (int i = 2; i < 4; i++) {
+			fill_params(&x.m, vals[i]);
+			logs.epoch = i;
+			logs.val_loss = losses[i];
+			r.cb.on_epoch_end(&r.cb, &x.t, &logs);
+		}
+		r.cb.on_train_end(&r.cb, &x.t);
+		assert_float_equal(x.m.params[0], 2, 0);
+		dt_early_stopping_release(&r);
+		dt_early_stopping_release(&e);
+	}
 
 	/* Off: the last weights stay. */
 	c.restore_best_weights = 0;
