@@ -240,6 +240,7 @@ int dt_fit(struct dt_trainer *t)
 			return -1;
 		if (t->stop_training < 0)
 			return train_end(t, -1);
+		/* The rate of the next update, before callbacks change it (Keras' logs). */
 		logs.has_learning_rate = t->log_learning_rate;
 		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
 		if (t->val) {

@@ -26,7 +26,7 @@ struct dt_logs {
 	double seconds;        /* wall time of the epoch's training steps so far */
 	double samples_per_sec;
 	int has_learning_rate; /* the rate varies (a schedule, reduce_lr_on_plateau): show it */
-	double learning_rate;  /* at the epoch's end: the rate of the next update */
+	double learning_rate;  /* at the epoch's end (always set): the rate of the next update, before callbacks */
 };
 
 struct dt_trainer;
