@@ -152,8 +152,14 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 /* Batches in the accumulation group of `step`: k, or fewer for an epoch's last group. */
 static int group_size(const struct dt_trainer *t, int64_t step, int64_t steps)
 {
-	int64_t k = t->accumulate_steps, first = step / k * k;
+	int64_t k = t->accumulate_steps > 1 ? t->accumulate_steps : 1, first = step / k * k;
 	return (int)(steps - first < k ? steps - first : k);
+}
+
+int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps > 1 ? t->accumulate_steps : 1;
+	return step % k == group_size(t, step, steps) - 1;
 }
 
 /*
@@ -164,7 +170,7 @@ static int group_size(const struct dt_trainer *t, int64_t step, int64_t steps)
 static int accumulate(struct dt_trainer *t, int64_t step, int64_t steps)
 {
 	int64_t k = t->accumulate_steps, pos = step % k;
-	int last = pos == group_size(t, step, steps) - 1;
+	int last = dt_trainer_ends_update(t, step, steps);
 	if (k == 1 || (last && pos == 0))
 		return 1;
 	for (int r = 0; r < t->strategy->nreplicas; r++) {

@@ -98,6 +98,12 @@ int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb);
  * of training steps (evaluation is unweighted, as Keras' class_weight).
  */
 void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_classes);
+/*
+ * 1 when an update is applied after batch `step` (0-based) of an epoch of
+ * `steps` batches: the end of an accumulation group (every batch when
+ * accumulate_steps is 1). A checkpoint between steps is exact only there.
+ */
+int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps);
 /* Trains from initial_epoch to epochs. 0, or -1 after an error. */
 int dt_fit(struct dt_trainer *t);
 /* Loss and accuracy over a whole pipeline with replica 0, inference mode. */

@@ -119,6 +119,18 @@ static void test_accumulate_equals_big_batch(void **state)
 	assert_int_equal(ia, 2);
 }
 
+static void test_ends_update(void **state)
+{
+	struct dt_trainer t = { .accumulate_steps = 3 };
+	int ends[7];
+	for (int i = 0; i < 7; i++)
+		ends[i] = dt_trainer_ends_update(&t, i, 7);
+	assert_memory_equal(ends, ((int[]){ 0, 0, 1, 0, 0, 1, 1 }), sizeof(ends));
+	t.accumulate_steps = 1;
+	for (int i = 0; i < 7; i++)
+		assert_true(dt_trainer_ends_update(&t, i, 7));
+}
+
 static void test_class_weight_loss(void **state)
 {
 	/* 4 samples, 3 classes, probabilities; weights for classes 0..2. */
@@ -186,6 +198,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accumulate_equals_big_batch),
+		cmocka_unit_test(test_ends_update),
 		cmocka_unit_test(test_class_weight_loss),
 		cmocka_unit_test(test_class_weight_read),
 	};
