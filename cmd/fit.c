@@ -110,6 +110,11 @@ int cmd_fit(int argc, char **argv)
 	}
 	if (cbc->early_stopping) {
 		dt_early_stopping_init(&early, &cbc->early, &a.trainer, a.strategy.is_chief && !o.quiet ? stderr : NULL);
+		if (a.strategy.is_chief && a.cfg.checkpoint_enabled) {
+			char best[4200];
+			snprintf(best, sizeof(best), "%s/early_stopping_best.safetensors", dir);
+			dt_early_stopping_keep_file(&early, best);
+		}
 		dt_trainer_add_callback(&a.trainer, &early.cb);
 	}
 	if (cbc->reduce_lr_on_plateau) {

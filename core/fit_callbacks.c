@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "fit_callbacks.h"
+#include "snapshot.h"
 
 /* The one table of callback names fit.callbacks takes. */
 static const char *const names[] = { "early_stopping", "reduce_lr_on_plateau", "terminate_on_nan", "csv_logger",
@@ -257,11 +258,37 @@ static struct dt_tensor all_params(const struct dt_model *m)
 	return dt_tensor_flat(m->params, m->dev, m->nparams);
 }
 
-static void keep_weights(struct dt_early_stopping *e)
+static int keep_weights(struct dt_early_stopping *e)
 {
 	struct dt_tensor w = all_params(&e->t->models[0]);
 	dt_op_to_host(&w, e->best_weights);
 	e->has_best_weights = 1;
+	if (e->file[0]) {
+		struct dt_ckpt_meta meta[] = { { "format", "dtrain" }, { "dtrain_version", DT_VERSION },
+					       { "content", "early_stopping best weights" } };
+		return dt_snapshot_save(e->file, &e->t->models[0], NULL, meta, 3);
+	}
+	return 0;
+}
+
+/* Reads the best weights from a file through replica 0, whose own weights stay as they are. */
+static int load_weights(struct dt_early_stopping *e, const char *path)
+{
+	struct dt_model *m = &e->t->models[0];
+	struct dt_tensor w = all_params(m);
+	float *now = dt_malloc((size_t)m->nparams * sizeof(float));
+	struct dt_ckpt *c = dt_checkpoint_load(path);
+	int rc = -1;
+	dt_op_to_host(&w, now);
+	if (c && dt_snapshot_load(c, m, NULL) == 0) {
+		dt_op_to_host(&w, e->best_weights);
+		e->has_best_weights = 1;
+		rc = 0;
+	}
+	dt_op_from_host(&w, now);
+	dt_checkpoint_free(c);
+	free(now);
+	return rc;
 }
 
 static int early_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
@@ -272,12 +299,13 @@ static int early_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, c
 	int rc;
 	/* Keras: before the first judged epoch, its weights are the best so far. */
 	if (e->best_weights && !e->has_best_weights && !isnan(current) && epoch >= e->cfg.start_from_epoch) {
-		keep_weights(e);
+		if (keep_weights(e) < 0)
+			return -1;
 		e->best_epoch = epoch;
 	}
 	rc = dt_early_stopping_decide(e, epoch, current);
-	if (rc == 2 && e->best_weights)
-		keep_weights(e);
+	if (rc == 2 && e->best_weights && keep_weights(e) < 0)
+		return -1;
 	if (rc == 1 && e->out) {
 		fprintf(e->out, "Epoch %lld: early stopping (%s did not improve for %lld epoch%s)\n", (long long)epoch + 1,
 			e->cfg.monitor, (long long)e->wait, e->wait == 1 ? "" : "s");
@@ -311,6 +339,8 @@ static char *early_state_save(struct dt_callback *cb)
 	cJSON_AddNumberToObject(o, "wait", (double)e->wait);
 	cJSON_AddNumberToObject(o, "stopped_epoch", (double)e->stopped_epoch);
 	cJSON_AddNumberToObject(o, "best_epoch", (double)e->best_epoch);
+	if (e->file[0] && e->has_best_weights)
+		cJSON_AddStringToObject(o, "best_weights_file", e->file);
 	return print_state(o);
 }
 
@@ -318,19 +348,28 @@ static int early_state_load(struct dt_callback *cb, const char *json)
 {
 	struct dt_early_stopping *e = cb->priv;
 	cJSON *o = cJSON_Parse(json);
+	const cJSON *file = o ? cJSON_GetObjectItemCaseSensitive(o, "best_weights_file") : NULL;
+	char path[4096] = "";
 	int bad = !o || get_value(o, "best", e->greater ? -INFINITY : INFINITY, &e->best) < 0 ||
 		  get_count(o, "wait", &e->wait) < 0 || get_count(o, "stopped_epoch", &e->stopped_epoch) < 0 ||
-		  get_count(o, "best_epoch", &e->best_epoch) < 0;
+		  get_count(o, "best_epoch", &e->best_epoch) < 0 || (file && !cJSON_IsString(file));
+	if (!bad && file)
+		snprintf(path, sizeof(path), "%s", file->valuestring);
 	cJSON_Delete(o);
 	if (bad)
 		return dt_error("the saved state of 'early_stopping' is not valid: %s", json);
-	/*
-	 * The best weights are not in the state: the weights resumed from count
-	 * as the best until a later epoch improves on the saved best value. They
-	 * are taken when the next epoch begins, whatever order resume loads in.
-	 */
 	e->has_best_weights = 0;
-	e->take_at_begin = e->best_weights && isfinite(e->best);
+	e->take_at_begin = 0;
+	if (!e->best_weights || !isfinite(e->best))
+		return 0;
+	if (path[0])
+		return load_weights(e, path);
+	/*
+	 * Without the file the best weights are lost: the weights resumed from
+	 * count as the best until a later epoch improves on the saved best value.
+	 * They are taken when the next epoch begins, whatever order resume loads in.
+	 */
+	e->take_at_begin = 1;
 	return 0;
 }
 
@@ -368,6 +407,12 @@ void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_s
 	e->cb.on_train_end = early_train_end;
 	e->cb.state_save = early_state_save;
 	e->cb.state_load = early_state_load;
+}
+
+void dt_early_stopping_keep_file(struct dt_early_stopping *e, const char *path)
+{
+	if (e->best_weights)
+		snprintf(e->file, sizeof(e->file), "%s", path);
 }
 
 void dt_early_stopping_release(struct dt_early_stopping *e)

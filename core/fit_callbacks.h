@@ -92,6 +92,7 @@ struct dt_early_stopping {
 	int has_best_weights;
 	int take_at_begin;          /* after state_load: the weights at the next epoch's start are the best */
 	float *best_weights;        /* host copy of replica 0's nparams, with restore_best_weights */
+	char file[4096];            /* where the best weights are also written ("" : nowhere) */
 };
 
 /*
@@ -101,6 +102,13 @@ struct dt_early_stopping {
 void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_stopping_config *cfg,
 			    struct dt_trainer *t, FILE *out);
 void dt_early_stopping_release(struct dt_early_stopping *e);
+/*
+ * With restore_best_weights, also writes the best weights to `path` (a
+ * safetensors file, replaced atomically) whenever they change, and names it
+ * in the saved state, so that a resumed run restores the same weights. Only
+ * the chief calls it; state_load on any rank reads the file it names.
+ */
+void dt_early_stopping_keep_file(struct dt_early_stopping *e, const char *path);
 /*
  * Keras 3's EarlyStopping.on_epoch_end on the value `current` (NAN: not
  * available). Returns 1 to stop, 0 to go on, 2 to go on after an improvement

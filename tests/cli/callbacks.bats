@@ -83,6 +83,8 @@ fit_blobs() {
 	status_is 0
 	[ "$(events epoch | wc -l)" -eq 4 ]
 	stderr_has "Restoring model weights from the end of the best epoch"
+	# Kept for --resume in the run directory, a safetensors file of the model's weights.
+	safetensors_header "$TMP/run/early_stopping_best.safetensors" | jq -e 'has("dense/kernel") and has("dense_1/bias")' >/dev/null
 }
 
 @test "a schedule puts the learning rate in the progress lines and in --json" {

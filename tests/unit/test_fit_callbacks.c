@@ -306,6 +306,47 @@ static void test_restore_best_weights(void **state)
 		dt_early_stopping_release(&e);
 	}
 
+	/* With the file, a resumed run restores the best weights themselves. */
+	{
+		struct dt_early_stopping r;
+		char dir[] = "/tmp/dtrain-es-XXXXXX", path[4096], *json;
+		assert_non_null(mkdtemp(dir));
+		snprintf(path, sizeof(path), "%s/best.safetensors", dir);
+		dt_early_stopping_init(&e, &c, &x.t, NULL);
+		dt_early_stopping_keep_file(&e, path);
+		for (int i = 0; i < 3; i++) {
+			fill_params(&x.m, vals[i]);
+			logs.epoch = i;
+			logs.val_loss = losses[i];
+			e.cb.on_epoch_end(&e.cb, &x.t, &logs);
+		}
+		json = e.cb.state_save(&e.cb);
+		assert_non_null(strstr(json, "best_weights_file"));
+		dt_early_stopping_init(&r, &c, &x.t, NULL);
+		fill_params(&x.m, 7);
+		assert_int_equal(r.cb.state_load(&r.cb, json), 0);
+		free(json);
+		assert_float_equal(x.m.params[0], 7, 0); /* loading left the model's weights alone */
+		r.cb.on_epoch_begin(&r.cb, &x.t, 3);
+		fill_params(&x.m, vals[3]);
+		logs.epoch = 3;
+		logs.val_loss = losses[3];
+		r.cb.on_epoch_end(&r.cb, &x.t, &logs);
+		r.cb.on_train_end(&r.cb, &x.t);
+		for (int64_t i = 0; i < x.m.nparams; i++)
+			assert_float_equal(x.m.params[i], 2, 0);
+		/* A file that went missing is an error. */
+		unlink(path);
+		rmdir(dir);
+		dt_error_set_quiet(1);
+		json = e.cb.state_save(&e.cb);
+		assert_int_equal(r.cb.state_load(&r.cb, json), -1);
+		dt_error_set_quiet(0);
+		free(json);
+		dt_early_stopping_release(&r);
+		dt_early_stopping_release(&e);
+	}
+
 	/* Off: the last weights stay. */
 	c.restore_best_weights = 0;
 	dt_early_stopping_init(&e, &c, &x.t, NULL);
