@@ -558,12 +558,22 @@ static void find_bad_layer(const struct dt_trainer *t, char *buf, size_t size)
 static void nan_batch_end(struct dt_callback *cb, const struct dt_trainer *ct, const struct dt_logs *logs)
 {
 	struct dt_terminate_on_nan *n = cb->priv;
+	struct dt_strategy *s = n->t->strategy;
+	double bad = !isfinite(logs->loss);
 	char where[256];
-	if (isfinite(logs->loss))
+	/* The running loss is this worker's: the workers agree on the decision by a sum. */
+	if (s->type && s->type->reduce_sum)
+		s->type->reduce_sum(s, &bad, 1);
+	if (bad == 0)
 		return;
-	find_bad_layer(n->t, where, sizeof(where));
-	dt_error("epoch %d, batch %lld: the loss is %s (terminate_on_nan); first non-finite value: %s",
-		 logs->epoch + 1, (long long)logs->step, isnan(logs->loss) ? "nan" : "infinite", where);
+	if (isfinite(logs->loss)) {
+		dt_error("epoch %d, batch %lld: the loss is not finite on another worker (terminate_on_nan)",
+			 logs->epoch + 1, (long long)logs->step);
+	} else {
+		find_bad_layer(n->t, where, sizeof(where));
+		dt_error("epoch %d, batch %lld: the loss is %s (terminate_on_nan); first non-finite value: %s",
+			 logs->epoch + 1, (long long)logs->step, isnan(logs->loss) ? "nan" : "infinite", where);
+	}
 	n->t->stop_training = -1;
 }
 

@@ -14,7 +14,9 @@
  * names, did-you-mean, file:line:col). The callbacks decide from the logs
  * dt_fit hands them, whose metrics are reduced over all workers, so every rank
  * that runs early_stopping and reduce_lr_on_plateau reaches the same decision
- * (dt_early_stopping_decide and dt_reduce_lr_decide are the pure steps).
+ * (dt_early_stopping_decide and dt_reduce_lr_decide are the pure steps);
+ * terminate_on_nan sums a per-batch "loss not finite" flag with the
+ * strategy's reduce_sum, one double per batch, so all ranks stop together.
  * Each callback with state implements state_save/state_load for --resume.
  */
 #ifndef DT_FIT_CALLBACKS_H
