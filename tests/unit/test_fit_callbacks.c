@@ -460,6 +460,57 @@ static void test_reduce_lr_state_and_optimizer(void **state)
 	one_model_release(&x);
 }
 
+/* terminate_on_nan's diagnosis: the first layer, in model order, with a non-finite output, else parameter or gradient. */
+static void test_terminate_on_nan(void **state)
+{
+	struct dt_doc *d = dt_doc_parse("m.yaml", "layers: [{dense: {units: 4}}, {dense: {units: 2}}, {dense: {units: 2}}]\n", ".");
+	struct dt_shape in = dt_shape_make(1, (int[]){ 3 });
+	struct dt_step_ctx ctx = { 1, 0 };
+	struct dt_strategy s = { .nreplicas = 1 };
+	struct dt_trainer t = { .strategy = &s };
+	struct dt_terminate_on_nan n;
+	struct dt_logs logs = { .epoch = 1, .step = 7, .loss = 0.5 };
+	struct dt_model m;
+	struct dt_tensor x;
+
+	assert_non_null(d);
+	assert_int_equal(dt_model_init(&m, "t", &in, dt_node_get(dt_doc_root(d), "layers"), dt_layer_types), 0);
+	dt_model_alloc(&m, DT_CPU, 2);
+	dt_model_init_params(&m, 1);
+	t.models = &m;
+	t.batch.n = 2;
+	x = dt_model_input(&m, 2);
+	dt_op_fill(&x, 1);
+	dt_terminate_on_nan_init(&n, &t);
+
+	/* A finite loss: nothing happens. */
+	dt_model_forward(&m, 2, &ctx);
+	n.cb.on_batch_end(&n.cb, &t, &logs);
+	assert_int_equal(t.stop_training, 0);
+
+	/* The second layer's kernel is NaN: its output is the first non-finite one, not the third's. */
+	m.layers[1].params[0].value.data[3] = NAN;
+	dt_model_forward(&m, 2, &ctx);
+	logs.loss = NAN;
+	dt_error_set_quiet(1);
+	n.cb.on_batch_end(&n.cb, &t, &logs);
+	assert_int_equal(t.stop_training, -1);
+	assert_error_contains("epoch 2, batch 7: the loss is nan (terminate_on_nan)");
+	assert_error_contains("the output of layer 2 'dense_1' (dense)");
+
+	/* Finite outputs, a parameter gone bad after the update. */
+	m.layers[1].params[0].value.data[3] = 0;
+	dt_model_forward(&m, 2, &ctx);
+	m.layers[2].params[1].value.data[0] = INFINITY;
+	logs.loss = INFINITY;
+	n.cb.on_batch_end(&n.cb, &t, &logs);
+	assert_error_contains("the loss is infinite");
+	assert_error_contains("the parameter 'dense_2/bias' of layer 3 (dense)");
+	dt_error_set_quiet(0);
+	dt_model_release(&m);
+	dt_doc_free(d);
+}
+
 static void test_repr(void **state)
 {
 	static const struct {
@@ -576,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_restore_best_weights),
 		cmocka_unit_test(test_reduce_lr),
 		cmocka_unit_test(test_reduce_lr_state_and_optimizer),
+		cmocka_unit_test(test_terminate_on_nan),
 		cmocka_unit_test(test_repr),
 		cmocka_unit_test(test_csv_logger),
 	};
