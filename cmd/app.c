@@ -300,7 +300,19 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.epochs = c->epochs;
 	a->trainer.seed = c->seed;
 	a->trainer.steps_per_epoch = c->steps_per_epoch;
+	a->trainer.accumulate_steps = c->accumulate_steps;
+	a->trainer.log_learning_rate = dt_schedule_varies(&c->optimizer.schedule) || c->callback_cfg.reduce_lr_on_plateau;
 	dt_trainer_init(&a->trainer);
+	if (c->class_weight) {
+		int k = dt_objective_num_classes(&a->models[0]);
+		float *w = dt_malloc((size_t)k * sizeof(float));
+		int bad = dt_class_weight_read(c->class_weight, k, w) < 0;
+		if (!bad)
+			dt_trainer_set_class_weights(&a->trainer, w, k);
+		free(w);
+		if (bad)
+			return DT_EXIT_USAGE;
+	}
 	return 0;
 }
 
