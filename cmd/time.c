@@ -127,6 +127,8 @@ static int build(struct dt_app *a, int *batch, struct dt_shape *label, int *clas
 		return rc;
 	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
 		return dt_exit_status();
+	if ((rc = dt_app_precision(a)))
+		return rc;
 	a->nreplicas = 1;
 	a->models = dt_calloc(1, sizeof(*a->models));
 	a->opts = dt_calloc(1, sizeof(*a->opts));

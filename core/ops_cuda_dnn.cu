@@ -1,0 +1,732 @@
+/*
+ * The CUDA backend's plans: convolution on cuDNN, pooling and batch
+ * normalization on own kernels, over dtrain's channels-last tensors.
+ *
+ * Convolution: cuDNN's NHWC activations are dtrain's as they are; its NHWC
+ * filter layout is (out, kh, kw, in) where Keras keeps (kh, kw, in, out), so
+ * the kernel is transposed into a plan buffer at each step (and the weight
+ * gradient back), a few microseconds. cuDNN pads symmetrically only: Keras'
+ * "same" with an even total padding puts the extra row and column at the
+ * bottom and right, and then the plan pads x into its own buffer and runs
+ * cuDNN unpadded. Algorithms are chosen once per batch size from cuDNN's
+ * heuristics (cudnnGet*Algorithm_v7: nothing runs at plan time), the first
+ * that the precision's math type supports, and cached with their workspace,
+ * which the plan takes from the allocator when the entry is made, never
+ * during a step. fp32 forbids TF32 (CUDNN_FMA_MATH) so that results match
+ * the CPU's; tf32 and bf16 allow tensor-op math.
+ *
+ * Pooling and batch normalization are the CPU backend's loops as kernels,
+ * with its exact semantics: max pooling remembers the first maximal window
+ * position (cuDNN's backward needs x and y, which the interface does not
+ * pass, and breaks ties its own way); batch normalization uses the biased
+ * batch variance for both normalizing and the moving average (cuDNN's
+ * running variance is unbiased) and accepts any epsilon > 0 (cuDNN's needs
+ * >= 1e-5). Both reduce per channel with the deterministic column reduction.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_cuda.h"
+
+#define CACHE_SIZE 8
+#define MAX_WORKSPACE ((size_t)1 << 30)
+
+enum plan_kind { PLAN_CONV, PLAN_POOL, PLAN_BATCHNORM };
+
+struct cuda_plan {
+	struct dt_plan head;
+	enum plan_kind kind;
+	struct dt_device dev;
+	int max_batch;
+	uint64_t clock;
+};
+
+static void plan_init(struct cuda_plan *p, enum plan_kind kind, struct dt_device dev, int max_batch)
+{
+	CUDA_ASSERT(dev.kind == DT_DEVICE_CUDA && max_batch > 0);
+	p->head.backend = &dt_cuda_backend;
+	p->kind = kind;
+	p->dev = dev;
+	p->max_batch = max_batch;
+}
+
+static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
+{
+	int span = in + pad_lo + pad_hi - dil * (k - 1) - 1;
+	return span < 0 ? 0 : span / stride + 1;
+}
+
+#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define LAUNCH(g, n) <<<blocks_for(n), DT_CUDA_THREADS, 0, (g)->stream>>>
+
+/* out (cols, rows) = in (rows, cols)^T */
+__global__ void k_transpose(const float *in, float *out, int64_t rows, int64_t cols)
+{
+	GRID_LOOP(i, rows * cols)
+	{
+		int64_t r = i / cols, c = i % cols;
+		out[c * rows + r] = in[i];
+	}
+}
+
+/* xp (n, hp, wp, c) = x (n, h, w, c) padded by top, left (zeros elsewhere). */
+__global__ void k_pad(const float *x, float *xp, int64_t total, int h, int w, int c, int hp, int wp, int top, int left)
+{
+	GRID_LOOP(i, total)
+	{
+		int ch = (int)(i % c);
+		int64_t rest = i / c;
+		int iw = (int)(rest % wp) - left;
+		rest /= wp;
+		int ih = (int)(rest % hp) - top;
+		int64_t b = rest / hp;
+		xp[i] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[((b * h + ih) * w + iw) * c + ch] : 0.0f;
+	}
+}
+
+/* dx (n, h, w, c) = the interior of dxp (n, hp, wp, c). */
+__global__ void k_crop(const float *dxp, float *dx, int64_t total, int h, int w, int c, int hp, int wp, int top,
+		       int left)
+{
+	GRID_LOOP(i, total)
+	{
+		int ch = (int)(i % c);
+		int64_t rest = i / c;
+		int iw = (int)(rest % w);
+		rest /= w;
+		int ih = (int)(rest % h);
+		int64_t b = rest / h;
+		dx[i] = dxp[((b * hp + ih + top) * wp + iw + left) * c + ch];
+	}
+}
+
+/* ---- convolution ---- */
+
+struct conv_entry {
+	int n;
+	uint64_t used;
+	cudnnTensorDescriptor_t x, y;
+	cudnnConvolutionFwdAlgo_t fwd;
+	cudnnConvolutionBwdDataAlgo_t bwd_data;
+	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+	cudnnMathType_t fwd_math, data_math, filter_math;
+	int have_bwd;
+};
+
+struct conv_plan {
+	struct cuda_plan base;
+	struct dt_conv_geom g;
+	int padded;                 /* asymmetric padding: x goes through xp */
+	int in_h, in_w;             /* of what cuDNN sees (padded when padded) */
+	cudnnFilterDescriptor_t w;
+	cudnnConvolutionDescriptor_t conv;
+	float *w_t, *dw_t;          /* (out, kh, kw, in) */
+	float *xp, *dxp;            /* (max_batch, in_h, in_w, in_c) when padded */
+	void *ws;
+	size_t ws_bytes;
+	struct conv_entry cache[CACHE_SIZE];
+};
+
+static cudnnMathType_t math_for(cudnnMathType_t suggested)
+{
+	return dt_cuda_precision() == DT_PRECISION_FP32 ? CUDNN_FMA_MATH : suggested;
+}
+
+static void ws_reserve(struct conv_plan *p, size_t bytes)
+{
+	if (bytes <= p->ws_bytes)
+		return;
+	dt_cuda_free(p->base.dev.index, (float *)p->ws);
+	p->ws = dt_cuda_alloc(p->base.dev.index, (int64_t)((bytes + sizeof(float) - 1) / sizeof(float)));
+	p->ws_bytes = bytes;
+}
+
+static void conv_entry_make(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, int n)
+{
+	const struct dt_conv_geom *c = &p->g;
+	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	int got = 0, found = 0;
+	size_t bytes = 0;
+
+	if (!e->x) {
+		CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
+		CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
+	}
+	e->n = n;
+	e->have_bwd = 0;
+	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->in_c, p->in_h, p->in_w));
+	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->out_c, c->out_h,
+					       c->out_w));
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(CUDNN_DEFAULT_MATH)));
+	CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, e->x, p->w, p->conv, e->y,
+							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+	for (int i = 0; i < got && !found; i++) {
+		if (perf[i].status != CUDNN_STATUS_SUCCESS)
+			continue;
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(perf[i].mathType)));
+		if (cudnnGetConvolutionForwardWorkspaceSize(g->dnn, e->x, p->w, p->conv, e->y, perf[i].algo, &bytes) !=
+			    CUDNN_STATUS_SUCCESS ||
+		    bytes > MAX_WORKSPACE)
+			continue;
+		e->fwd = perf[i].algo;
+		e->fwd_math = math_for(perf[i].mathType);
+		found = 1;
+	}
+	if (!found)
+		CUDA_BUG("cuDNN has no forward convolution algorithm for batch %d", n);
+	ws_reserve(p, bytes);
+}
+
+static void conv_entry_make_bwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e)
+{
+	cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+	cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	int got = 0, found = 0;
+	size_t bytes = 0;
+
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(CUDNN_DEFAULT_MATH)));
+	CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, e->y, p->conv, e->x,
+								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dperf));
+	for (int i = 0; i < got && !found; i++) {
+		if (dperf[i].status != CUDNN_STATUS_SUCCESS)
+			continue;
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(dperf[i].mathType)));
+		if (cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, e->y, p->conv, e->x, dperf[i].algo,
+								 &bytes) != CUDNN_STATUS_SUCCESS ||
+		    bytes > MAX_WORKSPACE)
+			continue;
+		e->bwd_data = dperf[i].algo;
+		e->data_math = math_for(dperf[i].mathType);
+		found = 1;
+	}
+	if (!found)
+		CUDA_BUG("cuDNN has no backward-data convolution algorithm for batch %d", e->n);
+	ws_reserve(p, bytes);
+
+	found = 0;
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(CUDNN_DEFAULT_MATH)));
+	CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, e->x, e->y, p->conv, p->w,
+								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, fperf));
+	for (int i = 0; i < got && !found; i++) {
+		if (fperf[i].status != CUDNN_STATUS_SUCCESS)
+			continue;
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(fperf[i].mathType)));
+		if (cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, e->x, e->y, p->conv, p->w, fperf[i].algo,
+								   &bytes) != CUDNN_STATUS_SUCCESS ||
+		    bytes > MAX_WORKSPACE)
+			continue;
+		e->bwd_filter = fperf[i].algo;
+		e->filter_math = math_for(fperf[i].mathType);
+		found = 1;
+	}
+	if (!found)
+		CUDA_BUG("cuDNN has no backward-filter convolution algorithm for batch %d", e->n);
+	ws_reserve(p, bytes);
+	e->have_bwd = 1;
+}
+
+/* The entry for batch size n: cached, else made in a free or the least recently used slot. */
+static struct conv_entry *conv_entry(struct conv_plan *p, struct dt_gpu *g, int n)
+{
+	struct conv_entry *pick = NULL;
+	CUDA_ASSERT(n > 0 && n <= p->base.max_batch);
+	for (int i = 0; i < CACHE_SIZE; i++) {
+		struct conv_entry *e = &p->cache[i];
+		if (e->n == n) {
+			e->used = ++p->base.clock;
+			return e;
+		}
+		if (!pick || (pick->n && (!e->n || e->used < pick->used)))
+			pick = e;
+	}
+	conv_entry_make(p, g, pick, n);
+	pick->used = ++p->base.clock;
+	return pick;
+}
+
+struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *c, int max_batch)
+{
+	struct conv_plan *p = (struct conv_plan *)calloc(1, sizeof(*p));
+	struct dt_gpu *g = dt_gpu_use(dev);
+	int64_t wn = (int64_t)c->kh * c->kw * c->in_c * c->out_c;
+	int pad_h, pad_w;
+
+	CUDA_ASSERT(p);
+	CUDA_ASSERT(c->in_c > 0 && c->out_c > 0 && c->kh > 0 && c->kw > 0);
+	CUDA_ASSERT(c->stride_h > 0 && c->stride_w > 0 && c->dil_h > 0 && c->dil_w > 0);
+	CUDA_ASSERT(c->pad_top >= 0 && c->pad_left >= 0 && c->pad_bottom >= 0 && c->pad_right >= 0);
+	CUDA_ASSERT(c->out_h > 0 &&
+		    c->out_h == out_size(c->in_h, c->kh, c->stride_h, c->dil_h, c->pad_top, c->pad_bottom));
+	CUDA_ASSERT(c->out_w > 0 &&
+		    c->out_w == out_size(c->in_w, c->kw, c->stride_w, c->dil_w, c->pad_left, c->pad_right));
+	plan_init(&p->base, PLAN_CONV, dev, max_batch);
+	p->g = *c;
+	p->padded = c->pad_top != c->pad_bottom || c->pad_left != c->pad_right;
+	p->in_h = p->padded ? c->in_h + c->pad_top + c->pad_bottom : c->in_h;
+	p->in_w = p->padded ? c->in_w + c->pad_left + c->pad_right : c->in_w;
+	pad_h = p->padded ? 0 : c->pad_top;
+	pad_w = p->padded ? 0 : c->pad_left;
+	CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
+	CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh, c->kw));
+	CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
+	CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, pad_h, pad_w, c->stride_h, c->stride_w, c->dil_h, c->dil_w,
+						    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+	p->w_t = dt_cuda_alloc(dev.index, wn);
+	p->dw_t = dt_cuda_alloc(dev.index, wn);
+	if (p->padded) {
+		int64_t xn = (int64_t)max_batch * p->in_h * p->in_w * c->in_c;
+		p->xp = dt_cuda_alloc(dev.index, xn);
+		p->dxp = dt_cuda_alloc(dev.index, xn);
+	}
+	conv_entry(p, g, max_batch);
+	return &p->base.head;
+}
+
+static int conv_batch(const struct conv_plan *p, const struct dt_tensor *x, const struct dt_tensor *y)
+{
+	const struct dt_conv_geom *c = &p->g;
+	int n = x->shape.dim[0];
+	CUDA_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
+	CUDA_ASSERT(t_count(x) == (int64_t)n * c->in_h * c->in_w * c->in_c);
+	CUDA_ASSERT(t_count(y) == (int64_t)n * c->out_h * c->out_w * c->out_c);
+	return n;
+}
+
+/* x as cuDNN sees it: padded into the plan's buffer when the padding is asymmetric. */
+static const float *conv_input(struct conv_plan *p, struct dt_gpu *g, const float *x, int n)
+{
+	const struct dt_conv_geom *c = &p->g;
+	int64_t total = (int64_t)n * p->in_h * p->in_w * c->in_c;
+	if (!p->padded)
+		return x;
+	k_pad LAUNCH(g, total)(x, p->xp, total, c->in_h, c->in_w, c->in_c, p->in_h, p->in_w, c->pad_top, c->pad_left);
+	LAUNCH_CHECK();
+	return p->xp;
+}
+
+static void weights_to_cudnn(struct conv_plan *p, struct dt_gpu *g, const float *w)
+{
+	const struct dt_conv_geom *c = &p->g;
+	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
+	k_transpose LAUNCH(g, rows * cols)(w, p->w_t, rows, cols);
+	LAUNCH_CHECK();
+}
+
+void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *b, struct dt_tensor *y)
+{
+	struct conv_plan *p = (struct conv_plan *)pl;
+	const struct dt_conv_geom *c = &p->g;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	int n = conv_batch(p, x, y);
+	const float one = 1, zero = 0;
+	struct conv_entry *e;
+
+	CUDA_ASSERT(p->base.kind == PLAN_CONV);
+	CUDA_ASSERT(t_count(w) == (int64_t)c->kh * c->kw * c->in_c * c->out_c);
+	CUDA_ASSERT(!b || t_count(b) == c->out_c);
+	if (n == 0)
+		return;
+	e = conv_entry(p, g, n);
+	weights_to_cudnn(p, g, w->data);
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
+	CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, conv_input(p, g, x->data, n), p->w, p->w_t, p->conv,
+					    e->fwd, p->ws, p->ws_bytes, &zero, e->y, y->data));
+	if (b)
+		dt_cuda_backend.bias_add(y, b);
+}
+
+void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
+			   const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db, struct dt_tensor *dx)
+{
+	struct conv_plan *p = (struct conv_plan *)pl;
+	const struct dt_conv_geom *c = &p->g;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	int n = conv_batch(p, x, dy);
+	const float one = 1, zero = 0;
+	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
+	struct conv_entry *e;
+
+	CUDA_ASSERT(p->base.kind == PLAN_CONV);
+	CUDA_ASSERT(t_count(w) == rows * cols && t_count(dw) == rows * cols);
+	CUDA_ASSERT(!db || t_count(db) == c->out_c);
+	CUDA_ASSERT(!dx || t_count(dx) == t_count(x));
+	if (n == 0) {
+		dt_cuda_backend.fill(dw, 0);
+		if (db)
+			dt_cuda_backend.fill(db, 0);
+		return;
+	}
+	e = conv_entry(p, g, n);
+	if (!e->have_bwd)
+		conv_entry_make_bwd(p, g, e);
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
+	CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, conv_input(p, g, x->data, n), e->y, dy->data,
+						   p->conv, e->bwd_filter, p->ws, p->ws_bytes, &zero, p->w, p->dw_t));
+	/* (out, kh*kw*in) back to Keras' (kh*kw*in, out) */
+	k_transpose LAUNCH(g, rows * cols)(p->dw_t, dw->data, cols, rows);
+	LAUNCH_CHECK();
+	if (db)
+		dt_cuda_col_reduce(g, COL_SUM, dy->data, NULL, NULL, NULL, (int64_t)n * c->out_h * c->out_w, c->out_c, 0,
+				   1.0f, db->data);
+	if (dx) {
+		weights_to_cudnn(p, g, w->data);
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
+		CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, p->w_t, e->y, dy->data, p->conv,
+							 e->bwd_data, p->ws, p->ws_bytes, &zero, e->x,
+							 p->padded ? p->dxp : dx->data));
+		if (p->padded) {
+			int64_t total = t_count(dx);
+			k_crop LAUNCH(g, total)(p->dxp, dx->data, total, c->in_h, c->in_w, c->in_c, p->in_h, p->in_w,
+						c->pad_top, c->pad_left);
+			LAUNCH_CHECK();
+		}
+	}
+}
+
+static void conv_plan_free(struct conv_plan *p)
+{
+	int dev = p->base.dev.index;
+	for (int i = 0; i < CACHE_SIZE; i++)
+		if (p->cache[i].x) {
+			CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->cache[i].x));
+			CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->cache[i].y));
+		}
+	CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->w));
+	CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->conv));
+	dt_cuda_free(dev, p->w_t);
+	dt_cuda_free(dev, p->dw_t);
+	dt_cuda_free(dev, p->xp);
+	dt_cuda_free(dev, p->dxp);
+	dt_cuda_free(dev, (float *)p->ws);
+}
+
+/* ---- pooling ---- */
+
+struct pool_plan {
+	struct cuda_plan base;
+	struct dt_pool_geom g;
+	uint16_t *argmax; /* (max_batch, out_h, out_w, c) window positions, max pooling only */
+	int trained_n;
+};
+
+struct dt_plan *dt_cuda_plan_pool(struct dt_device dev, const struct dt_pool_geom *c, int max_batch)
+{
+	struct pool_plan *p = (struct pool_plan *)calloc(1, sizeof(*p));
+	CUDA_ASSERT(p);
+	CUDA_ASSERT(c->kind == DT_POOL_MAX || c->kind == DT_POOL_AVG);
+	CUDA_ASSERT(c->c > 0 && c->kh > 0 && c->kw > 0 && c->stride_h > 0 && c->stride_w > 0);
+	CUDA_ASSERT((int64_t)c->kh * c->kw <= UINT16_MAX + 1);
+	CUDA_ASSERT(c->pad_top >= 0 && c->pad_top < c->kh && c->pad_bottom >= 0 && c->pad_bottom < c->kh);
+	CUDA_ASSERT(c->pad_left >= 0 && c->pad_left < c->kw && c->pad_right >= 0 && c->pad_right < c->kw);
+	CUDA_ASSERT(c->out_h > 0 && c->out_h == out_size(c->in_h, c->kh, c->stride_h, 1, c->pad_top, c->pad_bottom));
+	CUDA_ASSERT(c->out_w > 0 && c->out_w == out_size(c->in_w, c->kw, c->stride_w, 1, c->pad_left, c->pad_right));
+	plan_init(&p->base, PLAN_POOL, dev, max_batch);
+	dt_gpu_use(dev);
+	p->g = *c;
+	if (c->kind == DT_POOL_MAX) {
+		int64_t n = (int64_t)max_batch * c->out_h * c->out_w * c->c;
+		p->argmax = (uint16_t *)dt_cuda_alloc(dev.index, (n + 1) / 2);
+	}
+	return &p->base.head;
+}
+
+static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, const struct dt_tensor *y)
+{
+	const struct dt_pool_geom *c = &p->g;
+	int n = x->shape.dim[0];
+	CUDA_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
+	CUDA_ASSERT(n >= 0 && n <= p->base.max_batch);
+	CUDA_ASSERT(t_count(x) == (int64_t)n * c->in_h * c->in_w * c->c);
+	CUDA_ASSERT(t_count(y) == (int64_t)n * c->out_h * c->out_w * c->c);
+	return n;
+}
+
+__device__ void pool_window(int o, int stride, int pad, int k, int in, int *lo, int *hi)
+{
+	int start = o * stride - pad;
+	*lo = start < 0 ? -start : 0;
+	*hi = start + k > in ? in - start : k;
+}
+
+__device__ void pool_covering(int i, int stride, int pad, int k, int out, int *lo, int *hi)
+{
+	int a = i + pad - k + 1;
+	*lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+	*hi = (i + pad) / stride + 1;
+	*hi = *hi < out ? *hi : out;
+}
+
+/* One thread per output element; the window in the CPU's order, so ties pick the same position. */
+__global__ void k_pool_forward(struct dt_pool_geom g, const float *x, float *y, uint16_t *argmax, int64_t total)
+{
+	const int max = g.kind == DT_POOL_MAX;
+	GRID_LOOP(o, total)
+	{
+		int ch = (int)(o % g.c);
+		int64_t rest = o / g.c;
+		int ow = (int)(rest % g.out_w);
+		rest /= g.out_w;
+		int oh = (int)(rest % g.out_h);
+		int64_t b = rest / g.out_h;
+		int i0, i1, j0, j1, first = 1;
+		float acc = 0;
+		uint16_t arg = 0;
+		pool_window(oh, g.stride_h, g.pad_top, g.kh, g.in_h, &i0, &i1);
+		pool_window(ow, g.stride_w, g.pad_left, g.kw, g.in_w, &j0, &j1);
+		for (int i = i0; i < i1; i++)
+			for (int j = j0; j < j1; j++) {
+				int ih = oh * g.stride_h - g.pad_top + i, iw = ow * g.stride_w - g.pad_left + j;
+				float v = x[((b * g.in_h + ih) * g.in_w + iw) * g.c + ch];
+				uint16_t k = (uint16_t)(i * g.kw + j);
+				if (first) {
+					acc = v;
+					arg = k;
+					first = 0;
+				} else if (!max) {
+					acc += v;
+				} else if (v > acc) {
+					acc = v;
+					arg = k;
+				}
+			}
+		if (!max)
+			acc *= 1.0f / (float)((i1 - i0) * (j1 - j0));
+		y[o] = acc;
+		if (argmax)
+			argmax[o] = arg;
+	}
+}
+
+/* One thread per input element, gathering from the outputs whose windows hold it. */
+__global__ void k_pool_backward(struct dt_pool_geom g, const float *dy, const uint16_t *argmax, float *dx,
+				int64_t total)
+{
+	const int max = g.kind == DT_POOL_MAX;
+	GRID_LOOP(idx, total)
+	{
+		int ch = (int)(idx % g.c);
+		int64_t rest = idx / g.c;
+		int iw = (int)(rest % g.in_w);
+		rest /= g.in_w;
+		int ih = (int)(rest % g.in_h);
+		int64_t b = rest / g.in_h;
+		int oh0, oh1, ow0, ow1;
+		float acc = 0;
+		pool_covering(ih, g.stride_h, g.pad_top, g.kh, g.out_h, &oh0, &oh1);
+		pool_covering(iw, g.stride_w, g.pad_left, g.kw, g.out_w, &ow0, &ow1);
+		for (int oh = oh0; oh < oh1; oh++)
+			for (int ow = ow0; ow < ow1; ow++) {
+				int64_t o = ((b * g.out_h + oh) * g.out_w + ow) * g.c + ch;
+				int i = ih - (oh * g.stride_h - g.pad_top), j = iw - (ow * g.stride_w - g.pad_left);
+				if (max) {
+					acc += argmax[o] == (uint16_t)(i * g.kw + j) ? dy[o] : 0.0f;
+				} else {
+					int i0, i1, j0, j1;
+					pool_window(oh, g.stride_h, g.pad_top, g.kh, g.in_h, &i0, &i1);
+					pool_window(ow, g.stride_w, g.pad_left, g.kw, g.in_w, &j0, &j1);
+					acc += dy[o] * (1.0f / (float)((i1 - i0) * (j1 - j0)));
+				}
+			}
+		dx[idx] = acc;
+	}
+}
+
+void dt_cuda_pool_forward(struct dt_plan *pl, const struct dt_tensor *x, struct dt_tensor *y, int training)
+{
+	struct pool_plan *p = (struct pool_plan *)pl;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	int n = pool_batch(p, x, y);
+	int64_t total = t_count(y);
+	CUDA_ASSERT(p->base.kind == PLAN_POOL);
+	if (total > 0) {
+		k_pool_forward LAUNCH(g, total)(p->g, x->data, y->data,
+						p->g.kind == DT_POOL_MAX && training ? p->argmax : NULL, total);
+		LAUNCH_CHECK();
+	}
+	if (training)
+		p->trained_n = n;
+}
+
+void dt_cuda_pool_backward(struct dt_plan *pl, const struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	struct pool_plan *p = (struct pool_plan *)pl;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	int n = pool_batch(p, dx, dy);
+	int64_t total = t_count(dx);
+	CUDA_ASSERT(p->base.kind == PLAN_POOL);
+	CUDA_ASSERT(p->g.kind != DT_POOL_MAX || n == 0 || p->trained_n == n);
+	if (total == 0)
+		return;
+	k_pool_backward LAUNCH(g, total)(p->g, dy->data, p->argmax, dx->data, total);
+	LAUNCH_CHECK();
+}
+
+/* ---- batch normalization ---- */
+
+struct bn_plan {
+	struct cuda_plan base;
+	int c;
+	int64_t spatial;
+	float epsilon;
+	float *mean, *var, *invstd;     /* (C) of the last training forward */
+	float *dgamma, *dbeta;          /* (C) when the caller passes NULL */
+	int trained_n;
+};
+
+struct dt_plan *dt_cuda_plan_batchnorm(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+				       int max_batch)
+{
+	struct bn_plan *p = (struct bn_plan *)calloc(1, sizeof(*p));
+	CUDA_ASSERT(p);
+	CUDA_ASSERT(channels > 0 && spatial > 0 && epsilon > 0);
+	plan_init(&p->base, PLAN_BATCHNORM, dev, max_batch);
+	dt_gpu_use(dev);
+	p->c = channels;
+	p->spatial = spatial;
+	p->epsilon = epsilon;
+	p->mean = dt_cuda_alloc(dev.index, channels);
+	p->var = dt_cuda_alloc(dev.index, channels);
+	p->invstd = dt_cuda_alloc(dev.index, channels);
+	p->dgamma = dt_cuda_alloc(dev.index, channels);
+	p->dbeta = dt_cuda_alloc(dev.index, channels);
+	return &p->base.head;
+}
+
+static int bn_batch(const struct bn_plan *p, const struct dt_tensor *x)
+{
+	int n = x->shape.dim[0];
+	CUDA_ASSERT(x->shape.ndim >= 1 && t_count(x) == (int64_t)n * p->spatial * p->c);
+	return n;
+}
+
+/* invstd = 1/sqrt(var + eps); with momentum >= 0 also the moving averages. */
+__global__ void k_bn_stats(const float *mean, const float *var, float *invstd, float eps, float momentum,
+			   float *moving_mean, float *moving_var, int c)
+{
+	GRID_LOOP(j, c)
+	{
+		invstd[j] = 1.0f / sqrtf(var[j] + eps);
+		if (moving_mean) {
+			moving_mean[j] = momentum * moving_mean[j] + (1 - momentum) * mean[j];
+			moving_var[j] = momentum * moving_var[j] + (1 - momentum) * var[j];
+		}
+	}
+}
+
+/* y = gamma * (x - mean) / sqrt(var + eps) + beta, per channel (the last dimension). */
+__global__ void k_bn_apply(const float *x, float *y, const float *mean, const float *var, const float *invstd,
+			   float eps, const float *gamma, const float *beta, int64_t n, int c)
+{
+	GRID_LOOP(i, n)
+	{
+		int j = (int)(i % c);
+		float is = invstd ? invstd[j] : 1.0f / sqrtf(var[j] + eps);
+		y[i] = (gamma ? gamma[j] : 1.0f) * (x[i] - mean[j]) * is + (beta ? beta[j] : 0.0f);
+	}
+}
+
+void dt_cuda_batchnorm_forward(struct dt_plan *pl, int training, float momentum, const struct dt_tensor *x,
+			       const struct dt_tensor *gamma, const struct dt_tensor *beta,
+			       struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y)
+{
+	struct bn_plan *p = (struct bn_plan *)pl;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	int n = bn_batch(p, x);
+	int64_t rows = (int64_t)n * p->spatial, total = rows * p->c;
+
+	CUDA_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	CUDA_ASSERT(t_count(moving_mean) == p->c && t_count(moving_var) == p->c);
+	CUDA_ASSERT(!gamma || t_count(gamma) == p->c);
+	CUDA_ASSERT(!beta || t_count(beta) == p->c);
+	if (n == 0)
+		return;
+	if (training) {
+		dt_cuda_col_reduce(g, COL_SUM, x->data, NULL, NULL, NULL, rows, p->c, 0, 1.0f / (float)rows, p->mean);
+		dt_cuda_col_reduce(g, COL_SQDEV, x->data, NULL, p->mean, NULL, rows, p->c, 0, 1.0f / (float)rows,
+				   p->var);
+		k_bn_stats LAUNCH(g, p->c)(p->mean, p->var, p->invstd, p->epsilon, momentum, moving_mean->data,
+					   moving_var->data, p->c);
+		LAUNCH_CHECK();
+		k_bn_apply LAUNCH(g, total)(x->data, y->data, p->mean, p->var, p->invstd, p->epsilon,
+					    gamma ? gamma->data : NULL, beta ? beta->data : NULL, total, p->c);
+		p->trained_n = n;
+	} else {
+		k_bn_apply LAUNCH(g, total)(x->data, y->data, moving_mean->data, moving_var->data, NULL, p->epsilon,
+					    gamma ? gamma->data : NULL, beta ? beta->data : NULL, total, p->c);
+	}
+	LAUNCH_CHECK();
+}
+
+/* dx = gamma * invstd / m * (m * dy - dbeta - xhat * dgamma), xhat = (x - mean) * invstd */
+__global__ void k_bn_backward(const float *x, const float *dy, const float *mean, const float *invstd,
+			      const float *gamma, const float *dgamma, const float *dbeta, float *dx, int64_t n, int c,
+			      float m)
+{
+	GRID_LOOP(i, n)
+	{
+		int j = (int)(i % c);
+		float xhat = (x[i] - mean[j]) * invstd[j];
+		dx[i] = (gamma ? gamma[j] : 1.0f) * invstd[j] / m * (m * dy[i] - dbeta[j] - xhat * dgamma[j]);
+	}
+}
+
+void dt_cuda_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *dy,
+				const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+				struct dt_tensor *dx)
+{
+	struct bn_plan *p = (struct bn_plan *)pl;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	int n = bn_batch(p, x);
+	int64_t rows = (int64_t)n * p->spatial, total = rows * p->c;
+	float *dg = dgamma ? dgamma->data : p->dgamma, *db = dbeta ? dbeta->data : p->dbeta;
+
+	CUDA_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	CUDA_ASSERT(t_count(dy) == t_count(x));
+	CUDA_ASSERT(!gamma || t_count(gamma) == p->c);
+	CUDA_ASSERT(!dgamma || t_count(dgamma) == p->c);
+	CUDA_ASSERT(!dbeta || t_count(dbeta) == p->c);
+	if (n == 0) {
+		if (dgamma)
+			dt_cuda_backend.fill(dgamma, 0);
+		if (dbeta)
+			dt_cuda_backend.fill(dbeta, 0);
+		return;
+	}
+	CUDA_ASSERT(p->trained_n == n);
+	dt_cuda_col_reduce(g, COL_SUM, dy->data, NULL, NULL, NULL, rows, p->c, 0, 1.0f, db);
+	dt_cuda_col_reduce(g, COL_DOT_NORM, dy->data, x->data, p->mean, p->invstd, rows, p->c, 0, 1.0f, dg);
+	k_bn_backward LAUNCH(g, total)(x->data, dy->data, p->mean, p->invstd, gamma ? gamma->data : NULL, dg, db,
+				       dx->data, total, p->c, (float)rows);
+	LAUNCH_CHECK();
+}
+
+static void bn_plan_free(struct bn_plan *p)
+{
+	int dev = p->base.dev.index;
+	dt_cuda_free(dev, p->mean);
+	dt_cuda_free(dev, p->var);
+	dt_cuda_free(dev, p->invstd);
+	dt_cuda_free(dev, p->dgamma);
+	dt_cuda_free(dev, p->dbeta);
+}
+
+void dt_cuda_plan_free(struct dt_plan *pl)
+{
+	struct cuda_plan *p = (struct cuda_plan *)pl;
+	if (!p)
+		return;
+	dt_gpu_use(p->dev);
+	switch (p->kind) {
+	case PLAN_CONV:
+		conv_plan_free((struct conv_plan *)p);
+		break;
+	case PLAN_POOL:
+		dt_cuda_free(p->dev.index, (float *)((struct pool_plan *)p)->argmax);
+		break;
+	case PLAN_BATCHNORM:
+		bn_plan_free((struct bn_plan *)p);
+		break;
+	}
+	free(p);
+}
