@@ -10,10 +10,11 @@
  * bottom and right, and then the plan pads x into its own buffer and runs
  * cuDNN unpadded. Algorithms are chosen once per batch size from cuDNN's
  * heuristics (cudnnGet*Algorithm_v7: nothing runs at plan time), the first
- * that the precision's math type supports, and cached with their workspace,
- * which the plan takes from the allocator when the entry is made, never
- * during a step. fp32 forbids TF32 (CUDNN_FMA_MATH) so that results match
- * the CPU's; tf32 and bf16 allow tensor-op math.
+ * that the precision allows and whose workspace cuDNN can size, and cached
+ * with their workspace, which the plan takes from the allocator when the
+ * entry is made, never during a step. fp32 asks for FMA math and refuses
+ * tensor-op (TF32) proposals so that results match the CPU's; tf32 and bf16
+ * allow tensor-op math.
  *
  * Pooling and batch normalization are the CPU backend's loops as kernels,
  * with its exact semantics: max pooling remembers the first maximal window
@@ -127,9 +128,23 @@ struct conv_plan {
 	struct conv_entry cache[CACHE_SIZE];
 };
 
-static cudnnMathType_t math_for(cudnnMathType_t suggested)
+/* The descriptor's math type while cuDNN proposes algorithms: fp32 asks for FMA kernels only. */
+static cudnnMathType_t math_asked(void)
 {
-	return dt_cuda_precision() == DT_PRECISION_FP32 ? CUDNN_FMA_MATH : suggested;
+	return dt_cuda_precision() == DT_PRECISION_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+/*
+ * Whether a proposal fits the precision: under fp32 none that uses tensor
+ * cores (TF32), as PyTorch does with allow_tf32 off, and in the first pass
+ * only FMA ones. The proposal's own math type is then set on the
+ * descriptor, the one it was proposed with.
+ */
+static int math_ok(cudnnMathType_t m, int pass)
+{
+	if (dt_cuda_precision() != DT_PRECISION_FP32)
+		return 1;
+	return pass == 0 ? m == CUDNN_FMA_MATH : m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
 static void ws_reserve(struct conv_plan *p, size_t bytes)
@@ -157,19 +172,20 @@ static void conv_entry_make(struct conv_plan *p, struct dt_gpu *g, struct conv_e
 	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->in_c, p->in_h, p->in_w));
 	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->out_c, c->out_h,
 					       c->out_w));
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(CUDNN_DEFAULT_MATH)));
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, e->x, p->w, p->conv, e->y,
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-	for (int i = 0; i < got && !found; i++) {
-		if (perf[i].status != CUDNN_STATUS_SUCCESS)
+	for (int k = 0; k < 2 * got && !found; k++) {
+		int i = k % got;
+		if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType, k / got))
 			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(perf[i].mathType)));
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, perf[i].mathType));
 		if (cudnnGetConvolutionForwardWorkspaceSize(g->dnn, e->x, p->w, p->conv, e->y, perf[i].algo, &bytes) !=
 			    CUDNN_STATUS_SUCCESS ||
 		    bytes > MAX_WORKSPACE)
 			continue;
 		e->fwd = perf[i].algo;
-		e->fwd_math = math_for(perf[i].mathType);
+		e->fwd_math = perf[i].mathType;
 		found = 1;
 	}
 	if (!found)
@@ -184,19 +200,20 @@ static void conv_entry_make_bwd(struct conv_plan *p, struct dt_gpu *g, struct co
 	int got = 0, found = 0;
 	size_t bytes = 0;
 
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(CUDNN_DEFAULT_MATH)));
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, e->y, p->conv, e->x,
 								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dperf));
-	for (int i = 0; i < got && !found; i++) {
-		if (dperf[i].status != CUDNN_STATUS_SUCCESS)
+	for (int k = 0; k < 2 * got && !found; k++) {
+		int i = k % got;
+		if (dperf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(dperf[i].mathType, k / got))
 			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(dperf[i].mathType)));
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, dperf[i].mathType));
 		if (cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, e->y, p->conv, e->x, dperf[i].algo,
 								 &bytes) != CUDNN_STATUS_SUCCESS ||
 		    bytes > MAX_WORKSPACE)
 			continue;
 		e->bwd_data = dperf[i].algo;
-		e->data_math = math_for(dperf[i].mathType);
+		e->data_math = dperf[i].mathType;
 		found = 1;
 	}
 	if (!found)
@@ -204,19 +221,20 @@ static void conv_entry_make_bwd(struct conv_plan *p, struct dt_gpu *g, struct co
 	ws_reserve(p, bytes);
 
 	found = 0;
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(CUDNN_DEFAULT_MATH)));
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, e->x, e->y, p->conv, p->w,
 								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, fperf));
-	for (int i = 0; i < got && !found; i++) {
-		if (fperf[i].status != CUDNN_STATUS_SUCCESS)
+	for (int k = 0; k < 2 * got && !found; k++) {
+		int i = k % got;
+		if (fperf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(fperf[i].mathType, k / got))
 			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_for(fperf[i].mathType)));
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, fperf[i].mathType));
 		if (cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, e->x, e->y, p->conv, p->w, fperf[i].algo,
 								   &bytes) != CUDNN_STATUS_SUCCESS ||
 		    bytes > MAX_WORKSPACE)
 			continue;
 		e->bwd_filter = fperf[i].algo;
-		e->filter_math = math_for(fperf[i].mathType);
+		e->filter_math = fperf[i].mathType;
 		found = 1;
 	}
 	if (!found)
