@@ -30,6 +30,7 @@ extern "C" {
 struct dt_backend;
 
 #define DT_CUDA_ABI 1
+#define DT_NCCL_ID_BYTES 128
 
 /* compile.precision */
 enum dt_precision { DT_PRECISION_FP32, DT_PRECISION_TF32, DT_PRECISION_BF16, DT_PRECISION_COUNT };
@@ -62,6 +63,28 @@ struct dt_cuda_api {
 	int (*set_precision)(enum dt_precision p, char *err, size_t errsize);
 	/* Waits for the work queued on GPU index. */
 	void (*synchronize)(int index);
+
+	/*
+	 * NCCL, for the mirrored strategies (not called by any strategy yet).
+	 * A communicator is one GPU's member of a clique: all of this process's
+	 * GPUs at once (nccl_comm_init_all: mirrored), or one GPU of one rank
+	 * among nranks, from a unique id that rank 0 made and broadcast over MPI
+	 * (nccl_comm_init_rank: multi_worker_mirrored). 0, or -1 with a message
+	 * in err.
+	 */
+	int (*nccl_unique_id)(unsigned char id[DT_NCCL_ID_BYTES], char *err, size_t errsize);
+	int (*nccl_comm_init_rank)(void **comm, int device, int nranks, const unsigned char id[DT_NCCL_ID_BYTES],
+				   int rank, char *err, size_t errsize);
+	int (*nccl_comm_init_all)(void **comms, int ndev, const int *devices, char *err, size_t errsize);
+	/*
+	 * Queues an in-place sum of buf (n floats on dev) across the clique on
+	 * dev's stream. Several devices driven from one thread go between
+	 * nccl_group_start and nccl_group_end.
+	 */
+	void (*nccl_all_reduce_sum)(void *comm, struct dt_device dev, float *buf, int64_t n);
+	void (*nccl_group_start)(void);
+	void (*nccl_group_end)(void);
+	void (*nccl_comm_destroy)(void *comm);
 };
 
 /* Exported by libdtrain_cuda.so. */

@@ -969,6 +969,75 @@ static double cuda_regularize(const struct dt_tensor *w, struct dt_tensor *gt, f
 	return g->host_acc[0];
 }
 
+/* ---- NCCL ---- */
+
+#define NCCL_CHECK(call) \
+	do { \
+		ncclResult_t r_ = (call); \
+		if (r_ != ncclSuccess) \
+			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(r_)); \
+	} while (0)
+
+static int nccl_fail(ncclResult_t r, const char *what, char *err, size_t errsize)
+{
+	snprintf(err, errsize, "NCCL %s failed: %s", what, ncclGetErrorString(r));
+	return -1;
+}
+
+static int nccl_unique_id(unsigned char id[DT_NCCL_ID_BYTES], char *err, size_t errsize)
+{
+	ncclUniqueId u;
+	ncclResult_t r = ncclGetUniqueId(&u);
+	static_assert(sizeof(u) == DT_NCCL_ID_BYTES, "NCCL's unique id size");
+	if (r != ncclSuccess)
+		return nccl_fail(r, "ncclGetUniqueId", err, errsize);
+	memcpy(id, &u, sizeof(u));
+	return 0;
+}
+
+static int nccl_comm_init_rank(void **comm, int device, int nranks, const unsigned char id[DT_NCCL_ID_BYTES],
+			       int rank, char *err, size_t errsize)
+{
+	ncclUniqueId u;
+	ncclComm_t c;
+	ncclResult_t r;
+	memcpy(&u, id, sizeof(u));
+	dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, device });
+	if ((r = ncclCommInitRank(&c, nranks, u, rank)) != ncclSuccess)
+		return nccl_fail(r, "ncclCommInitRank", err, errsize);
+	*comm = c;
+	return 0;
+}
+
+static int nccl_comm_init_all(void **comms, int ndev, const int *devices, char *err, size_t errsize)
+{
+	ncclComm_t c[DT_CUDA_MAX_GPUS];
+	ncclResult_t r;
+	CUDA_ASSERT(ndev > 0 && ndev <= DT_CUDA_MAX_GPUS);
+	for (int i = 0; i < ndev; i++)
+		dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, devices[i] });
+	if ((r = ncclCommInitAll(c, ndev, devices)) != ncclSuccess)
+		return nccl_fail(r, "ncclCommInitAll", err, errsize);
+	for (int i = 0; i < ndev; i++)
+		comms[i] = c[i];
+	return 0;
+}
+
+static void nccl_all_reduce_sum(void *comm, struct dt_device dev, float *buf, int64_t n)
+{
+	struct dt_gpu *g = dt_gpu_use(dev);
+	if (n > 0)
+		NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, (ncclComm_t)comm, g->stream));
+}
+
+static void nccl_group_start(void) { NCCL_CHECK(ncclGroupStart()); }
+static void nccl_group_end(void) { NCCL_CHECK(ncclGroupEnd()); }
+static void nccl_comm_destroy(void *comm)
+{
+	if (comm)
+		NCCL_CHECK(ncclCommDestroy((ncclComm_t)comm));
+}
+
 /* ---- the tables ---- */
 
 struct dt_backend dt_cuda_backend;
@@ -1021,6 +1090,13 @@ static void api_init(void)
 	api.host_free = host_free;
 	api.set_precision = set_precision;
 	api.synchronize = synchronize;
+	api.nccl_unique_id = nccl_unique_id;
+	api.nccl_comm_init_rank = nccl_comm_init_rank;
+	api.nccl_comm_init_all = nccl_comm_init_all;
+	api.nccl_all_reduce_sum = nccl_all_reduce_sum;
+	api.nccl_group_start = nccl_group_start;
+	api.nccl_group_end = nccl_group_end;
+	api.nccl_comm_destroy = nccl_comm_destroy;
 }
 
 extern "C" __attribute__((visibility("default"))) const struct dt_cuda_api *dt_cuda_api_get(void)
