@@ -8,11 +8,12 @@
  * gradient back), a few microseconds. cuDNN pads symmetrically only: Keras'
  * "same" with an even total padding puts the extra row and column at the
  * bottom and right, and then the plan pads x into its own buffer and runs
- * cuDNN unpadded. Algorithms are chosen once per batch size from cuDNN's
- * heuristics (cudnnGet*Algorithm_v7: nothing runs at plan time), the first
- * that the precision allows and whose workspace cuDNN can size, and cached
- * with their workspace, which the plan takes from the allocator when the
- * entry is made, never during a step. fp32 asks for FMA math and refuses
+ * cuDNN unpadded. Algorithms are chosen once per direction and batch size,
+ * on the first step of that size: timed on that step's buffers
+ * (cudnnFind*AlgorithmEx, as PyTorch's cudnn.benchmark; DTRAIN_CUDNN_FIND=0
+ * takes cuDNN's heuristic order, cudnnGet*Algorithm_v7, instead), the
+ * fastest that the precision allows, then cached with their workspace,
+ * which the plan takes from the allocator then and never on later steps. fp32 asks for FMA math and refuses
  * tensor-op (TF32) proposals so that results match the CPU's; tf32 and bf16
  * allow tensor-op math.
  *
@@ -31,6 +32,7 @@
 
 #define CACHE_SIZE 8
 #define MAX_WORKSPACE ((size_t)1 << 30)
+#define FIND_WORKSPACE ((size_t)256 << 20)
 
 enum plan_kind { PLAN_CONV, PLAN_POOL, PLAN_BATCHNORM };
 
@@ -111,7 +113,7 @@ struct conv_entry {
 	cudnnConvolutionBwdDataAlgo_t bwd_data;
 	cudnnConvolutionBwdFilterAlgo_t bwd_filter;
 	cudnnMathType_t fwd_math, data_math, filter_math;
-	int have_bwd;
+	int have_fwd, have_filter, have_data; /* algorithms chosen */
 };
 
 struct conv_plan {
@@ -156,116 +158,174 @@ static void ws_reserve(struct conv_plan *p, size_t bytes)
 	p->ws_bytes = bytes;
 }
 
-static void conv_entry_make(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, int n)
+/*
+ * From proposals sorted best first, the first the precision allows (FMA
+ * ones first under fp32) whose workspace cuDNN can size and that fits
+ * MAX_WORKSPACE; its index, or -1. size(algo, &bytes) asks cuDNN with the
+ * proposal's math type set on the descriptor.
+ */
+template <typename Perf, typename Size> static int pick(struct conv_plan *p, const Perf *perf, int got, Size size,
+							 size_t *bytes)
+{
+	for (int k = 0; k < 2 * got; k++) {
+		int i = k % got;
+		if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType, k / got))
+			continue;
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, perf[i].mathType));
+		if (!size(perf[i].algo, bytes) || *bytes > MAX_WORKSPACE)
+			continue;
+		return i;
+	}
+	return -1;
+}
+
+/*
+ * Whether to time the algorithms (cudnnFind*AlgorithmEx on the step's own
+ * buffers, as PyTorch's cudnn.benchmark) rather than take cuDNN's heuristic
+ * order; DTRAIN_CUDNN_FIND=0 turns timing off.
+ */
+static int find_enabled(void)
+{
+	const char *v = getenv("DTRAIN_CUDNN_FIND");
+	return !(v && !strcmp(v, "0"));
+}
+
+/* Scratch for timing: from the allocator, handed back (and kept in its cache) at once. */
+static void *find_ws(struct conv_plan *p) { return dt_cuda_alloc(p->base.dev.index, FIND_WORKSPACE / sizeof(float)); }
+
+static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const float *x, float *y)
+{
+	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	int got = 0, i = -1;
+	size_t bytes = 0;
+	auto size = [&](cudnnConvolutionFwdAlgo_t a, size_t *b) {
+		return cudnnGetConvolutionForwardWorkspaceSize(g->dnn, e->x, p->w, p->conv, e->y, a, b) ==
+		       CUDNN_STATUS_SUCCESS;
+	};
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+	if (x && y && find_enabled()) {
+		void *ws = find_ws(p);
+		if (cudnnFindConvolutionForwardAlgorithmEx(g->dnn, e->x, x, p->w, p->w_t, p->conv, e->y, y,
+							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, ws,
+							   FIND_WORKSPACE) == CUDNN_STATUS_SUCCESS)
+			i = pick(p, perf, got, size, &bytes);
+		dt_cuda_free(p->base.dev.index, (float *)ws);
+	}
+	if (i < 0) {
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+		CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, e->x, p->w, p->conv, e->y,
+								   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+		i = pick(p, perf, got, size, &bytes);
+	}
+	if (i < 0)
+		CUDA_BUG("cuDNN has no forward convolution algorithm for batch %d", e->n);
+	e->fwd = perf[i].algo;
+	e->fwd_math = perf[i].mathType;
+	e->have_fwd = 1;
+	ws_reserve(p, bytes);
+}
+
+static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const float *x, const float *dy)
+{
+	cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+	int got = 0, i = -1;
+	size_t bytes = 0;
+	auto size = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *b) {
+		return cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, e->x, e->y, p->conv, p->w, a, b) ==
+		       CUDNN_STATUS_SUCCESS;
+	};
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+	if (find_enabled()) {
+		void *ws = find_ws(p);
+		if (cudnnFindConvolutionBackwardFilterAlgorithmEx(g->dnn, e->x, x, e->y, dy, p->conv, p->w, p->dw_t,
+								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf,
+								  ws, FIND_WORKSPACE) == CUDNN_STATUS_SUCCESS)
+			i = pick(p, perf, got, size, &bytes);
+		dt_cuda_free(p->base.dev.index, (float *)ws);
+	}
+	if (i < 0) {
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+		CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, e->x, e->y, p->conv, p->w,
+									  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+									  perf));
+		i = pick(p, perf, got, size, &bytes);
+	}
+	if (i < 0)
+		CUDA_BUG("cuDNN has no backward-filter convolution algorithm for batch %d", e->n);
+	e->bwd_filter = perf[i].algo;
+	e->filter_math = perf[i].mathType;
+	e->have_filter = 1;
+	ws_reserve(p, bytes);
+}
+
+/* w_t must hold the step's weights (weights_to_cudnn) when dx is given. */
+static void choose_data(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const float *dy, float *dx)
+{
+	cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+	int got = 0, i = -1;
+	size_t bytes = 0;
+	auto size = [&](cudnnConvolutionBwdDataAlgo_t a, size_t *b) {
+		return cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, e->y, p->conv, e->x, a, b) ==
+		       CUDNN_STATUS_SUCCESS;
+	};
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+	if (find_enabled()) {
+		void *ws = find_ws(p);
+		if (cudnnFindConvolutionBackwardDataAlgorithmEx(g->dnn, p->w, p->w_t, e->y, dy, p->conv, e->x, dx,
+								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf, ws,
+								FIND_WORKSPACE) == CUDNN_STATUS_SUCCESS)
+			i = pick(p, perf, got, size, &bytes);
+		dt_cuda_free(p->base.dev.index, (float *)ws);
+	}
+	if (i < 0) {
+		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+		CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, e->y, p->conv, e->x,
+									CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+		i = pick(p, perf, got, size, &bytes);
+	}
+	if (i < 0)
+		CUDA_BUG("cuDNN has no backward-data convolution algorithm for batch %d", e->n);
+	e->bwd_data = perf[i].algo;
+	e->data_math = perf[i].mathType;
+	e->have_data = 1;
+	ws_reserve(p, bytes);
+}
+
+/*
+ * The entry for batch size n: cached, else its descriptors made in a free
+ * or the least recently used slot. Algorithms are chosen on their first use
+ * (choose_*), on that step's buffers.
+ */
+static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 {
 	const struct dt_conv_geom *c = &p->g;
-	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-	int got = 0, found = 0;
-	size_t bytes = 0;
-
+	struct conv_entry *e = NULL;
+	CUDA_ASSERT(n > 0 && n <= p->base.max_batch);
+	for (int i = 0; i < CACHE_SIZE; i++) {
+		struct conv_entry *f = &p->cache[i];
+		if (f->n == n) {
+			f->used = ++p->base.clock;
+			return f;
+		}
+		if (!e || (e->n && (!f->n || f->used < e->used)))
+			e = f;
+	}
 	if (!e->x) {
 		CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
 		CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
 	}
 	e->n = n;
-	e->have_bwd = 0;
+	e->have_fwd = e->have_filter = e->have_data = 0;
 	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->in_c, p->in_h, p->in_w));
 	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->out_c, c->out_h,
 					       c->out_w));
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
-	CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, e->x, p->w, p->conv, e->y,
-							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-	for (int k = 0; k < 2 * got && !found; k++) {
-		int i = k % got;
-		if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType, k / got))
-			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, perf[i].mathType));
-		if (cudnnGetConvolutionForwardWorkspaceSize(g->dnn, e->x, p->w, p->conv, e->y, perf[i].algo, &bytes) !=
-			    CUDNN_STATUS_SUCCESS ||
-		    bytes > MAX_WORKSPACE)
-			continue;
-		e->fwd = perf[i].algo;
-		e->fwd_math = perf[i].mathType;
-		found = 1;
-	}
-	if (!found)
-		CUDA_BUG("cuDNN has no forward convolution algorithm for batch %d", n);
-	ws_reserve(p, bytes);
-}
-
-static void conv_entry_make_bwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e)
-{
-	cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-	cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-	int got = 0, found = 0;
-	size_t bytes = 0;
-
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
-	CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, e->y, p->conv, e->x,
-								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dperf));
-	for (int k = 0; k < 2 * got && !found; k++) {
-		int i = k % got;
-		if (dperf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(dperf[i].mathType, k / got))
-			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, dperf[i].mathType));
-		if (cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, e->y, p->conv, e->x, dperf[i].algo,
-								 &bytes) != CUDNN_STATUS_SUCCESS ||
-		    bytes > MAX_WORKSPACE)
-			continue;
-		e->bwd_data = dperf[i].algo;
-		e->data_math = dperf[i].mathType;
-		found = 1;
-	}
-	if (!found)
-		CUDA_BUG("cuDNN has no backward-data convolution algorithm for batch %d", e->n);
-	ws_reserve(p, bytes);
-
-	found = 0;
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
-	CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, e->x, e->y, p->conv, p->w,
-								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, fperf));
-	for (int k = 0; k < 2 * got && !found; k++) {
-		int i = k % got;
-		if (fperf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(fperf[i].mathType, k / got))
-			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, fperf[i].mathType));
-		if (cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, e->x, e->y, p->conv, p->w, fperf[i].algo,
-								   &bytes) != CUDNN_STATUS_SUCCESS ||
-		    bytes > MAX_WORKSPACE)
-			continue;
-		e->bwd_filter = fperf[i].algo;
-		e->filter_math = fperf[i].mathType;
-		found = 1;
-	}
-	if (!found)
-		CUDA_BUG("cuDNN has no backward-filter convolution algorithm for batch %d", e->n);
-	ws_reserve(p, bytes);
-	e->have_bwd = 1;
-}
-
-/* The entry for batch size n: cached, else made in a free or the least recently used slot. */
-static struct conv_entry *conv_entry(struct conv_plan *p, struct dt_gpu *g, int n)
-{
-	struct conv_entry *pick = NULL;
-	CUDA_ASSERT(n > 0 && n <= p->base.max_batch);
-	for (int i = 0; i < CACHE_SIZE; i++) {
-		struct conv_entry *e = &p->cache[i];
-		if (e->n == n) {
-			e->used = ++p->base.clock;
-			return e;
-		}
-		if (!pick || (pick->n && (!e->n || e->used < pick->used)))
-			pick = e;
-	}
-	conv_entry_make(p, g, pick, n);
-	pick->used = ++p->base.clock;
-	return pick;
+	e->used = ++p->base.clock;
+	return e;
 }
 
 struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *c, int max_batch)
 {
 	struct conv_plan *p = (struct conv_plan *)calloc(1, sizeof(*p));
-	struct dt_gpu *g = dt_gpu_use(dev);
 	int64_t wn = (int64_t)c->kh * c->kw * c->in_c * c->out_c;
 	int pad_h, pad_w;
 
@@ -278,6 +338,7 @@ struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geo
 	CUDA_ASSERT(c->out_w > 0 &&
 		    c->out_w == out_size(c->in_w, c->kw, c->stride_w, c->dil_w, c->pad_left, c->pad_right));
 	plan_init(&p->base, PLAN_CONV, dev, max_batch);
+	dt_gpu_use(dev);
 	p->g = *c;
 	p->padded = c->pad_top != c->pad_bottom || c->pad_left != c->pad_right;
 	p->in_h = p->padded ? c->in_h + c->pad_top + c->pad_bottom : c->in_h;
@@ -296,7 +357,7 @@ struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geo
 		p->xp = dt_cuda_alloc(dev.index, xn);
 		p->dxp = dt_cuda_alloc(dev.index, xn);
 	}
-	conv_entry(p, g, max_batch);
+	conv_entry(p, max_batch); /* descriptors now; algorithms on the first step */
 	return &p->base.head;
 }
 
@@ -338,6 +399,7 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	struct dt_gpu *g = dt_gpu_use(p->base.dev);
 	int n = conv_batch(p, x, y);
 	const float one = 1, zero = 0;
+	const float *xin;
 	struct conv_entry *e;
 
 	CUDA_ASSERT(p->base.kind == PLAN_CONV);
@@ -345,11 +407,14 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	CUDA_ASSERT(!b || t_count(b) == c->out_c);
 	if (n == 0)
 		return;
-	e = conv_entry(p, g, n);
+	e = conv_entry(p, n);
 	weights_to_cudnn(p, g, w->data);
+	xin = conv_input(p, g, x->data, n);
+	if (!e->have_fwd)
+		choose_fwd(p, g, e, xin, y->data);
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
-	CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, conv_input(p, g, x->data, n), p->w, p->w_t, p->conv,
-					    e->fwd, p->ws, p->ws_bytes, &zero, e->y, y->data));
+	CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, xin, p->w, p->w_t, p->conv, e->fwd, p->ws, p->ws_bytes,
+					    &zero, e->y, y->data));
 	if (b)
 		dt_cuda_backend.bias_add(y, b);
 }
@@ -363,6 +428,7 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	int n = conv_batch(p, x, dy);
 	const float one = 1, zero = 0;
 	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
+	const float *xin;
 	struct conv_entry *e;
 
 	CUDA_ASSERT(p->base.kind == PLAN_CONV);
@@ -375,12 +441,13 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 			dt_cuda_backend.fill(db, 0);
 		return;
 	}
-	e = conv_entry(p, g, n);
-	if (!e->have_bwd)
-		conv_entry_make_bwd(p, g, e);
+	e = conv_entry(p, n);
+	xin = conv_input(p, g, x->data, n);
+	if (!e->have_filter)
+		choose_filter(p, g, e, xin, dy->data);
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
-	CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, conv_input(p, g, x->data, n), e->y, dy->data,
-						   p->conv, e->bwd_filter, p->ws, p->ws_bytes, &zero, p->w, p->dw_t));
+	CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, xin, e->y, dy->data, p->conv, e->bwd_filter,
+						   p->ws, p->ws_bytes, &zero, p->w, p->dw_t));
 	/* (out, kh*kw*in) back to Keras' (kh*kw*in, out) */
 	k_transpose LAUNCH(g, rows * cols)(p->dw_t, dw->data, cols, rows);
 	LAUNCH_CHECK();
@@ -388,11 +455,13 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 		dt_cuda_col_reduce(g, COL_SUM, dy->data, NULL, NULL, NULL, (int64_t)n * c->out_h * c->out_w, c->out_c, 0,
 				   1.0f, db->data);
 	if (dx) {
+		float *dxin = p->padded ? p->dxp : dx->data;
 		weights_to_cudnn(p, g, w->data);
+		if (!e->have_data)
+			choose_data(p, g, e, dy->data, dxin);
 		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
 		CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, p->w_t, e->y, dy->data, p->conv,
-							 e->bwd_data, p->ws, p->ws_bytes, &zero, e->x,
-							 p->padded ? p->dxp : dx->data));
+							 e->bwd_data, p->ws, p->ws_bytes, &zero, e->x, dxin));
 		if (p->padded) {
 			int64_t total = t_count(dx);
 			k_crop LAUNCH(g, total)(p->dxp, dx->data, total, c->in_h, c->in_w, c->in_c, p->in_h, p->in_w,
