@@ -109,6 +109,12 @@ void dt_device_free(struct dt_device dev, float *p)
 	free(p);
 }
 
+void dt_device_synchronize(struct dt_device dev)
+{
+	if (dev.kind == DT_DEVICE_CUDA)
+		dt_cuda()->synchronize(dev.index);
+}
+
 char *dt_device_format(struct dt_device dev, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s:%d", dev.kind == DT_DEVICE_CPU ? "cpu" : "gpu", dev.index);
