@@ -410,6 +410,9 @@ static void test_regularize(void **state)
 
 /* ---- plans ---- */
 
+/* The tolerance of conv_case: float32's, or TF32's under precision tf32. */
+static double conv_tol = TOL;
+
 /* Keras' padding: "same" (out = ceil(in / stride), the odd row and column at the end) or "valid". */
 static void pad1(int in, int k, int stride, int dil, int same, int *out, int *lo, int *hi)
 {
@@ -453,14 +456,14 @@ static void conv_case(int n_max, int n, int h, int w, int cin, int cout, int k, 
 			 same ? "same" : "valid");
 		dt_op_conv_forward(pc, &x.c, &wt.c, bias ? &b.c : NULL, &y.c);
 		dt_op_conv_forward(pg, &x.g, &wt.g, bias ? &b.g : NULL, &y.g);
-		expect_close(what, &y, TOL);
+		expect_close(what, &y, conv_tol);
 		dt_op_conv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, bias ? &db.c : NULL, want_dx ? &dx.c : NULL);
 		dt_op_conv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, bias ? &db.g : NULL, want_dx ? &dx.g : NULL);
-		expect_close(what, &dw, TOL);
+		expect_close(what, &dw, conv_tol);
 		if (bias)
-			expect_close(what, &db, TOL);
+			expect_close(what, &db, conv_tol);
 		if (want_dx)
-			expect_close(what, &dx, TOL);
+			expect_close(what, &dx, conv_tol);
 		pair_free(&x);
 		pair_free(&wt);
 		pair_free(&b);
@@ -484,6 +487,22 @@ static void test_conv(void **state)
 	conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1);  /* same, stride 2: asymmetric */
 	conv_case(4, 4, 17, 13, 5, 7, 3, 1, 2, 0, 1, 1);   /* dilation */
 	conv_case(16, 5, 12, 12, 3, 4, 5, 1, 1, 1, 1, 1);  /* a batch below the plan's largest */
+}
+
+/* cuDNN's heuristic algorithms (no timing), and TF32 tensor cores under precision tf32. */
+static void test_conv_heuristics_and_tf32(void **state)
+{
+	char why[256];
+	need_gpu();
+	setenv("DTRAIN_CUDNN_FIND", "0", 1);
+	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
+	conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1);
+	unsetenv("DTRAIN_CUDNN_FIND");
+	assert_int_equal(dt_set_precision(DT_PRECISION_TF32, why, sizeof(why)), 0);
+	conv_tol = 5e-3;
+	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
+	conv_tol = TOL;
+	assert_int_equal(dt_set_precision(DT_PRECISION_FP32, why, sizeof(why)), 0);
 }
 
 static void pool_case(enum dt_pool kind, int n, int h, int w, int c, int k, int stride, int same, int ties)
@@ -599,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_optimizers),
 		cmocka_unit_test(test_regularize),
 		cmocka_unit_test(test_conv),
+		cmocka_unit_test(test_conv_heuristics_and_tf32),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_batchnorm),
 	};
