@@ -13,7 +13,11 @@
  * (cudnnFind*AlgorithmEx, as PyTorch's cudnn.benchmark; DTRAIN_CUDNN_FIND=0
  * takes cuDNN's heuristic order, cudnnGet*Algorithm_v7, instead), the
  * fastest that the precision allows, then cached with their workspace,
- * which the plan takes from the allocator then and never on later steps. fp32 asks for FMA math and refuses
+ * which the plan takes from the allocator then and never on later steps.
+ * Under precision bf16 a plan converts x, w and dy to bfloat16 buffers of
+ * its own and runs cuDNN's pseudo-bfloat16 configuration (bf16 tensors,
+ * float32 compute), converting y, dw and dx back; where cuDNN proposes no
+ * bfloat16 algorithm for the geometry, the plan stays float32 (TF32). fp32 asks for FMA math and refuses
  * tensor-op (TF32) proposals so that results match the CPU's; tf32 and bf16
  * allow tensor-op math.
  *
@@ -27,6 +31,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_bf16.h>
 
 #include "ops_cuda.h"
 
@@ -61,6 +67,16 @@ static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
 
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 #define LAUNCH(g, n) <<<blocks_for(n), DT_CUDA_THREADS, 0, (g)->stream>>>
+
+__global__ void k_to_bf16(const float *x, __nv_bfloat16 *y, int64_t n)
+{
+	GRID_LOOP(i, n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void k_from_bf16(const __nv_bfloat16 *x, float *y, int64_t n)
+{
+	GRID_LOOP(i, n) y[i] = __bfloat162float(x[i]);
+}
 
 /* out (cols, rows) = in (rows, cols)^T */
 __global__ void k_transpose(const float *in, float *out, int64_t rows, int64_t cols)
@@ -125,6 +141,13 @@ struct conv_plan {
 	cudnnConvolutionDescriptor_t conv;
 	float *w_t, *dw_t;          /* (out, kh, kw, in) */
 	float *xp, *dxp;            /* (max_batch, in_h, in_w, in_c) when padded */
+	/*
+	 * precision bf16: cuDNN runs on bfloat16 copies (float32 accumulation,
+	 * cuDNN's PSEUDO_BFLOAT16 configuration) of x (and then dx), y (and
+	 * then dy), w and dw; float32 everywhere else.
+	 */
+	cudnnDataType_t dtype;
+	__nv_bfloat16 *xb, *yb, *wb, *dwb;
 	void *ws;
 	size_t ws_bytes;
 	struct conv_entry cache[CACHE_SIZE];
@@ -193,7 +216,8 @@ static int find_enabled(void)
 /* Scratch for timing: from the allocator, handed back (and kept in its cache) at once. */
 static void *find_ws(struct conv_plan *p) { return dt_cuda_alloc(p->base.dev.index, FIND_WORKSPACE / sizeof(float)); }
 
-static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const float *x, float *y)
+static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const void *x, const void *w,
+		       void *y)
 {
 	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	int got = 0, i = -1;
@@ -205,7 +229,7 @@ static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry 
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	if (x && y && find_enabled()) {
 		void *ws = find_ws(p);
-		if (cudnnFindConvolutionForwardAlgorithmEx(g->dnn, e->x, x, p->w, p->w_t, p->conv, e->y, y,
+		if (cudnnFindConvolutionForwardAlgorithmEx(g->dnn, e->x, x, p->w, w, p->conv, e->y, y,
 							   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, ws,
 							   FIND_WORKSPACE) == CUDNN_STATUS_SUCCESS)
 			i = pick(p, perf, got, size, &bytes);
@@ -225,7 +249,8 @@ static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry 
 	ws_reserve(p, bytes);
 }
 
-static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const float *x, const float *dy)
+static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const void *x, const void *dy,
+			  void *dw)
 {
 	cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
 	int got = 0, i = -1;
@@ -237,7 +262,7 @@ static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_ent
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	if (find_enabled()) {
 		void *ws = find_ws(p);
-		if (cudnnFindConvolutionBackwardFilterAlgorithmEx(g->dnn, e->x, x, e->y, dy, p->conv, p->w, p->dw_t,
+		if (cudnnFindConvolutionBackwardFilterAlgorithmEx(g->dnn, e->x, x, e->y, dy, p->conv, p->w, dw,
 								  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf,
 								  ws, FIND_WORKSPACE) == CUDNN_STATUS_SUCCESS)
 			i = pick(p, perf, got, size, &bytes);
@@ -258,8 +283,8 @@ static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_ent
 	ws_reserve(p, bytes);
 }
 
-/* w_t must hold the step's weights (weights_to_cudnn) when dx is given. */
-static void choose_data(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const float *dy, float *dx)
+static void choose_data(struct conv_plan *p, struct dt_gpu *g, struct conv_entry *e, const void *w, const void *dy,
+			void *dx)
 {
 	cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	int got = 0, i = -1;
@@ -271,7 +296,7 @@ static void choose_data(struct conv_plan *p, struct dt_gpu *g, struct conv_entry
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	if (find_enabled()) {
 		void *ws = find_ws(p);
-		if (cudnnFindConvolutionBackwardDataAlgorithmEx(g->dnn, p->w, p->w_t, e->y, dy, p->conv, e->x, dx,
+		if (cudnnFindConvolutionBackwardDataAlgorithmEx(g->dnn, p->w, w, e->y, dy, p->conv, e->x, dx,
 								CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf, ws,
 								FIND_WORKSPACE) == CUDNN_STATUS_SUCCESS)
 			i = pick(p, perf, got, size, &bytes);
@@ -316,11 +341,52 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 	}
 	e->n = n;
 	e->have_fwd = e->have_filter = e->have_data = 0;
-	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->in_c, p->in_h, p->in_w));
-	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, n, c->out_c, c->out_h,
-					       c->out_w));
+	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, p->dtype, n, c->in_c, p->in_h, p->in_w));
+	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, p->dtype, n, c->out_c, c->out_h, c->out_w));
 	e->used = ++p->base.clock;
 	return e;
+}
+
+/*
+ * Whether cuDNN proposes any forward algorithm for this geometry in
+ * bfloat16 (x, w, y bf16, float32 compute) at max_batch: the plan falls
+ * back to float32 with TF32 tensor cores where it does not.
+ */
+static int bf16_supported(struct conv_plan *p, int n)
+{
+	const struct dt_conv_geom *c = &p->g;
+	struct dt_gpu *g = dt_gpu_use(p->base.dev);
+	cudnnTensorDescriptor_t x, y;
+	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+	int got = 0, ok = 0;
+	CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+	CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+	CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->in_c, p->in_h, p->in_w));
+	CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->out_c, c->out_h, c->out_w));
+	CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh,
+					       c->kw));
+	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_TENSOR_OP_MATH));
+	if (cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, x, p->w, p->conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+						   perf) == CUDNN_STATUS_SUCCESS)
+		for (int i = 0; i < got; i++)
+			ok |= perf[i].status == CUDNN_STATUS_SUCCESS;
+	CUDNN_CHECK(cudnnDestroyTensorDescriptor(x));
+	CUDNN_CHECK(cudnnDestroyTensorDescriptor(y));
+	return ok;
+}
+
+/* Queues x (n floats) -> bf16. */
+static const void *to_bf16(struct dt_gpu *g, const float *x, __nv_bfloat16 *xb, int64_t n)
+{
+	k_to_bf16 LAUNCH(g, n)(x, xb, n);
+	LAUNCH_CHECK();
+	return xb;
+}
+
+static void from_bf16(struct dt_gpu *g, const __nv_bfloat16 *xb, float *x, int64_t n)
+{
+	k_from_bf16 LAUNCH(g, n)(xb, x, n);
+	LAUNCH_CHECK();
 }
 
 struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *c, int max_batch)
@@ -346,16 +412,26 @@ struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geo
 	pad_h = p->padded ? 0 : c->pad_top;
 	pad_w = p->padded ? 0 : c->pad_left;
 	CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-	CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh, c->kw));
 	CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
 	CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, pad_h, pad_w, c->stride_h, c->stride_w, c->dil_h, c->dil_w,
 						    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+	p->dtype = dt_cuda_precision() == DT_PRECISION_BF16 && bf16_supported(p, max_batch) ? CUDNN_DATA_BFLOAT16
+											   : CUDNN_DATA_FLOAT;
+	CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, p->dtype, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh, c->kw));
 	p->w_t = dt_cuda_alloc(dev.index, wn);
 	p->dw_t = dt_cuda_alloc(dev.index, wn);
 	if (p->padded) {
 		int64_t xn = (int64_t)max_batch * p->in_h * p->in_w * c->in_c;
 		p->xp = dt_cuda_alloc(dev.index, xn);
 		p->dxp = dt_cuda_alloc(dev.index, xn);
+	}
+	if (p->dtype == CUDNN_DATA_BFLOAT16) {
+		int64_t xn = (int64_t)max_batch * p->in_h * p->in_w * c->in_c;
+		int64_t yn = (int64_t)max_batch * c->out_h * c->out_w * c->out_c;
+		p->xb = (__nv_bfloat16 *)dt_cuda_alloc(dev.index, (xn + 1) / 2);
+		p->yb = (__nv_bfloat16 *)dt_cuda_alloc(dev.index, (yn + 1) / 2);
+		p->wb = (__nv_bfloat16 *)dt_cuda_alloc(dev.index, (wn + 1) / 2);
+		p->dwb = (__nv_bfloat16 *)dt_cuda_alloc(dev.index, (wn + 1) / 2);
 	}
 	conv_entry(p, max_batch); /* descriptors now; algorithms on the first step */
 	return &p->base.head;
@@ -399,22 +475,35 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	struct dt_gpu *g = dt_gpu_use(p->base.dev);
 	int n = conv_batch(p, x, y);
 	const float one = 1, zero = 0;
+	const int64_t wn = (int64_t)c->kh * c->kw * c->in_c * c->out_c;
 	const float *xin;
+	const void *cx, *cw;
+	void *cy;
 	struct conv_entry *e;
 
 	CUDA_ASSERT(p->base.kind == PLAN_CONV);
-	CUDA_ASSERT(t_count(w) == (int64_t)c->kh * c->kw * c->in_c * c->out_c);
+	CUDA_ASSERT(t_count(w) == wn);
 	CUDA_ASSERT(!b || t_count(b) == c->out_c);
 	if (n == 0)
 		return;
 	e = conv_entry(p, n);
 	weights_to_cudnn(p, g, w->data);
 	xin = conv_input(p, g, x->data, n);
+	cx = xin;
+	cw = p->w_t;
+	cy = y->data;
+	if (p->dtype == CUDNN_DATA_BFLOAT16) {
+		cx = to_bf16(g, xin, p->xb, (int64_t)n * p->in_h * p->in_w * c->in_c);
+		cw = to_bf16(g, p->w_t, p->wb, wn);
+		cy = p->yb;
+	}
 	if (!e->have_fwd)
-		choose_fwd(p, g, e, xin, y->data);
+		choose_fwd(p, g, e, cx, cw, cy);
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
-	CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, xin, p->w, p->w_t, p->conv, e->fwd, p->ws, p->ws_bytes,
-					    &zero, e->y, y->data));
+	CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd, p->ws, p->ws_bytes, &zero,
+					    e->y, cy));
+	if (p->dtype == CUDNN_DATA_BFLOAT16)
+		from_bf16(g, p->yb, y->data, t_count(y));
 	if (b)
 		dt_cuda_backend.bias_add(y, b);
 }
@@ -428,7 +517,10 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	int n = conv_batch(p, x, dy);
 	const float one = 1, zero = 0;
 	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
+	const int bf16 = p->dtype == CUDNN_DATA_BFLOAT16;
 	const float *xin;
+	const void *cx, *cdy;
+	void *cdw;
 	struct conv_entry *e;
 
 	CUDA_ASSERT(p->base.kind == PLAN_CONV);
@@ -443,11 +535,21 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	}
 	e = conv_entry(p, n);
 	xin = conv_input(p, g, x->data, n);
+	cx = xin;
+	cdy = dy->data;
+	cdw = p->dw_t;
+	if (bf16) {
+		cx = to_bf16(g, xin, p->xb, (int64_t)n * p->in_h * p->in_w * c->in_c);
+		cdy = to_bf16(g, dy->data, p->yb, t_count(dy));
+		cdw = p->dwb;
+	}
 	if (!e->have_filter)
-		choose_filter(p, g, e, xin, dy->data);
+		choose_filter(p, g, e, cx, cdy, cdw);
 	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
-	CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, xin, e->y, dy->data, p->conv, e->bwd_filter,
-						   p->ws, p->ws_bytes, &zero, p->w, p->dw_t));
+	CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, cx, e->y, cdy, p->conv, e->bwd_filter, p->ws,
+						   p->ws_bytes, &zero, p->w, cdw));
+	if (bf16)
+		from_bf16(g, p->dwb, p->dw_t, rows * cols);
 	/* (out, kh*kw*in) back to Keras' (kh*kw*in, out) */
 	k_transpose LAUNCH(g, rows * cols)(p->dw_t, dw->data, cols, rows);
 	LAUNCH_CHECK();
@@ -456,12 +558,20 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 				   1.0f, db->data);
 	if (dx) {
 		float *dxin = p->padded ? p->dxp : dx->data;
+		const void *cw = p->w_t;
+		void *cdx = dxin;
 		weights_to_cudnn(p, g, w->data);
+		if (bf16) {
+			cw = to_bf16(g, p->w_t, p->wb, rows * cols);
+			cdx = p->xb; /* x's copy is spent: the filter gradient has read it */
+		}
 		if (!e->have_data)
-			choose_data(p, g, e, dy->data, dxin);
+			choose_data(p, g, e, cw, cdy, cdx);
 		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
-		CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, p->w_t, e->y, dy->data, p->conv,
-							 e->bwd_data, p->ws, p->ws_bytes, &zero, e->x, dxin));
+		CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, cw, e->y, cdy, p->conv, e->bwd_data, p->ws,
+							 p->ws_bytes, &zero, e->x, cdx));
+		if (bf16)
+			from_bf16(g, p->xb, dxin, (int64_t)n * p->in_h * p->in_w * c->in_c);
 		if (p->padded) {
 			int64_t total = t_count(dx);
 			k_crop LAUNCH(g, total)(p->dxp, dx->data, total, c->in_h, c->in_w, c->in_c, p->in_h, p->in_w,
@@ -486,6 +596,10 @@ static void conv_plan_free(struct conv_plan *p)
 	dt_cuda_free(dev, p->xp);
 	dt_cuda_free(dev, p->dxp);
 	dt_cuda_free(dev, (float *)p->ws);
+	dt_cuda_free(dev, (float *)p->xb);
+	dt_cuda_free(dev, (float *)p->yb);
+	dt_cuda_free(dev, (float *)p->wb);
+	dt_cuda_free(dev, (float *)p->dwb);
 }
 
 /* ---- pooling ---- */

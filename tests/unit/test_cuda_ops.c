@@ -489,7 +489,7 @@ static void test_conv(void **state)
 	conv_case(16, 5, 12, 12, 3, 4, 5, 1, 1, 1, 1, 1);  /* a batch below the plan's largest */
 }
 
-/* cuDNN's heuristic algorithms (no timing), and TF32 tensor cores under precision tf32. */
+/* cuDNN's heuristic algorithms (no timing), TF32 tensor cores under tf32, bfloat16 under bf16. */
 static void test_conv_heuristics_and_tf32(void **state)
 {
 	char why[256];
@@ -501,6 +501,13 @@ static void test_conv_heuristics_and_tf32(void **state)
 	assert_int_equal(dt_set_precision(DT_PRECISION_TF32, why, sizeof(why)), 0);
 	conv_tol = 5e-3;
 	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
+	if (dt_set_precision(DT_PRECISION_BF16, why, sizeof(why)) == 0) {
+		conv_tol = 5e-2;
+		conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
+		conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1); /* asymmetric padding: the padded copy in bf16 */
+	} else {
+		printf("# bf16 not tested: %s\n", why);
+	}
 	conv_tol = TOL;
 	assert_int_equal(dt_set_precision(DT_PRECISION_FP32, why, sizeof(why)), 0);
 }
