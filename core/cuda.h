@@ -82,6 +82,8 @@ struct dt_cuda_api {
 	 * nccl_group_start and nccl_group_end.
 	 */
 	void (*nccl_all_reduce_sum)(void *comm, struct dt_device dev, float *buf, int64_t n);
+	/* Queues buf (n floats on dev) = root's buf, in place (the initial weights of every replica). */
+	void (*nccl_broadcast)(void *comm, struct dt_device dev, float *buf, int64_t n, int root);
 	void (*nccl_group_start)(void);
 	void (*nccl_group_end)(void);
 	void (*nccl_comm_destroy)(void *comm);

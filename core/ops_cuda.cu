@@ -1030,6 +1030,13 @@ static void nccl_all_reduce_sum(void *comm, struct dt_device dev, float *buf, in
 		NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, (ncclComm_t)comm, g->stream));
 }
 
+static void nccl_broadcast(void *comm, struct dt_device dev, float *buf, int64_t n, int root)
+{
+	struct dt_gpu *g = dt_gpu_use(dev);
+	if (n > 0)
+		NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, (ncclComm_t)comm, g->stream));
+}
+
 static void nccl_group_start(void) { NCCL_CHECK(ncclGroupStart()); }
 static void nccl_group_end(void) { NCCL_CHECK(ncclGroupEnd()); }
 static void nccl_comm_destroy(void *comm)
@@ -1094,6 +1101,7 @@ static void api_init(void)
 	api.nccl_comm_init_rank = nccl_comm_init_rank;
 	api.nccl_comm_init_all = nccl_comm_init_all;
 	api.nccl_all_reduce_sum = nccl_all_reduce_sum;
+	api.nccl_broadcast = nccl_broadcast;
 	api.nccl_group_start = nccl_group_start;
 	api.nccl_group_end = nccl_group_end;
 	api.nccl_comm_destroy = nccl_comm_destroy;
