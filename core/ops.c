@@ -3,6 +3,7 @@
  * shape checks that are the same on every backend.
  */
 #include "backend.h"
+#include "cuda.h"
 #include "error.h"
 #include "ops.h"
 
@@ -18,6 +19,9 @@ static const struct dt_backend *backend_of(struct dt_device dev)
 {
 	if (dev.kind == DT_DEVICE_CPU)
 		return &dt_cpu_backend;
+	/* CUDA tensors exist only once the backend has loaded (dt_device_alloc). */
+	if (dev.kind == DT_DEVICE_CUDA && dt_cuda())
+		return dt_cuda()->backend;
 	DT_BUG("no backend for device kind %d in this build", (int)dev.kind);
 }
 

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuda.h"
 #include "error.h"
 #include "run_config.h"
 
@@ -26,7 +27,7 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 
 static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", NULL };
+	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
 	static const char *const metrics[] = { "accuracy", "acc", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	int loss;
@@ -36,10 +37,12 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_require(s, "loss", "compile") < 0 ||
 	    dt_cfg_enum(s, "loss", dt_loss_names, 0, &loss) < 0 ||
 	    dt_cfg_bool(s, "from_logits", 0, &c->from_logits) < 0 ||
+	    dt_cfg_enum(s, "precision", dt_precision_names, DT_PRECISION_FP32, &c->precision) < 0 ||
 	    dt_optimizer_config_read(&c->optimizer, s) < 0)
 		return -1;
 	c->loss = (enum dt_loss)loss;
 	c->loss_node = dt_node_get(s, "loss");
+	c->precision_node = dt_node_get(s, "precision");
 	list = dt_node_get(s, "metrics");
 	if (list) {
 		if (dt_node_expect(list, DT_NODE_SEQ, "metrics") < 0)

@@ -31,6 +31,8 @@ struct dt_run_config {
 	int accuracy;                /* metrics: [accuracy] */
 	struct dt_optimizer_config optimizer;
 	const struct dt_node *loss_node; /* position for loss/label errors */
+	int precision;               /* enum dt_precision (core/cuda.h): fp32, tf32, bf16 */
+	const struct dt_node *precision_node; /* its position, or NULL */
 
 	/* data */
 	const struct dt_node *train, *validation, *test; /* source mappings or NULL */
