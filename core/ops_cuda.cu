@@ -743,14 +743,24 @@ __device__ double xent_row(int input, const float *p, const float *t, int cls, i
 	return loss;
 }
 
-__global__ void k_loss(int loss, int input, const float *p, const float *t, float *dp, float scale, int64_t rows,
-		       int64_t c, double *out)
+__device__ int64_t argmax_row(const float *x, int64_t c);
+
+/* Keras' class_weight_to_sample_weights for one target row of tc columns (ops_cpu.c's class_weight_of). */
+__device__ float class_weight_of(const float *cw, int64_t k, const float *t, int64_t tc)
+{
+	int64_t cls = tc > 1 ? argmax_row(t, tc) : (int64_t)lrintf(t[0]);
+	return cls >= 0 && cls < k ? cw[cls] : 1.0f;
+}
+
+__global__ void k_loss(int loss, int input, const float *p, const float *t, const float *cw, int64_t k,
+		       float *dp, float grad_scale, int64_t rows, int64_t c, int64_t tc, double *out)
 {
 	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
 	double l = 0;
 	if (r < rows) {
 		const float *pr = p + r * c;
 		float *dr = dp ? dp + r * c : NULL;
+		float w = cw ? class_weight_of(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
 		switch (loss) {
 		case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
 			int cls = (int)t[r];
@@ -790,6 +800,7 @@ __global__ void k_loss(int loss, int input, const float *p, const float *t, floa
 		default:
 			break;
 		}
+		l *= w;
 	}
 	l = block_sum(l);
 	if (threadIdx.x == 0)
@@ -797,16 +808,18 @@ __global__ void k_loss(int loss, int input, const float *p, const float *t, floa
 }
 
 static double cuda_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
-			const struct dt_tensor *target, struct dt_tensor *dpred, float scale)
+			const struct dt_tensor *target, const struct dt_tensor *class_weight, struct dt_tensor *dpred,
+			float scale)
 {
 	struct dt_gpu *g = gpu_of(pred);
-	int64_t rows = t_rows(pred), c = t_cols(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred), tc = t_cols(target);
+	int64_t k = class_weight ? t_count(class_weight) : 0;
 	if (rows == 0)
 		return 0;
 	acc_clear(g);
-	k_loss<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>((int)loss, (int)input, pred->data, target->data,
-								      dpred ? dpred->data : NULL, scale, rows, c,
-								      g->acc);
+	k_loss<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(
+		(int)loss, (int)input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
+		dpred ? dpred->data : NULL, scale, rows, c, tc, g->acc);
 	LAUNCH_CHECK();
 	acc_read(g);
 	return g->host_acc[0];

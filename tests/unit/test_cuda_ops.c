@@ -326,6 +326,18 @@ static void test_losses(void **state)
 			/* Without a gradient: the same sum. */
 			expect_scalar(what, dt_op_loss((enum dt_loss)loss, (enum dt_loss_input)input, &pred.g, &target.g,
 						      NULL, 1), lc, 1e-5);
+			/* With class weights (C - 2 of them: the last classes weigh 1). */
+			{
+				struct pair cw = pair_rnd(sh(1, C - 2, 0, 0, 0), 95, 0.5f, 2);
+				lc = dt_op_loss_weighted((enum dt_loss)loss, (enum dt_loss_input)input, &pred.c, &target.c,
+							 &cw.c, &dpred.c, 0.01f);
+				lg = dt_op_loss_weighted((enum dt_loss)loss, (enum dt_loss_input)input, &pred.g, &target.g,
+							 &cw.g, &dpred.g, 0.01f);
+				snprintf(what, sizeof(what), "%s input %d, class weights", dt_loss_names[loss], input);
+				expect_scalar(what, lg, lc, 1e-5);
+				expect_close(what, &dpred, 1e-5);
+				pair_free(&cw);
+			}
 			free(t);
 			pair_free(&pred);
 			pair_free(&target);
