@@ -31,6 +31,7 @@ struct dt_opts {
 	int quiet;
 	const char *checkpoint; /* evaluate --checkpoint */
 	const char *init_weights; /* fit --init-weights */
+	int resume;             /* fit --resume */
 	const char *iterations; /* time --iterations, unchecked */
 	const char *warmup;     /* time --warmup, unchecked */
 };
@@ -66,6 +67,9 @@ int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
 int dt_app_build(struct dt_app *a);
 void dt_app_release(struct dt_app *a);
+/* --resume: refuses a checkpoint written for another model (cmd/resume.c). 0 or -1. */
+struct dt_ckpt;
+int dt_resume_check(const struct dt_ckpt *f, const struct dt_app *a);
 /* The exit status for the last error: 2 if it points into a config file, else 1. */
 int dt_exit_status(void);
 

@@ -1,8 +1,12 @@
 /*
  * dtrain fit: train the model a YAML file describes (man dtrain-fit).
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -22,6 +26,7 @@ static const char usage[] =
 	"  --json                 one JSON object per epoch (and one for the test set) on stdout\n"
 	"  -q, --quiet            no progress on stderr\n"
 	"  --init-weights FILE    start from the weights in FILE (a .safetensors checkpoint)\n"
+	"  --resume               continue the run in checkpoint.dir from its latest checkpoint\n"
 	"  -h, --help             this help\n";
 
 static void print_test(int json, int quiet, double loss, double acc, int has_acc, int64_t n)
@@ -47,6 +52,42 @@ static void print_test(int json, int quiet, double loss, double acc, int has_acc
 		fprintf(stderr, "test: %lld samples - loss: %.4f\n", (long long)n, loss);
 }
 
+/* How to go on after an interruption: the command line, --resume added. */
+static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig)
+{
+	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit",
+		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt);
+	for (int i = 0; i < o->nsets; i++)
+		fprintf(stderr, " --set '%s'", o->sets[i]);
+	fprintf(stderr, " %s --resume\n", o->config);
+}
+
+/*
+ * --resume: the latest checkpoint of dir, checked against the config, or NULL
+ * with *rc set (1: nothing to resume or a bad file; 2: another model).
+ */
+static struct dt_ckpt *open_resume(const struct dt_app *a, const char *dir, int *rc)
+{
+	char path[4200];
+	struct stat st;
+	struct dt_ckpt *f;
+	snprintf(path, sizeof(path), "%s/latest.safetensors", dir);
+	*rc = DT_EXIT_FAIL;
+	if (lstat(path, &st) < 0) {
+		dt_error("nothing to resume: '%s' holds no checkpoint (no latest.safetensors); run without --resume to "
+			 "start training", dir);
+		return NULL;
+	}
+	if (!(f = dt_checkpoint_load(path)))
+		return NULL;
+	if (dt_resume_check(f, a) < 0) {
+		dt_checkpoint_free(f);
+		*rc = DT_EXIT_USAGE;
+		return NULL;
+	}
+	return f;
+}
+
 int cmd_fit(int argc, char **argv)
 {
 	struct dt_opts o;
@@ -55,13 +96,30 @@ int cmd_fit(int argc, char **argv)
 	struct dt_json_log json;
 	struct dt_checkpointer ckpt;
 	char dir[4096];
+	struct dt_ckpt *resume = NULL;
 	char *config_json = NULL;
-	int rc;
+	int rc, have_ckpt = 0;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights resume", usage)) >= 0)
 		goto out_opts;
+	if (o.resume && o.init_weights) {
+		dt_error("give --resume (continue a run) or --init-weights (start from weights), not both");
+		rc = DT_EXIT_USAGE;
+		goto out_opts;
+	}
 	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
+		goto out;
+	if (a.cfg.checkpoint_dir)
+		snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
+	else
+		snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
+	if (o.resume && !a.cfg.checkpoint_enabled) {
+		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
+	if (o.resume && !(resume = open_resume(&a, dir, &rc)))
 		goto out;
 	if (o.init_weights) {
 		struct dt_ckpt *c = dt_checkpoint_load(o.init_weights);
@@ -85,20 +143,53 @@ int cmd_fit(int argc, char **argv)
 			dt_trainer_add_callback(&a.trainer, &json.cb);
 		}
 		if (a.cfg.checkpoint_enabled) {
-			if (a.cfg.checkpoint_dir)
-				snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
-			else
-				snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
 			config_json = dt_node_to_json(dt_doc_root(a.cfg.doc));
 			rc = DT_EXIT_FAIL;
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
 				goto out;
-			dt_trainer_add_callback(&a.trainer, &ckpt.cb);
+			have_ckpt = 1;
+			dt_checkpointer_configure(&ckpt, &a.cfg);
+			a.trainer.savers[a.trainer.nsavers++] = &ckpt;
 		}
 	}
 	rc = DT_EXIT_FAIL;
-	if (dt_fit(&a.trainer) < 0)
+	if (resume) {
+		if (dt_trainer_restore(&a.trainer, resume) < 0)
+			goto out;
+		if (have_ckpt)
+			dt_checkpointer_restore(&ckpt, resume);
+		rc = DT_EXIT_OK;
+		if (dt_checkpoint_meta(resume, "stopped")) {
+			fprintf(stderr, "nothing to resume: a callback stopped training after epoch %d (%s)\n",
+				a.trainer.initial_epoch, dt_checkpoint_path(resume));
+			goto out;
+		}
+		if (a.trainer.initial_epoch >= a.cfg.epochs) {
+			fprintf(stderr, "nothing to resume: the run has done its %d epochs; raise fit.epochs to train more\n",
+				a.trainer.initial_epoch);
+			goto out;
+		}
+		if (!o.quiet && a.strategy.is_chief)
+			fprintf(stderr, "resuming from '%s': epoch %d, step %lld\n", dt_checkpoint_path(resume),
+				a.trainer.initial_epoch + 1, (long long)a.trainer.initial_step);
+		rc = DT_EXIT_FAIL;
+	}
+	dt_fit_signals_install();
+	rc = dt_fit(&a.trainer);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	if (rc == DT_FIT_INTERRUPTED) {
+		int sig = a.trainer.stop_signal;
+		if (have_ckpt)
+			print_resume_hint(&o, ckpt.last, sig);
+		rc = 128 + sig;
 		goto out;
+	}
+	if (rc < 0) {
+		rc = DT_EXIT_FAIL;
+		goto out;
+	}
+	rc = DT_EXIT_FAIL;
 	if (a.have_test && a.strategy.is_chief) {
 		double loss, acc;
 		if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
@@ -107,6 +198,9 @@ int cmd_fit(int argc, char **argv)
 	}
 	rc = DT_EXIT_OK;
 out:
+	if (have_ckpt)
+		dt_checkpointer_release(&ckpt);
+	dt_checkpoint_free(resume);
 	free(config_json);
 	dt_app_release(&a);
 out_opts:

@@ -21,6 +21,7 @@
 
 #include "checkpoint.h"
 #include "error.h"
+#include "testhook.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c stores float32 as it is in memory: it needs a little-endian machine"
@@ -267,6 +268,10 @@ int dt_checkpoint_save(const char *path, const struct dt_ckpt_tensor *t, int nt,
 		size_t bytes = (size_t)dt_shape_count(&t[i].shape) * sizeof(float);
 		if (bytes && fwrite(t[i].data, 1, bytes, f) != bytes)
 			err = errno ? errno : EIO;
+		if (i == nt / 2) {
+			fflush(f);
+			dt_test_crash_point("checkpoint-write");
+		}
 	}
 	if (!err && (fflush(f) || fsync(fileno(f))))
 		err = errno ? errno : EIO;

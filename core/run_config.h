@@ -49,6 +49,12 @@ struct dt_run_config {
 	/* checkpoint */
 	const char *checkpoint_dir;  /* default runs/<name> */
 	int checkpoint_enabled;
+	int64_t checkpoint_every;    /* 0: at the end of each epoch; N: also every N training steps */
+	int checkpoint_keep;         /* 0: keep every file; K: the newest K */
+	const char *checkpoint_filename; /* template (core/ckpt_template.h), without .safetensors */
+	const char *checkpoint_monitor;  /* save_best.monitor; NULL: val_loss, else loss */
+	int checkpoint_mode;         /* save_best.mode: +1 max, -1 min (auto resolved) */
+	const struct dt_node *checkpoint_monitor_node; /* its position, or NULL */
 
 	/* distribute */
 	const struct dt_node *distribute; /* the mapping, for the strategies; may be NULL */
