@@ -55,11 +55,11 @@ static void print_test(int json, int quiet, double loss, double acc, int has_acc
 /* How to go on after an interruption: the command line, --resume added. */
 static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig)
 {
-	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit",
-		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt);
+	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit %s --resume",
+		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt, o->config);
 	for (int i = 0; i < o->nsets; i++)
 		fprintf(stderr, " --set '%s'", o->sets[i]);
-	fprintf(stderr, " %s --resume\n", o->config);
+	fputc('\n', stderr);
 }
 
 /*
@@ -165,8 +165,8 @@ int cmd_fit(int argc, char **argv)
 			goto out;
 		}
 		if (a.trainer.initial_epoch >= a.cfg.epochs) {
-			fprintf(stderr, "nothing to resume: the run has done its %d epochs; raise fit.epochs to train more\n",
-				a.trainer.initial_epoch);
+			fprintf(stderr, "nothing to resume: the run has done %d epochs and fit.epochs is %d; raise it to train more\n",
+				a.trainer.initial_epoch, a.cfg.epochs);
 			goto out;
 		}
 		if (!o.quiet && a.strategy.is_chief)

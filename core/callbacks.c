@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -435,6 +436,20 @@ void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
 	if (best) {
 		c->best = strtod(best, NULL);
 		c->has_best = 1;
+	}
+	/* Temporary files of a write that a crash cut short. */
+	{
+		DIR *d = opendir(c->dir);
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			char old[4200];
+			if (!strstr(de->d_name, ".safetensors.tmp."))
+				continue;
+			snprintf(old, sizeof(old), "%s/%s", c->dir, de->d_name);
+			unlink(old);
+		}
+		if (d)
+			closedir(d);
 	}
 	/* A crash between writing the newest file and linking best: link it now. */
 	if (c->save_best && dt_checkpoint_meta(f, "is_best") && c->nfiles > 0)
