@@ -35,9 +35,14 @@ void dt_fit_signals_install(void)
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGUSR1, &sa, NULL);
+	/* A signal the parent set to be ignored (a background job's SIGINT) stays ignored. */
+	for (int i = 0; i < 3; i++) {
+		int sig = i == 0 ? SIGINT : i == 1 ? SIGTERM : SIGUSR1;
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+	}
 }
 
 /*
@@ -219,6 +224,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		pos->step = step + 1;
 		pos->global_step++;
 		dt_test_crash_point("step");
+		dt_test_raise_at(pos->global_step);
 		poll_signals(t, flags);
 		if (!AT_UPDATE_BOUNDARY(t, pos->global_step))
 			continue;
