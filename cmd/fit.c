@@ -97,6 +97,9 @@ int cmd_fit(int argc, char **argv)
 	struct dt_checkpointer ckpt;
 	char dir[4096];
 	struct dt_ckpt *resume = NULL;
+	struct dt_checkpointer mcs[DT_MAX_MODEL_CHECKPOINTS];
+	char mc_names[DT_MAX_MODEL_CHECKPOINTS][32];
+	int nmcs = 0;
 	char *config_json = NULL;
 	int rc, have_ckpt = 0;
 
@@ -142,8 +145,31 @@ int cmd_fit(int argc, char **argv)
 			dt_json_log_init(&json, stdout, a.cfg.epochs);
 			dt_trainer_add_callback(&a.trainer, &json.cb);
 		}
-		if (a.cfg.checkpoint_enabled) {
+		if (a.cfg.checkpoint_enabled || a.cfg.nmodel_checkpoints)
 			config_json = dt_node_to_json(dt_doc_root(a.cfg.doc));
+		/* fit.callbacks' model_checkpoint items: before the checkpoint section's writer, which stores their state. */
+		for (int i = 0; i < a.cfg.nmodel_checkpoints; i++) {
+			const struct dt_model_checkpoint_cfg *m = &a.cfg.model_checkpoints[i];
+			struct dt_checkpointer *w = &mcs[i];
+			rc = DT_EXIT_FAIL;
+			if (dt_checkpointer_init(w, m->dir[0] ? m->dir : dir, config_json) < 0)
+				goto out;
+			nmcs++;
+			snprintf(mc_names[i], sizeof(mc_names[i]), i ? "model_checkpoint_%d" : "model_checkpoint", i + 1);
+			w->cb.name = mc_names[i];
+			w->filename = m->filename;
+			w->every = m->save_freq;
+			w->monitor = m->monitor;
+			w->mode = m->mode;
+			w->best_only = m->save_best_only;
+			w->weights_only = m->save_weights_only;
+			w->save_best = 0;
+			w->write_latest = 0;
+			w->at_epoch_end = m->save_freq == 0;
+			a.trainer.savers[a.trainer.nsavers++] = w;
+			dt_trainer_add_callback(&a.trainer, &w->cb);
+		}
+		if (a.cfg.checkpoint_enabled) {
 			rc = DT_EXIT_FAIL;
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
 				goto out;
@@ -200,6 +226,8 @@ int cmd_fit(int argc, char **argv)
 out:
 	if (have_ckpt)
 		dt_checkpointer_release(&ckpt);
+	for (int i = 0; i < nmcs; i++)
+		dt_checkpointer_release(&mcs[i]);
 	dt_checkpoint_free(resume);
 	free(config_json);
 	dt_app_release(&a);

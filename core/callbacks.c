@@ -512,6 +512,42 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 	return 0;
 }
 
+/* The state of a model_checkpoint writer, kept in the checkpoint section's files. */
+static char *checkpointer_state_save(struct dt_callback *cb)
+{
+	struct dt_checkpointer *c = cb->priv;
+	cJSON *o = cJSON_CreateObject();
+	char *files = file_list_json(c->files, c->nfiles), *text;
+	if (c->has_best)
+		cJSON_AddNumberToObject(o, "best", c->best);
+	cJSON_AddItemToObject(o, "files", cJSON_Parse(files));
+	free(files);
+	text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+static int checkpointer_state_load(struct dt_callback *cb, const char *json)
+{
+	struct dt_checkpointer *c = cb->priv;
+	cJSON *o = cJSON_Parse(json), *best, *e;
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return dt_error("the state of callback '%s' in the checkpoint is not a JSON object", cb->name);
+	}
+	best = cJSON_GetObjectItemCaseSensitive(o, "best");
+	c->has_best = cJSON_IsNumber(best);
+	c->best = c->has_best ? best->valuedouble : 0;
+	dt_checkpointer_release(c);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "files")) + 1,
+			     sizeof(*c->files));
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "files"))
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON_Delete(o);
+	return 0;
+}
+
 int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json)
 {
 	memset(c, 0, sizeof(*c));
@@ -519,10 +555,13 @@ int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char 
 	c->config_json = config_json;
 	c->cb.name = "checkpoint";
 	c->cb.priv = c;
+	c->cb.state_save = checkpointer_state_save;
+	c->cb.state_load = checkpointer_state_load;
 	c->filename = "ckpt-{epoch:03d}-{batch:05d}";
 	c->mode = -1;
 	c->save_best = 1;
 	c->write_latest = 1;
+	c->at_epoch_end = 1;
 	return dt_mkdir_p(dir);
 }
 

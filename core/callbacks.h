@@ -66,6 +66,7 @@ struct dt_checkpointer {
 	int best_only;           /* write epoch files only when the monitored value improves */
 	int weights_only;        /* no optimizer state (such files cannot be resumed) */
 	int write_latest;        /* keep latest.safetensors (default 1) */
+	int at_epoch_end;        /* also write at epoch ends (default 1; model_checkpoint with save_freq N: 0) */
 	double best;             /* monitored value of best.safetensors */
 	int has_best;
 	int nfiles;              /* files written and kept, oldest first (names in dir) */

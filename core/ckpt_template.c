@@ -115,7 +115,7 @@ int dt_ckpt_template_check(const char *tpl, int per_step, int accuracy, char *ms
 			return -1;
 		}
 		if (per_step && fi >= 2) {
-			snprintf(msg, size, "'{%.*s}' exists only at the end of an epoch, but checkpoint.every saves "
+			snprintf(msg, size, "'{%.*s}' exists only at the end of an epoch, but checkpoints are saved "
 				 "within epochs", (int)nlen, name);
 			return -1;
 		}

@@ -99,7 +99,7 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", NULL };
+	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "callbacks", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
@@ -173,6 +173,9 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_string(s, "filename", "ckpt-{epoch:03d}-{batch:05d}", &c->checkpoint_filename) < 0)
 		return -1;
 	c->checkpoint_keep = (int)keep;
+	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy,
+				      c->model_checkpoints, &c->nmodel_checkpoints) < 0)
+		return -1;
 	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, msg, sizeof(msg)) < 0)
 		return dt_node_error(dt_node_get(s, "filename"), "checkpoint.filename '%s': %s", c->checkpoint_filename,
 				     msg);

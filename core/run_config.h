@@ -10,6 +10,7 @@
 #define DT_RUN_CONFIG_H
 
 #include "config.h"
+#include "model_checkpoint.h"
 #include "ops.h"
 #include "optimizer.h"
 
@@ -55,6 +56,8 @@ struct dt_run_config {
 	const char *checkpoint_monitor;  /* save_best.monitor; NULL: val_loss, else loss */
 	int checkpoint_mode;         /* save_best.mode: +1 max, -1 min (auto resolved) */
 	const struct dt_node *checkpoint_monitor_node; /* its position, or NULL */
+	int nmodel_checkpoints;      /* model_checkpoint items of fit.callbacks */
+	struct dt_model_checkpoint_cfg model_checkpoints[DT_MAX_MODEL_CHECKPOINTS];
 
 	/* distribute */
 	const struct dt_node *distribute; /* the mapping, for the strategies; may be NULL */

@@ -58,13 +58,20 @@ static void poll_signals(struct dt_trainer *t, double flags[2])
 		t->strategy->type->reduce_sum(t->strategy, flags, 2);
 }
 
-/* Step checkpoints only where the optimizer has applied every gradient it has seen. */
-#define AT_UPDATE_BOUNDARY(t, global_step) 1
+/*
+ * Step checkpoints (and signal stops) only where the optimizer has applied
+ * every gradient it has seen: after batch `step` (0-based) of an epoch of
+ * `steps`. With control-b's fit.accumulate_steps this becomes
+ * dt_trainer_ends_update(t, step, steps); until then every batch is an update.
+ */
+#define AT_UPDATE_BOUNDARY(t, step, steps) 1
 
-static int save_all(struct dt_trainer *t, const struct dt_fit_pos *pos, int only_first)
+/* Writes pos with every saver, or with those that keep latest.safetensors (the resumable ones). */
+static int save_all(struct dt_trainer *t, const struct dt_fit_pos *pos, int resumable_only)
 {
-	for (int i = 0; i < (only_first ? 1 : t->nsavers) && i < t->nsavers; i++)
-		if (dt_checkpointer_save(t->savers[i], t, pos) < 0)
+	for (int i = 0; i < t->nsavers; i++)
+		if ((resumable_only ? t->savers[i]->write_latest : !pos->epoch_end || t->savers[i]->at_epoch_end) &&
+		    dt_checkpointer_save(t->savers[i], t, pos) < 0)
 			return -1;
 	return 0;
 }
@@ -194,6 +201,8 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	int epoch = pos->epoch;
 	int64_t steps = dt_pipeline_steps(t->train);
 	double *sums = pos->sums, start = dt_now(), flags[2], total[3];
+	unsigned due = 0;
+	int stop = 0, signal_save = 0;
 
 	if (t->steps_per_epoch > 0 && t->steps_per_epoch < steps)
 		steps = t->steps_per_epoch;
@@ -225,14 +234,22 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		pos->global_step++;
 		dt_test_crash_point("step");
 		dt_test_raise_at(pos->global_step);
+		/* What is due waits for the end of an update: stop, signal checkpoint, each saver's `every`. */
 		poll_signals(t, flags);
-		if (!AT_UPDATE_BOUNDARY(t, pos->global_step))
+		stop |= flags[0] != 0;
+		signal_save |= flags[1] != 0 || flags[0] != 0;
+		for (int i = 0; i < t->nsavers; i++)
+			if (t->savers[i]->every && pos->global_step % t->savers[i]->every == 0)
+				due |= 1u << i;
+		if (!AT_UPDATE_BOUNDARY(t, step, steps))
 			continue;
 		for (int i = 0; i < t->nsavers; i++)
-			if ((flags[0] || flags[1] || (t->savers[i]->every && pos->global_step % t->savers[i]->every == 0)) &&
+			if (((due >> i & 1) || (signal_save && t->savers[i]->write_latest)) &&
 			    dt_checkpointer_save(t->savers[i], t, pos) < 0)
 				return -1;
-		if (flags[0]) {
+		due = 0;
+		signal_save = 0;
+		if (stop) {
 			t->stop_signal = stop_signal ? stop_signal : SIGTERM;
 			return 1;
 		}

@@ -45,7 +45,7 @@ struct dt_callback {
 };
 
 #define DT_MAX_CALLBACKS 8
-#define DT_MAX_SAVERS 4
+#define DT_MAX_SAVERS 8
 
 /*
  * A place in training, what a checkpoint records to resume exactly: the data
@@ -83,7 +83,7 @@ struct dt_trainer {
 	int64_t initial_step;             /* steps already done in initial_epoch */
 	int64_t initial_global_step;
 	double initial_sums[3];           /* their running sums */
-	int nsavers;                      /* saver 0 writes the signal checkpoints */
+	int nsavers;                      /* those with write_latest also write on signals */
 	struct dt_checkpointer *savers[DT_MAX_SAVERS];
 	int stop_signal;                  /* after DT_FIT_INTERRUPTED: SIGINT or SIGTERM */
 	/* owned by dt_trainer_init: */

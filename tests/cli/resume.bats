@@ -313,3 +313,61 @@ YAML
 	run --separate-stderr "$DTRAIN" fit "$MODELS/resume.yaml" --set checkpoint.save_best.mode=best
 	status_is 2
 }
+
+@test "model_checkpoint in fit.callbacks: save_best_only, save_weights_only, save_freq, filepath with a directory" {
+	cat >"$TMP/cb.yaml" <<'YAML'
+fit:
+  callbacks:
+    - model_checkpoint: {filepath: "top/best-{epoch:02d}-{val_accuracy:.3f}.safetensors",
+        monitor: val_accuracy, save_best_only: true}
+    - model_checkpoint: {filepath: "w-{step}", save_weights_only: true, save_freq: 25}
+YAML
+	sed -n '/^fit:/,/^checkpoint:/p' "$TMP/m.yaml" | grep -v '^fit:\|^checkpoint:' >>"$TMP/cb.yaml"
+	sed -n '/^checkpoint:/,$p' "$TMP/m.yaml" >>"$TMP/cb.yaml"
+	sed -n '1,/^fit:/p' "$TMP/m.yaml" | grep -v '^fit:' >"$TMP/mc.yaml"
+	cat "$TMP/cb.yaml" >>"$TMP/mc.yaml"
+	mkdir -p "$TMP/mc"
+	cp "$TMP/mc.yaml" "$TMP/mc/m.yaml"
+	run --separate-stderr at mc "$DTRAIN" fit m.yaml -q --json
+	status_is 0
+	# every N steps only, weights only: no optimizer tensors
+	[ "$(ls "$TMP/mc/run" | grep '^w-' | tr '\n' ' ')" = "w-25.safetensors w-50.safetensors " ]
+	[ "$(safetensors_header "$TMP/mc/run/w-25.safetensors" | jq '[keys[] | select(startswith("optimizer/"))] | length')" -eq 0 ]
+	[ "$(safetensors_header "$TMP/mc/run/ckpt-003-00020.safetensors" | jq '[keys[] | select(startswith("optimizer/"))] | length')" -gt 0 ]
+	# one file per epoch whose val_accuracy beat the earlier ones
+	local want got
+	want=$(jq -r 'select(.event == "epoch") | "\(.epoch) \(.val_accuracy)"' <<<"$output" |
+		awk '!seen || $2 > best { best = $2; seen = 1; printf "best-%02d-%.3f.safetensors ", $1, $2 }')
+	got=$(ls "$TMP/mc/top" | tr '\n' ' ')
+	[ "$got" = "$want" ]
+	# its state (best value, files) is in the checkpoint section's files, for --resume
+	safetensors_header "$TMP/mc/run/latest.safetensors" |
+		jq -e '."__metadata__".callbacks | fromjson | .model_checkpoint | has("best") and (.files | length > 0)' >/dev/null
+	# resumed after a crash, it writes the same files
+	mkdir -p "$TMP/mc2" && cp "$TMP/mc.yaml" "$TMP/mc2/m.yaml"
+	run at mc2 env DTRAIN_TEST_CRASH_AT=step:45 "$DTRAIN" fit m.yaml -q
+	[ "$status" -eq 137 ]
+	run at mc2 "$DTRAIN" fit m.yaml -q --resume
+	status_is 0
+	[ "$(ls "$TMP/mc2/top" | tr '\n' ' ')" = "$got" ]
+	[ "$(ls "$TMP/mc2/run" | tr '\n' ' ')" = "$(ls "$TMP/mc/run" | tr '\n' ' ')" ]
+	cmp "$TMP/mc/run/w-50.safetensors" "$TMP/mc2/run/w-50.safetensors"
+}
+
+@test "model_checkpoint: bad arguments are config errors" {
+	run --separate-stderr "$DTRAIN" fit "$MODELS/resume.yaml" --set 'fit.callbacks=[model_checkpoint]'
+	status_is 2
+	stderr_has "needs its arguments"
+	run --separate-stderr "$DTRAIN" fit "$MODELS/resume.yaml" \
+		--set 'fit.callbacks=[{model_checkpoint: {filepath: "a-{val_loss}", save_freq: 3}}]'
+	status_is 2
+	stderr_has "exists only at the end of an epoch"
+	run --separate-stderr "$DTRAIN" fit "$MODELS/resume.yaml" \
+		--set 'fit.callbacks=[{model_checkpoint: {filepath: a, save_freq: 3, save_best_only: true}}]'
+	status_is 2
+	stderr_has "save_best_only"
+	run --separate-stderr "$DTRAIN" fit "$MODELS/resume.yaml" \
+		--set 'fit.callbacks=[{model_checkpoint: {filepath: a, monitr: loss}}]'
+	status_is 2
+	stderr_has "monitr"
+}
