@@ -18,13 +18,34 @@ void dt_test_crash_point(const char *point)
 	}
 }
 
-void dt_test_raise_at(int64_t global_step)
+/* The signal named by spec's "SIG:" prefix, or 0. */
+static int spec_signal(const char *spec, const char *colon)
 {
 	static const struct { const char *name; int sig; } sigs[] = { { "INT", SIGINT }, { "TERM", SIGTERM }, { "USR1", SIGUSR1 } };
-	const char *spec = getenv("DTRAIN_TEST_RAISE_AT"), *colon;
-	if (!spec || !(colon = strchr(spec, ':')) || strtoll(colon + 1, NULL, 10) != global_step)
-		return;
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		if (strlen(sigs[i].name) == (size_t)(colon - spec) && !strncmp(spec, sigs[i].name, (size_t)(colon - spec)))
-			raise(sigs[i].sig);
+			return sigs[i].sig;
+	return 0;
+}
+
+void dt_test_raise_in(const char *point)
+{
+	static int done;
+	const char *spec = getenv("DTRAIN_TEST_RAISE_AT"), *colon;
+	int sig;
+	if (done || !spec || !(colon = strchr(spec, ':')) || strcmp(colon + 1, point) || !(sig = spec_signal(spec, colon)))
+		return;
+	done = 1;
+	raise(sig);
+}
+
+void dt_test_raise_at(int64_t global_step)
+{
+	const char *spec = getenv("DTRAIN_TEST_RAISE_AT"), *colon;
+	char *end;
+	int sig;
+	if (!spec || !(colon = strchr(spec, ':')) || strtoll(colon + 1, &end, 10) != global_step || *end ||
+	    !(sig = spec_signal(spec, colon)))
+		return;
+	raise(sig);
 }

@@ -9,7 +9,8 @@
  *
  * DTRAIN_TEST_RAISE_AT=SIG:N (SIG one of INT, TERM, USR1) sends SIG to the
  * process itself after training step N (counted from the start of the run),
- * so that signal tests hit an exact step.
+ * so that signal tests hit an exact step; SIG:evaluate, after the first batch
+ * of the first evaluation.
  */
 #ifndef DT_TESTHOOK_H
 #define DT_TESTHOOK_H
@@ -18,5 +19,6 @@
 
 void dt_test_crash_point(const char *point);
 void dt_test_raise_at(int64_t global_step);
+void dt_test_raise_in(const char *point);
 
 #endif

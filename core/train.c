@@ -179,8 +179,10 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 		for (int k = 0; k < b->n; k += m->max_batch)
 			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums);
 		sums[2] += b->n;
-		if (step == 0)
+		if (step == 0) {
 			dt_test_crash_point("evaluate");
+			dt_test_raise_in("evaluate");
+		}
 		if (stop_signal)
 			return 1;
 	}

@@ -371,3 +371,15 @@ YAML
 	status_is 2
 	stderr_has "monitr"
 }
+
+@test "SIGTERM during validation: validation stops, the checkpoint resumes at the epoch's end, exact" {
+	run --separate-stderr at teval env DTRAIN_TEST_RAISE_AT=TERM:evaluate "$DTRAIN" fit m.yaml -q
+	status_is 143
+	# all 20 steps of epoch 1 done, validation and the epoch's end still to come
+	safetensors_header "$TMP/teval/run/latest.safetensors" | jq -e '."__metadata__" | .epoch == "0" and .step == "20"' >/dev/null
+	run --separate-stderr at teval "$DTRAIN" fit m.yaml --resume --json
+	status_is 0
+	echo "$output" >"$TMP/teval.json"
+	[ "$(metrics "$TMP/teval.json")" = "$(metrics "$TMP/ref/out.json")" ]
+	same_weights "$TMP/ref/run/latest.safetensors" "$TMP/teval/run/latest.safetensors"
+}
