@@ -21,6 +21,7 @@ int cmd_evaluate(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {
@@ -34,6 +35,10 @@ struct dt_opts {
 	int resume;             /* fit --resume */
 	const char *iterations; /* time --iterations, unchecked */
 	const char *warmup;     /* time --warmup, unchecked */
+	const char *input;      /* predict: the input after the model file ("-" when absent) */
+	const char *format;     /* predict --format */
+	int all;                /* predict --all */
+	int header;             /* predict --header */
 };
 
 /*

@@ -99,8 +99,9 @@ int cmd_fit(int argc, char **argv)
 	struct dt_ckpt *resume = NULL;
 	struct dt_checkpointer mcs[DT_MAX_MODEL_CHECKPOINTS];
 	char mc_names[DT_MAX_MODEL_CHECKPOINTS][32];
-	int nmcs = 0;
-	char *config_json = NULL;
+	int nmcs = 0, nextra = 0;
+	char *config_json = NULL, *class_names = NULL;
+	struct dt_ckpt_meta extra[1];
 	int rc, have_ckpt = 0;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights resume", usage)) >= 0)
@@ -147,6 +148,14 @@ int cmd_fit(int argc, char **argv)
 		}
 		if (a.cfg.checkpoint_enabled || a.cfg.nmodel_checkpoints)
 			config_json = dt_node_to_json(dt_doc_root(a.cfg.doc));
+		/* The training data's class names, for dtrain predict. */
+		if (a.train_src.class_names) {
+			cJSON *names = cJSON_CreateStringArray((const char *const *)a.train_src.class_names,
+							       a.train_src.num_classes);
+			class_names = cJSON_PrintUnformatted(names);
+			cJSON_Delete(names);
+			extra[nextra++] = (struct dt_ckpt_meta){ "class_names", class_names };
+		}
 		/* fit.callbacks' model_checkpoint items: before the checkpoint section's writer, which stores their state. */
 		for (int i = 0; i < a.cfg.nmodel_checkpoints; i++) {
 			const struct dt_model_checkpoint_cfg *m = &a.cfg.model_checkpoints[i];
@@ -166,6 +175,8 @@ int cmd_fit(int argc, char **argv)
 			w->save_best = 0;
 			w->write_latest = 0;
 			w->at_epoch_end = m->save_freq == 0;
+			w->extra_meta = extra;
+			w->nextra_meta = nextra;
 			a.trainer.savers[a.trainer.nsavers++] = w;
 			dt_trainer_add_callback(&a.trainer, &w->cb);
 		}
@@ -175,6 +186,8 @@ int cmd_fit(int argc, char **argv)
 				goto out;
 			have_ckpt = 1;
 			dt_checkpointer_configure(&ckpt, &a.cfg);
+			ckpt.extra_meta = extra;
+			ckpt.nextra_meta = nextra;
 			a.trainer.savers[a.trainer.nsavers++] = &ckpt;
 		}
 	}
@@ -230,6 +243,7 @@ out:
 		dt_checkpointer_release(&mcs[i]);
 	dt_checkpoint_free(resume);
 	free(config_json);
+	free(class_names);
 	dt_app_release(&a);
 out_opts:
 	dt_opts_release(&o);
