@@ -240,8 +240,10 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		poll_signals(t, flags);
 		stop |= flags[0] != 0;
 		signal_save |= flags[1] != 0 || flags[0] != 0;
+		/* At the epoch's last step, a writer that also writes at epoch ends waits for that one. */
 		for (int i = 0; i < t->nsavers; i++)
-			if (t->savers[i]->every && pos->global_step % t->savers[i]->every == 0)
+			if (t->savers[i]->every && pos->global_step % t->savers[i]->every == 0 &&
+			    !(step + 1 == steps && t->savers[i]->at_epoch_end))
 				due |= 1u << i;
 		if (!AT_UPDATE_BOUNDARY(t, step, steps))
 			continue;
