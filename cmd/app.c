@@ -54,6 +54,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "checkpoint", required_argument, NULL, 'c' },
 		{ "init-weights", required_argument, NULL, 'i' },
+		{ "resume", no_argument, NULL, 'r' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "format", required_argument, NULL, 'f' },
@@ -91,6 +92,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			break;
 		case 'i':
 			o->init_weights = optarg;
+			break;
+		case 'r':
+			o->resume = 1;
 			break;
 		case 'n':
 			o->iterations = optarg;

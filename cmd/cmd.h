@@ -32,6 +32,7 @@ struct dt_opts {
 	int quiet;
 	const char *checkpoint; /* evaluate --checkpoint */
 	const char *init_weights; /* fit --init-weights */
+	int resume;             /* fit --resume */
 	const char *iterations; /* time --iterations, unchecked */
 	const char *warmup;     /* time --warmup, unchecked */
 	const char *input;      /* predict: the input after the model file ("-" when absent) */
@@ -77,6 +78,9 @@ int dt_app_build(struct dt_app *a);
  */
 int dt_app_precision(struct dt_app *a);
 void dt_app_release(struct dt_app *a);
+/* --resume: refuses a checkpoint written for another model (cmd/resume.c). 0 or -1. */
+struct dt_ckpt;
+int dt_resume_check(const struct dt_ckpt *f, const struct dt_app *a);
 /* The exit status for the last error: 2 if it points into a config file, else 1. */
 int dt_exit_status(void);
 

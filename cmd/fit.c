@@ -1,9 +1,12 @@
 /*
  * dtrain fit: train the model a YAML file describes (man dtrain-fit).
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -24,6 +27,7 @@ static const char usage[] =
 	"  --json                 one JSON object per epoch (and one for the test set) on stdout\n"
 	"  -q, --quiet            no progress on stderr\n"
 	"  --init-weights FILE    start from the weights in FILE (a .safetensors checkpoint)\n"
+	"  --resume               continue the run in checkpoint.dir from its latest checkpoint\n"
 	"  -h, --help             this help\n";
 
 static void print_test(int json, int quiet, double loss, double acc, int has_acc, int64_t n)
@@ -49,6 +53,42 @@ static void print_test(int json, int quiet, double loss, double acc, int has_acc
 		fprintf(stderr, "test: %lld samples - loss: %.4f\n", (long long)n, loss);
 }
 
+/* How to go on after an interruption: the command line, --resume added. */
+static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig)
+{
+	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit %s --resume",
+		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt, o->config);
+	for (int i = 0; i < o->nsets; i++)
+		fprintf(stderr, " --set '%s'", o->sets[i]);
+	fputc('\n', stderr);
+}
+
+/*
+ * --resume: the latest checkpoint of dir, checked against the config, or NULL
+ * with *rc set (1: nothing to resume or a bad file; 2: another model).
+ */
+static struct dt_ckpt *open_resume(const struct dt_app *a, const char *dir, int *rc)
+{
+	char path[4200];
+	struct stat st;
+	struct dt_ckpt *f;
+	snprintf(path, sizeof(path), "%s/latest.safetensors", dir);
+	*rc = DT_EXIT_FAIL;
+	if (lstat(path, &st) < 0) {
+		dt_error("nothing to resume: '%s' holds no checkpoint (no latest.safetensors); run without --resume to "
+			 "start training", dir);
+		return NULL;
+	}
+	if (!(f = dt_checkpoint_load(path)))
+		return NULL;
+	if (dt_resume_check(f, a) < 0) {
+		dt_checkpoint_free(f);
+		*rc = DT_EXIT_USAGE;
+		return NULL;
+	}
+	return f;
+}
+
 int cmd_fit(int argc, char **argv)
 {
 	struct dt_opts o;
@@ -62,16 +102,41 @@ int cmd_fit(int argc, char **argv)
 	struct dt_csv_logger csv;
 	const struct dt_callbacks_config *cbc;
 	char dir[4096];
+	struct dt_ckpt *resume = NULL;
+	struct dt_checkpointer mcs[DT_MAX_MODEL_CHECKPOINTS];
+	char mc_names[DT_MAX_MODEL_CHECKPOINTS][32];
+	int nmcs = 0, nextra = 0;
 	char *config_json = NULL, *class_names = NULL;
 	struct dt_ckpt_meta extra[1];
-	int rc;
+	int rc, have_ckpt = 0;
 
 	memset(&early, 0, sizeof(early));
 	memset(&csv, 0, sizeof(csv));
-	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights resume", usage)) >= 0)
 		goto out_opts;
+	if (o.resume && o.init_weights) {
+		dt_error("give --resume (continue a run) or --init-weights (start from weights), not both");
+		rc = DT_EXIT_USAGE;
+		goto out_opts;
+	}
 	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
+		goto out;
+	if (a.cfg.checkpoint_dir)
+		snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
+	else
+		snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
+	cbc = &a.cfg.callback_cfg;
+	if (dt_callbacks_config_check(cbc, a.cfg.accuracy, a.trainer.val != NULL) < 0) {
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
+	if (o.resume && !a.cfg.checkpoint_enabled) {
+		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
+	if (o.resume && !(resume = open_resume(&a, dir, &rc)))
 		goto out;
 	if (o.init_weights) {
 		struct dt_ckpt *c = dt_checkpoint_load(o.init_weights);
@@ -84,15 +149,6 @@ int cmd_fit(int argc, char **argv)
 				goto out;
 			}
 		dt_checkpoint_free(c);
-	}
-	cbc = &a.cfg.callback_cfg;
-	if (a.cfg.checkpoint_dir)
-		snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
-	else
-		snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
-	if (dt_callbacks_config_check(cbc, a.cfg.accuracy, a.trainer.val != NULL) < 0) {
-		rc = DT_EXIT_USAGE;
-		goto out;
 	}
 	if (a.strategy.is_chief) {
 		enum dt_progress_mode mode = o.quiet ? DT_PROGRESS_OFF
@@ -130,27 +186,89 @@ int cmd_fit(int argc, char **argv)
 		dt_trainer_add_callback(&a.trainer, &csv.cb);
 	}
 	if (a.strategy.is_chief) {
-		if (a.cfg.checkpoint_enabled) {
+		if (a.cfg.checkpoint_enabled || a.cfg.nmodel_checkpoints)
 			config_json = dt_node_to_json(dt_doc_root(a.cfg.doc));
+		/* The training data's class names, for dtrain predict. */
+		if (a.train_src.class_names) {
+			cJSON *names = cJSON_CreateStringArray((const char *const *)a.train_src.class_names,
+							       a.train_src.num_classes);
+			class_names = cJSON_PrintUnformatted(names);
+			cJSON_Delete(names);
+			extra[nextra++] = (struct dt_ckpt_meta){ "class_names", class_names };
+		}
+		/* fit.callbacks' model_checkpoint items: before the checkpoint section's writer, which stores their state. */
+		for (int i = 0; i < a.cfg.nmodel_checkpoints; i++) {
+			const struct dt_model_checkpoint_cfg *m = &a.cfg.model_checkpoints[i];
+			struct dt_checkpointer *w = &mcs[i];
+			rc = DT_EXIT_FAIL;
+			if (dt_checkpointer_init(w, m->dir[0] ? m->dir : dir, config_json) < 0)
+				goto out;
+			nmcs++;
+			snprintf(mc_names[i], sizeof(mc_names[i]), i ? "model_checkpoint_%d" : "model_checkpoint", i + 1);
+			w->cb.name = mc_names[i];
+			w->filename = m->filename;
+			w->every = m->save_freq;
+			w->monitor = m->monitor;
+			w->mode = m->mode;
+			w->best_only = m->save_best_only;
+			w->weights_only = m->save_weights_only;
+			w->save_best = 0;
+			w->write_latest = 0;
+			w->at_epoch_end = m->save_freq == 0;
+			w->extra_meta = extra;
+			w->nextra_meta = nextra;
+			a.trainer.savers[a.trainer.nsavers++] = w;
+			dt_trainer_add_callback(&a.trainer, &w->cb);
+		}
+		if (a.cfg.checkpoint_enabled) {
 			rc = DT_EXIT_FAIL;
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
 				goto out;
-			dt_trainer_add_callback(&a.trainer, &ckpt.cb);
-			/* The training data's class names, for dtrain predict. */
-			if (a.train_src.class_names) {
-				cJSON *names = cJSON_CreateStringArray((const char *const *)a.train_src.class_names,
-								       a.train_src.num_classes);
-				class_names = cJSON_PrintUnformatted(names);
-				cJSON_Delete(names);
-				extra[0] = (struct dt_ckpt_meta){ "class_names", class_names };
-				ckpt.extra_meta = extra;
-				ckpt.nextra_meta = 1;
-			}
+			have_ckpt = 1;
+			dt_checkpointer_configure(&ckpt, &a.cfg);
+			ckpt.extra_meta = extra;
+			ckpt.nextra_meta = nextra;
+			a.trainer.savers[a.trainer.nsavers++] = &ckpt;
 		}
 	}
 	rc = DT_EXIT_FAIL;
-	if (dt_fit(&a.trainer) < 0)
+	if (resume) {
+		if (dt_trainer_restore(&a.trainer, resume) < 0)
+			goto out;
+		if (have_ckpt)
+			dt_checkpointer_restore(&ckpt, resume);
+		rc = DT_EXIT_OK;
+		if (dt_checkpoint_meta(resume, "stopped")) {
+			fprintf(stderr, "nothing to resume: a callback stopped training after epoch %d (%s)\n",
+				a.trainer.initial_epoch, dt_checkpoint_path(resume));
+			goto out;
+		}
+		if (a.trainer.initial_epoch >= a.cfg.epochs) {
+			fprintf(stderr, "nothing to resume: the run has done %d epochs and fit.epochs is %d; raise it to train more\n",
+				a.trainer.initial_epoch, a.cfg.epochs);
+			goto out;
+		}
+		if (!o.quiet && a.strategy.is_chief)
+			fprintf(stderr, "resuming from '%s': epoch %d, step %lld\n", dt_checkpoint_path(resume),
+				a.trainer.initial_epoch + 1, (long long)a.trainer.initial_step);
+		rc = DT_EXIT_FAIL;
+	}
+	dt_fit_signals_install();
+	rc = dt_fit(&a.trainer);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	if (rc == DT_FIT_INTERRUPTED) {
+		int sig = a.trainer.stop_signal;
+		if (have_ckpt)
+			print_resume_hint(&o, ckpt.last, sig);
+		rc = 128 + sig;
 		goto out;
+	}
+	if (rc < 0) {
+		rc = DT_EXIT_FAIL;
+		goto out;
+	}
+	rc = DT_EXIT_FAIL;
 	if (a.have_test && a.strategy.is_chief) {
 		double loss, acc;
 		if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
@@ -161,6 +279,11 @@ int cmd_fit(int argc, char **argv)
 out:
 	dt_early_stopping_release(&early);
 	dt_csv_logger_release(&csv);
+	if (have_ckpt)
+		dt_checkpointer_release(&ckpt);
+	for (int i = 0; i < nmcs; i++)
+		dt_checkpointer_release(&mcs[i]);
+	dt_checkpoint_free(resume);
 	free(config_json);
 	free(class_names);
 	dt_app_release(&a);

@@ -1,13 +1,17 @@
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "callbacks.h"
+#include "ckpt_template.h"
 #include "error.h"
+#include "run_config.h"
 #include "snapshot.h"
 
 static const char *metric_fmt(double v) { return fabs(v) > 1e-3 || v == 0 ? "%.4f" : "%.4e"; }
@@ -196,35 +200,353 @@ int dt_mkdir_p(const char *path)
 	return 0;
 }
 
-static int checkpoint_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+/* ---- checkpoints ---- */
+
+static double metric_of(const struct dt_logs *logs, const char *name, int *ok)
 {
-	struct dt_checkpointer *c = cb->priv;
-	char path[4096], epoch[32], value[64];
-	double monitored = logs->has_val ? logs->val_loss : logs->loss;
-	struct dt_ckpt_meta meta[6 + DT_MAX_EXTRA_META] = {
-		{ "format", "dtrain" },
-		{ "dtrain_version", DT_VERSION },
-		{ "config", c->config_json },
-		{ "epoch", epoch },
-		{ "monitor", logs->has_val ? "val_loss" : "loss" },
-		{ "monitor_value", value },
-	};
-	int nmeta = 6;
+	*ok = 1;
+	if (!strcmp(name, "loss"))
+		return logs->loss;
+	if (!strcmp(name, "accuracy") && logs->has_accuracy)
+		return logs->accuracy;
+	if (!strcmp(name, "val_loss") && logs->has_val)
+		return logs->val_loss;
+	if (!strcmp(name, "val_accuracy") && logs->has_val && logs->has_accuracy)
+		return logs->val_accuracy;
+	*ok = 0;
+	return 0;
+}
+
+/* Replaces dir/name by a symlink to target, atomically. */
+static int replace_symlink(const char *dir, const char *name, const char *target)
+{
+	char tmp[4200], path[4200];
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	unlink(tmp);
+	if (symlink(target, tmp) < 0 || rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return dt_error("cannot point '%s' at '%s': %s", path, target, strerror(e));
+	}
+	return 0;
+}
+
+/* Makes dir/name a hard link to dir/file, atomically; copies it when links fail. */
+static int replace_link(const char *dir, const char *name, const char *file)
+{
+	char tmp[4200], path[4200], src[4200];
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(src, sizeof(src), "%s/%s", dir, file);
+	unlink(tmp);
+	if (link(src, tmp) == 0 && rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+	{
+		struct dt_ckpt *c = dt_checkpoint_load(src);
+		struct dt_ckpt_tensor *t;
+		struct dt_ckpt_meta *m;
+		int n, rc, nm = 0;
+		if (!c)
+			return -1;
+		n = dt_checkpoint_count(c);
+		t = dt_calloc((size_t)n + 1, sizeof(*t));
+		for (int i = 0; i < n; i++)
+			t[i] = dt_checkpoint_at(c, i);
+		m = dt_calloc(64, sizeof(*m));
+		for (const char *const *k = (const char *const[]){ "format", "dtrain_version", "config", "epoch", "step",
+				"global_step", "sums", "monitor", "monitor_value", "best", "stopped", "optimizer.iterations",
+				"optimizer.learning_rate", "callbacks", "checkpoint.files", "class_names", "preprocessing",
+				NULL }; *k; k++)
+			if (dt_checkpoint_meta(c, *k))
+				m[nm++] = (struct dt_ckpt_meta){ *k, dt_checkpoint_meta(c, *k) };
+		rc = dt_checkpoint_save(path, t, n, m, nm);
+		free(m);
+		free(t);
+		dt_checkpoint_free(c);
+		return rc;
+	}
+}
+
+/* The callbacks' states as one JSON object keyed by name, or NULL when none has one. */
+static char *callback_states(const struct dt_trainer *t)
+{
+	cJSON *o = NULL;
+	char *text;
+	for (int i = 0; i < t->ncallbacks; i++) {
+		struct dt_callback *cb = t->callbacks[i];
+		char *state;
+		cJSON *j;
+		if (!cb->state_save || !cb->name || !(state = cb->state_save(cb)))
+			continue;
+		j = cJSON_Parse(state);
+		if (!o)
+			o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, cb->name, j ? j : cJSON_CreateString(state));
+		free(state);
+	}
+	if (!o)
+		return NULL;
+	text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+static char *file_list_json(char **files, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	char *text;
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(files[i]));
+	text = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	return text;
+}
+
+int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, const struct dt_fit_pos *pos)
+{
+	const struct dt_logs *logs = pos->logs;
+	struct dt_ckpt_vars v = { 0 };
+	struct dt_ckpt_meta meta[24 + DT_MAX_EXTRA_META];
+	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[96], value[64], best[64], lr[32];
+	char *states = NULL, *files_json, **files;
+	const char *monitor = NULL;
+	double monitored = 0;
+	int nmeta = 0, improved = 0, nfiles = 0, rc = -1, ok = 0;
+
 	DT_ASSERT(c->nextra_meta <= DT_MAX_EXTRA_META);
+	v.epoch = pos->epoch_end ? pos->epoch : pos->epoch + 1;
+	v.step = pos->global_step;
+	v.batch = logs ? logs->step : pos->step;
+	if (logs) {
+		v.loss = logs->loss;
+		v.accuracy = logs->accuracy;
+		v.val_loss = logs->val_loss;
+		v.val_accuracy = logs->val_accuracy;
+	}
+	if (pos->epoch_end && logs) {
+		monitor = c->monitor ? c->monitor : logs->has_val ? "val_loss" : "loss";
+		monitored = metric_of(logs, monitor, &ok);
+		if (!ok || monitored != monitored)
+			monitor = NULL;
+		else
+			improved = !c->has_best || (c->mode > 0 ? monitored > c->best : monitored < c->best);
+	}
+	if (c->best_only && !improved)
+		return 0;
+	if (dt_ckpt_template_format(c->filename, &v, name, sizeof(name) - 16) < 0)
+		return dt_error("checkpoint file name from '%s' is too long", c->filename);
+	strcat(name, ".safetensors");
+	snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+
+	/* The kept files after this one: name last, any older copy of it dropped. */
+	files = dt_calloc((size_t)c->nfiles + 1, sizeof(*files));
+	for (int i = 0; i < c->nfiles; i++)
+		if (strcmp(c->files[i], name))
+			files[nfiles++] = c->files[i];
+	files[nfiles++] = name;
+	{
+		int first = c->keep > 0 && nfiles > c->keep ? nfiles - c->keep : 0;
+		files_json = file_list_json(files + first, nfiles - first);
+	}
+
+	snprintf(epoch, sizeof(epoch), "%d", pos->epoch);
+	snprintf(step, sizeof(step), "%lld", (long long)pos->step);
+	snprintf(gstep, sizeof(gstep), "%lld", (long long)pos->global_step);
+	/* %.17g: the doubles come back bit for bit, so a resumed epoch reports the same metrics. */
+	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->sums[0], pos->sums[1], pos->sums[2]);
+	snprintf(lr, sizeof(lr), "%.9g", t->opts[0].learning_rate);
+	meta[nmeta++] = (struct dt_ckpt_meta){ "format", "dtrain" };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "dtrain_version", DT_VERSION };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "config", c->config_json };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "epoch", epoch };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "step", step };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "global_step", gstep };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "sums", sums };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "optimizer.learning_rate", lr };
+	if (monitor) {
+		snprintf(value, sizeof(value), "%.17g", monitored);
+		meta[nmeta++] = (struct dt_ckpt_meta){ "monitor", monitor };
+		meta[nmeta++] = (struct dt_ckpt_meta){ "monitor_value", value };
+	}
+	if (improved || c->has_best) {
+		snprintf(best, sizeof(best), "%.17g", improved ? monitored : c->best);
+		meta[nmeta++] = (struct dt_ckpt_meta){ "best", best };
+	}
+	if (improved && c->save_best)
+		meta[nmeta++] = (struct dt_ckpt_meta){ "is_best", "1" };
+	if (pos->stopped)
+		meta[nmeta++] = (struct dt_ckpt_meta){ "stopped", "1" };
+	if ((states = callback_states(t)))
+		meta[nmeta++] = (struct dt_ckpt_meta){ "callbacks", states };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "checkpoint.files", files_json };
 	for (int i = 0; i < c->nextra_meta; i++)
 		meta[nmeta++] = c->extra_meta[i];
-	snprintf(epoch, sizeof(epoch), "%d", logs->epoch + 1);
-	snprintf(value, sizeof(value), "%.9g", monitored);
-	snprintf(path, sizeof(path), "%s/latest.safetensors", c->dir);
-	if (dt_snapshot_save(path, &t->models[0], &t->opts[0], meta, nmeta) < 0)
-		return -1;
-	if (!c->has_best || monitored < c->best) {
+
+	if (dt_snapshot_save(path, &t->models[0], c->weights_only ? NULL : &t->opts[0], meta, nmeta) < 0)
+		goto out;
+	if (c->write_latest && replace_symlink(c->dir, "latest.safetensors", name) < 0)
+		goto out;
+	if (improved && c->save_best && replace_link(c->dir, "best.safetensors", name) < 0)
+		goto out;
+	if (improved) {
 		c->best = monitored;
 		c->has_best = 1;
-		snprintf(path, sizeof(path), "%s/best.safetensors", c->dir);
-		if (dt_snapshot_save(path, &t->models[0], &t->opts[0], meta, nmeta) < 0)
+	}
+	/* Only now that latest names the new file: drop the oldest beyond keep. */
+	while (c->keep > 0 && nfiles > c->keep) {
+		char old[4200];
+		snprintf(old, sizeof(old), "%s/%s", c->dir, files[0]);
+		if (unlink(old) < 0 && errno != ENOENT)
+			dt_warn("cannot remove the old checkpoint '%s': %s", old, strerror(errno));
+		/* files[0] is one of c->files: freed below when dropped from the list. */
+		memmove(files, files + 1, sizeof(*files) * (size_t)--nfiles);
+	}
+	{
+		char **kept = dt_calloc((size_t)nfiles + 1, sizeof(*kept));
+		for (int i = 0; i < nfiles; i++)
+			kept[i] = dt_strdup(files[i]);
+		for (int i = 0; i < c->nfiles; i++)
+			free(c->files[i]);
+		free(c->files);
+		c->files = kept;
+		c->nfiles = nfiles;
+	}
+	snprintf(c->last, sizeof(c->last), "%s", path);
+	rc = 0;
+out:
+	free(states);
+	free(files_json);
+	free(files);
+	return rc;
+}
+
+void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
+{
+	const char *files = dt_checkpoint_meta(f, "checkpoint.files"), *best = dt_checkpoint_meta(f, "best");
+	cJSON *a = files ? cJSON_Parse(files) : NULL, *e;
+	for (int i = 0; i < c->nfiles; i++)
+		free(c->files[i]);
+	free(c->files);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(*c->files));
+	c->nfiles = 0;
+	cJSON_ArrayForEach(e, a)
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON_Delete(a);
+	if (best) {
+		c->best = strtod(best, NULL);
+		c->has_best = 1;
+	}
+	/* Temporary files of a write that a crash cut short. */
+	{
+		DIR *d = opendir(c->dir);
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			char old[4200];
+			if (!strstr(de->d_name, ".safetensors.tmp."))
+				continue;
+			snprintf(old, sizeof(old), "%s/%s", c->dir, de->d_name);
+			unlink(old);
+		}
+		if (d)
+			closedir(d);
+	}
+	/* A crash between writing the newest file and linking best: link it now. */
+	if (c->save_best && dt_checkpoint_meta(f, "is_best") && c->nfiles > 0)
+		replace_link(c->dir, "best.safetensors", c->files[c->nfiles - 1]);
+}
+
+int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
+{
+	const char *path = dt_checkpoint_path(f), *v;
+	const char *need[] = { "epoch", "step", "global_step", "sums", "optimizer.iterations" };
+	cJSON *j;
+
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (!dt_checkpoint_meta(f, need[i]))
+			return dt_error("'%s' lacks the metadata '%s': it is not a full-state dtrain checkpoint "
+					"(use --init-weights to start from its weights)", path, need[i]);
+	for (int r = 0; r < t->strategy->nreplicas; r++)
+		if (dt_snapshot_load(f, &t->models[r], &t->opts[r]) < 0)
+			return -1;
+	if ((v = dt_checkpoint_meta(f, "optimizer.learning_rate")))
+		for (int r = 0; r < t->strategy->nreplicas; r++)
+			t->opts[r].learning_rate = strtof(v, NULL);
+	t->initial_epoch = (int)strtol(dt_checkpoint_meta(f, "epoch"), NULL, 10);
+	t->initial_step = strtoll(dt_checkpoint_meta(f, "step"), NULL, 10);
+	t->initial_global_step = strtoll(dt_checkpoint_meta(f, "global_step"), NULL, 10);
+	j = cJSON_Parse(dt_checkpoint_meta(f, "sums"));
+	for (int i = 0; i < 3; i++) {
+		cJSON *x = cJSON_GetArrayItem(j, i);
+		t->initial_sums[i] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+	}
+	cJSON_Delete(j);
+	/* cJSON reads numbers with strtod: exact for the %.17g text, but check. */
+	{
+		char buf[96];
+		snprintf(buf, sizeof(buf), "[%.17g,%.17g,%.17g]", t->initial_sums[0], t->initial_sums[1],
+			 t->initial_sums[2]);
+		if (strcmp(buf, dt_checkpoint_meta(f, "sums")))
+			return dt_error("'%s': metadata 'sums' is not three numbers", path);
+	}
+	if (t->initial_epoch < 0 || t->initial_step < 0 || t->initial_global_step < 0)
+		return dt_error("'%s': its position (epoch %d, step %lld) is not valid", path, t->initial_epoch,
+				(long long)t->initial_step);
+	if ((v = dt_checkpoint_meta(f, "callbacks"))) {
+		cJSON *o = cJSON_Parse(v);
+		int rc = 0;
+		for (int i = 0; i < t->ncallbacks && rc == 0; i++) {
+			struct dt_callback *cb = t->callbacks[i];
+			cJSON *s;
+			char *text;
+			if (!cb->state_load || !cb->name || !(s = cJSON_GetObjectItemCaseSensitive(o, cb->name)))
+				continue;
+			text = cJSON_IsString(s) ? dt_strdup(s->valuestring) : cJSON_PrintUnformatted(s);
+			rc = cb->state_load(cb, text);
+			free(text);
+		}
+		cJSON_Delete(o);
+		if (rc < 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* The state of a model_checkpoint writer, kept in the checkpoint section's files. */
+static char *checkpointer_state_save(struct dt_callback *cb)
+{
+	struct dt_checkpointer *c = cb->priv;
+	cJSON *o = cJSON_CreateObject();
+	char *files = file_list_json(c->files, c->nfiles), *text;
+	if (c->has_best)
+		cJSON_AddNumberToObject(o, "best", c->best);
+	cJSON_AddItemToObject(o, "files", cJSON_Parse(files));
+	free(files);
+	text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+static int checkpointer_state_load(struct dt_callback *cb, const char *json)
+{
+	struct dt_checkpointer *c = cb->priv;
+	cJSON *o = cJSON_Parse(json), *best, *e;
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return dt_error("the state of callback '%s' in the checkpoint is not a JSON object", cb->name);
+	}
+	best = cJSON_GetObjectItemCaseSensitive(o, "best");
+	c->has_best = cJSON_IsNumber(best);
+	c->best = c->has_best ? best->valuedouble : 0;
+	dt_checkpointer_release(c);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "files")) + 1,
+			     sizeof(*c->files));
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "files"))
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON_Delete(o);
 	return 0;
 }
 
@@ -233,7 +555,32 @@ int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char 
 	memset(c, 0, sizeof(*c));
 	c->dir = dir;
 	c->config_json = config_json;
+	c->cb.name = "checkpoint";
 	c->cb.priv = c;
-	c->cb.on_epoch_end = checkpoint_epoch_end;
+	c->cb.state_save = checkpointer_state_save;
+	c->cb.state_load = checkpointer_state_load;
+	c->filename = "ckpt-{epoch:03d}-{batch:05d}";
+	c->mode = -1;
+	c->save_best = 1;
+	c->write_latest = 1;
+	c->at_epoch_end = 1;
 	return dt_mkdir_p(dir);
+}
+
+void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg)
+{
+	c->every = cfg->checkpoint_every;
+	c->keep = cfg->checkpoint_keep;
+	c->filename = cfg->checkpoint_filename;
+	c->monitor = cfg->checkpoint_monitor;
+	c->mode = cfg->checkpoint_mode ? cfg->checkpoint_mode : -1;
+}
+
+void dt_checkpointer_release(struct dt_checkpointer *c)
+{
+	for (int i = 0; i < c->nfiles; i++)
+		free(c->files[i]);
+	free(c->files);
+	c->files = NULL;
+	c->nfiles = 0;
 }

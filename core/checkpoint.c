@@ -17,15 +17,24 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <zlib.h>
 
 #include "checkpoint.h"
 #include "error.h"
+#include "testhook.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c stores float32 as it is in memory: it needs a little-endian machine"
 #endif
 
 #define META_KEY "__metadata__"
+/*
+ * The metadata key dtrain adds to every file it writes: a JSON object mapping
+ * each tensor name to the CRC-32 (zlib's) of its bytes, as 8 hex digits, and
+ * "__metadata__" to the CRC-32 of the other metadata entries (key, NUL, value,
+ * NUL, in file order). Files without it (other tools') load unchecked.
+ */
+#define CRC_KEY "crc32"
 #define HEADER_MAX 100000000 /* bytes; safetensors' own limit */
 /* Offsets above this would print in exponent form (cJSON uses %1.15g). */
 #define DATA_MAX ((uint64_t)1 << 49)
@@ -64,6 +73,31 @@ static void *xjson(void *p)
 	return p;
 }
 
+static uint32_t crc_bytes(uint32_t crc, const void *p, uint64_t n)
+{
+	const unsigned char *b = p;
+	while (n > 0) {
+		uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+		crc = (uint32_t)crc32(crc, b, k);
+		b += k;
+		n -= k;
+	}
+	return crc;
+}
+
+/* The CRC-32 of metadata entries other than CRC_KEY: key, NUL, value, NUL each. */
+static uint32_t crc_meta(const struct dt_ckpt_meta *meta, int nmeta)
+{
+	uint32_t crc = (uint32_t)crc32(0, NULL, 0);
+	for (int i = 0; i < nmeta; i++) {
+		if (!strcmp(meta[i].key, CRC_KEY))
+			continue;
+		crc = crc_bytes(crc, meta[i].key, strlen(meta[i].key) + 1);
+		crc = crc_bytes(crc, meta[i].value, strlen(meta[i].value) + 1);
+	}
+	return crc;
+}
+
 /* ---- saving ---- */
 
 static int check_save_args(const char *path, const struct dt_ckpt_tensor *t, int nt,
@@ -100,6 +134,8 @@ static int check_save_args(const char *path, const struct dt_ckpt_tensor *t, int
 	for (i = 0; i < nmeta; i++)
 		if (!meta[i].key || !meta[i].value)
 			return dt_error("cannot write '%s': metadata entry %d lacks a key or value", path, i);
+		else if (!strcmp(meta[i].key, CRC_KEY))
+			return dt_error("cannot write '%s': metadata key '%s' is reserved", path, CRC_KEY);
 
 	names = dt_malloc(sizeof(*names) * (size_t)(nt > nmeta ? nt : nmeta));
 	for (i = 0; i < nt; i++)
@@ -131,10 +167,24 @@ static char *make_header(const struct dt_ckpt_tensor *t, int nt,
 	size_t n, padded;
 	char *json, *out;
 
-	if (nmeta > 0) {
+	{
 		cJSON *m = xjson(cJSON_AddObjectToObject(root, META_KEY));
+		cJSON *crcs = xjson(cJSON_CreateObject());
+		char hex[16], *text;
 		for (int i = 0; i < nmeta; i++)
 			xjson(cJSON_AddStringToObject(m, meta[i].key, meta[i].value));
+		snprintf(hex, sizeof(hex), "%08x", (unsigned)crc_meta(meta, nmeta));
+		xjson(cJSON_AddStringToObject(crcs, META_KEY, hex));
+		for (int i = 0; i < nt; i++) {
+			uint64_t bytes = (uint64_t)dt_shape_count(&t[i].shape) * sizeof(float);
+			snprintf(hex, sizeof(hex), "%08x",
+				 (unsigned)crc_bytes((uint32_t)crc32(0, NULL, 0), bytes ? t[i].data : NULL, bytes));
+			xjson(cJSON_AddStringToObject(crcs, t[i].name, hex));
+		}
+		text = xjson(cJSON_PrintUnformatted(crcs));
+		cJSON_Delete(crcs);
+		xjson(cJSON_AddStringToObject(m, CRC_KEY, text));
+		cJSON_free(text);
 	}
 	for (int i = 0; i < nt; i++) {
 		uint64_t bytes = (uint64_t)dt_shape_count(&t[i].shape) * sizeof(float);
@@ -218,6 +268,10 @@ int dt_checkpoint_save(const char *path, const struct dt_ckpt_tensor *t, int nt,
 		size_t bytes = (size_t)dt_shape_count(&t[i].shape) * sizeof(float);
 		if (bytes && fwrite(t[i].data, 1, bytes, f) != bytes)
 			err = errno ? errno : EIO;
+		if (i == nt / 2) {
+			fflush(f);
+			dt_test_crash_point("checkpoint-write");
+		}
 	}
 	if (!err && (fflush(f) || fsync(fileno(f))))
 		err = errno ? errno : EIO;
@@ -511,6 +565,67 @@ static int read_all(const char *path, FILE *f, void *buf, size_t n)
 	return dt_error("'%s': file ended early (did it change while being read?)", path);
 }
 
+/* An entry of the checksum object: 8 hex digits. */
+static int crc_entry(const char *path, const cJSON *crcs, const char *name, uint32_t *crc)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(crcs, name);
+	char *end;
+	if (!e)
+		return dt_error("'%s': metadata '%s' has no checksum for '%s'", path, CRC_KEY, name);
+	if (!cJSON_IsString(e) || strlen(e->valuestring) != 8 ||
+	    strspn(e->valuestring, "0123456789abcdef") != 8)
+		return dt_error("'%s': metadata '%s' has a bad checksum for '%s' (expected 8 hex digits)", path,
+				CRC_KEY, name);
+	*crc = (uint32_t)strtoul(e->valuestring, &end, 16);
+	return 0;
+}
+
+/* Checks the tensors and metadata against the CRC_KEY entry, when the file has one. */
+static int verify_checksums(const char *path, const struct dt_ckpt *c)
+{
+	const char *text = NULL;
+	const cJSON *e;
+	cJSON *crcs;
+	uint32_t want;
+	int ret = -1;
+
+	for (int i = 0; i < c->nmeta; i++)
+		if (!strcmp(c->meta[i].key, CRC_KEY))
+			text = c->meta[i].value;
+	if (!text)
+		return 0;
+	crcs = cJSON_Parse(text);
+	if (!cJSON_IsObject(crcs)) {
+		dt_error("'%s': metadata '%s' is not a JSON object", path, CRC_KEY);
+		goto out;
+	}
+	if (crc_entry(path, crcs, META_KEY, &want))
+		goto out;
+	if (crc_meta(c->meta, c->nmeta) != want) {
+		dt_error("'%s': the metadata fails its checksum: the file is corrupt", path);
+		goto out;
+	}
+	for (int i = 0; i < c->n; i++) {
+		uint64_t bytes = (uint64_t)dt_shape_count(&c->t[i].shape) * sizeof(float);
+		if (crc_entry(path, crcs, c->t[i].name, &want))
+			goto out;
+		if (crc_bytes((uint32_t)crc32(0, NULL, 0), c->t[i].data, bytes) != want) {
+			dt_error("'%s': tensor '%s' fails its checksum: the file is corrupt", path, c->t[i].name);
+			goto out;
+		}
+	}
+	cJSON_ArrayForEach(e, crcs)
+		if (strcmp(e->string, META_KEY) && !dt_checkpoint_find(c, e->string)) {
+			dt_error("'%s': metadata '%s' names tensor '%s', which the file does not hold", path, CRC_KEY,
+				 e->string);
+			goto out;
+		}
+	ret = 0;
+out:
+	cJSON_Delete(crcs);
+	return ret;
+}
+
 struct dt_ckpt *dt_checkpoint_load(const char *path)
 {
 	struct dt_ckpt *c = NULL;
@@ -583,6 +698,8 @@ struct dt_ckpt *dt_checkpoint_load(const char *path)
 	for (int i = 0; i < c->n; i++)
 		c->by_name[i] = &c->t[i];
 	qsort(c->by_name, c->n, sizeof(*c->by_name), cmp_tensor_name);
+	if (verify_checksums(path, c))
+		goto fail_checked;
 	return c;
 
 fail:
@@ -590,6 +707,7 @@ fail:
 	free(header);
 	if (f)
 		fclose(f);
+fail_checked:
 	dt_checkpoint_free(c);
 	return NULL;
 }

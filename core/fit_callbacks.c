@@ -634,8 +634,11 @@ static int csv_open(struct dt_csv_logger *c, int *header)
 {
 	*header = 1;
 	if (c->resumed) {
-		/* Rows after the checkpoint resumed from are dropped: the run writes them again. */
-		if (truncate(c->path, c->offset) < 0)
+		/*
+		 * Rows after the checkpoint resumed from are dropped: the run writes
+		 * them again. A run killed before its first row left no file.
+		 */
+		if (truncate(c->path, c->offset) < 0 && !(errno == ENOENT && c->offset == 0))
 			return dt_error("cannot truncate '%s': %s", c->path, strerror(errno));
 		*header = c->offset == 0;
 	} else if (c->append) {

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "cuda.h"
+#include "ckpt_template.h"
 #include "error.h"
 #include "run_config.h"
 
@@ -129,14 +130,74 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	return 0;
 }
 
+/* `every: epoch` or a number of steps. */
+static int read_every(const struct dt_node *s, int64_t *every)
+{
+	const struct dt_node *n = dt_node_get(s, "every");
+	*every = 0;
+	if (!n || (n->kind == DT_NODE_SCALAR && !strcmp(n->value, "epoch")))
+		return 0;
+	if (n->kind != DT_NODE_SCALAR)
+		return dt_node_error(n, "checkpoint.every must be 'epoch' or a number of steps");
+	{
+		char *end;
+		long long v = strtoll(n->value, &end, 10);
+		if (*end || end == n->value || v < 1)
+			return dt_node_error(n, "checkpoint.every must be 'epoch' or a number of steps (1 or more), "
+					     "not '%s'", n->value);
+		*every = v;
+	}
+	return 0;
+}
+
+/* save_best: {monitor: NAME, mode: min | max | auto}; auto is max for accuracy. */
+static int read_save_best(struct dt_run_config *c, const struct dt_node *s)
+{
+	static const char *const keys[] = { "monitor", "mode", NULL };
+	static const char *const monitors[] = { "val_loss", "val_accuracy", "loss", "accuracy", NULL };
+	static const char *const modes[] = { "auto", "min", "max", NULL };
+	const struct dt_node *b = dt_node_get(s, "save_best");
+	int monitor, mode;
+	c->checkpoint_mode = -1;
+	if (!b)
+		return 0;
+	if (dt_node_expect(b, DT_NODE_MAP, "save_best") < 0 || dt_cfg_check_keys(b, "save_best", keys) < 0 ||
+	    dt_cfg_enum(b, "monitor", monitors, 0, &monitor) < 0 || dt_cfg_enum(b, "mode", modes, 0, &mode) < 0)
+		return -1;
+	c->checkpoint_monitor_node = dt_node_get(b, "monitor");
+	if (c->checkpoint_monitor_node)
+		c->checkpoint_monitor = monitors[monitor];
+	if ((monitor == 1 || monitor == 3) && !c->accuracy)
+		return dt_node_error(c->checkpoint_monitor_node, "monitor '%s' needs compile.metrics: [accuracy]",
+				     monitors[monitor]);
+	c->checkpoint_mode = mode == 2 ? 1 : mode == 1 ? -1 : (monitor == 1 || monitor == 3) ? 1 : -1;
+	return 0;
+}
+
 static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "dir", "enabled", NULL };
+	static const char *const keys[] = { "dir", "enabled", "every", "keep", "save_best", "filename", NULL };
 	const struct dt_node *s = dt_node_get(root, "checkpoint");
+	int64_t keep;
+	char msg[256];
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "checkpoint") < 0 || dt_cfg_check_keys(s, "checkpoint", keys) < 0))
 		return -1;
-	return dt_cfg_string(s, "dir", NULL, &c->checkpoint_dir) < 0 ||
-	       dt_cfg_bool(s, "enabled", 1, &c->checkpoint_enabled) < 0 ? -1 : 0;
+	if (dt_cfg_string(s, "dir", NULL, &c->checkpoint_dir) < 0 ||
+	    dt_cfg_bool(s, "enabled", 1, &c->checkpoint_enabled) < 0 || read_every(s, &c->checkpoint_every) < 0 ||
+	    dt_cfg_int(s, "keep", 0, 0, 1000000, &keep) < 0 || read_save_best(c, s) < 0 ||
+	    dt_cfg_string(s, "filename", "ckpt-{epoch:03d}-{batch:05d}", &c->checkpoint_filename) < 0)
+		return -1;
+	c->checkpoint_keep = (int)keep;
+	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy,
+				      c->model_checkpoints, &c->nmodel_checkpoints) < 0)
+		return -1;
+	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, msg, sizeof(msg)) < 0)
+		return dt_node_error(dt_node_get(s, "filename"), "checkpoint.filename '%s': %s", c->checkpoint_filename,
+				     msg);
+	if (!strcmp(c->checkpoint_filename, "latest") || !strcmp(c->checkpoint_filename, "best"))
+		return dt_node_error(dt_node_get(s, "filename"), "checkpoint.filename '%s' is reserved for the %s "
+				     "checkpoint", c->checkpoint_filename, c->checkpoint_filename);
+	return 0;
 }
 
 static int read_distribute(struct dt_run_config *c, const struct dt_node *root)

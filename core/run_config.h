@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "fit_callbacks.h"
+#include "model_checkpoint.h"
 #include "ops.h"
 #include "optimizer.h"
 
@@ -56,6 +57,14 @@ struct dt_run_config {
 	/* checkpoint */
 	const char *checkpoint_dir;  /* default runs/<name> */
 	int checkpoint_enabled;
+	int64_t checkpoint_every;    /* 0: at the end of each epoch; N: also every N training steps */
+	int checkpoint_keep;         /* 0: keep every file; K: the newest K */
+	const char *checkpoint_filename; /* template (core/ckpt_template.h), without .safetensors */
+	const char *checkpoint_monitor;  /* save_best.monitor; NULL: val_loss, else loss */
+	int checkpoint_mode;         /* save_best.mode: +1 max, -1 min (auto resolved) */
+	const struct dt_node *checkpoint_monitor_node; /* its position, or NULL */
+	int nmodel_checkpoints;      /* model_checkpoint items of fit.callbacks */
+	struct dt_model_checkpoint_cfg model_checkpoints[DT_MAX_MODEL_CHECKPOINTS];
 
 	/* distribute */
 	const struct dt_node *distribute; /* the mapping, for the strategies; may be NULL */

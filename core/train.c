@@ -1,10 +1,72 @@
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "callbacks.h"
 #include "error.h"
 #include "rng.h"
+#include "testhook.h"
 #include "train.h"
+
+/* ---- signals: the handlers set these, the loop reads them between steps ---- */
+
+static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM received */
+static volatile sig_atomic_t save_request; /* SIGUSR1 received */
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1) {
+		save_request = 1;
+		return;
+	}
+	if (stop_signal) { /* the second one: die now, as the user asks */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	stop_signal = sig;
+}
+
+void dt_fit_signals_install(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	/* A signal the parent set to be ignored (a background job's SIGINT) stays ignored. */
+	for (int i = 0; i < 3; i++) {
+		int sig = i == 0 ? SIGINT : i == 1 ? SIGTERM : SIGUSR1;
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+	}
+}
+
+/*
+ * The signal flags, the same on every process (a SIGINT may reach only some
+ * of an MPI job): [0] stop signal, [1] save request. Clears save_request.
+ */
+static void poll_signals(struct dt_trainer *t, double flags[2])
+{
+	flags[0] = stop_signal;
+	flags[1] = save_request;
+	save_request = 0;
+	if (t->strategy->world > 1)
+		t->strategy->type->reduce_sum(t->strategy, flags, 2);
+}
+
+/* Writes pos with every saver, or with those that keep latest.safetensors (the resumable ones). */
+static int save_all(struct dt_trainer *t, const struct dt_fit_pos *pos, int resumable_only)
+{
+	for (int i = 0; i < t->nsavers; i++)
+		if ((resumable_only ? t->savers[i]->write_latest : !pos->epoch_end || t->savers[i]->at_epoch_end) &&
+		    dt_checkpointer_save(t->savers[i], t, pos) < 0)
+			return -1;
+	return 0;
+}
 
 double dt_now(void)
 {
@@ -125,6 +187,7 @@ static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const do
 	logs->accuracy = sums[2] > 0 ? sums[1] / (sums[2] * t->objective.per_sample) : 0;
 }
 
+/* 1 when a stop signal came: evaluation is cut short (only fit's loop asks for signals). */
 int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy)
 {
 	struct dt_batch *b = &t->batch; /* every pipeline has the training batch size and label shape */
@@ -142,6 +205,12 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 		for (int k = 0; k < b->n; k += m->max_batch)
 			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
 		sums[2] += b->n;
+		if (step == 0) {
+			dt_test_crash_point("evaluate");
+			dt_test_raise_in("evaluate");
+		}
+		if (stop_signal)
+			return 1;
 	}
 	fill_logs(t, &logs, sums);
 	*loss = logs.loss;
@@ -186,18 +255,29 @@ static int accumulate(struct dt_trainer *t, int64_t step, int64_t steps)
 	return last;
 }
 
-static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
+/*
+ * Steps pos->step.. of epoch pos->epoch, updating pos. 0 at the epoch's end
+ * (logs has its training metrics), 1 when a stop signal ended it early after
+ * a checkpoint, -1 after an error.
+ */
+static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_logs *logs)
 {
 	struct dt_strategy *s = t->strategy;
+	int epoch = pos->epoch;
 	int64_t steps = dt_pipeline_steps(t->train);
-	double sums[3] = { 0, 0, 0 }, start = dt_now();
+	double *sums = pos->sums, start = dt_now(), flags[2], total[3];
+	unsigned due = 0;
+	int stop = 0, signal_save = 0;
 
 	if (t->steps_per_epoch > 0 && t->steps_per_epoch < steps)
 		steps = t->steps_per_epoch;
 	memset(logs, 0, sizeof(*logs));
 	logs->epoch = epoch;
 	logs->steps = steps;
-	for (int64_t step = 0; step < steps; step++) {
+	logs->step = pos->step;
+	fill_logs(t, logs, sums);
+	pos->logs = logs;
+	for (int64_t step = pos->step; step < steps; step++) {
 		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
 			return -1;
 		for (int r = 0; r < s->nreplicas; r++) {
@@ -216,13 +296,41 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_batch_end)
 				t->callbacks[i]->on_batch_end(t->callbacks[i], t, logs);
-		if (t->stop_training)
+		pos->step = step + 1;
+		pos->global_step++;
+		dt_test_crash_point("step");
+		dt_test_raise_at(pos->global_step);
+		if (t->stop_training) /* a callback ends training at this batch (terminate_on_nan) */
 			break;
+		/* What is due waits for the end of an update: stop, signal checkpoint, each saver's `every`. */
+		poll_signals(t, flags);
+		stop |= flags[0] != 0;
+		signal_save |= flags[1] != 0 || flags[0] != 0;
+		/* At the epoch's last step, a writer that also writes at epoch ends waits for that one. */
+		for (int i = 0; i < t->nsavers; i++)
+			if (t->savers[i]->every && pos->global_step % t->savers[i]->every == 0 &&
+			    !(step + 1 == steps && t->savers[i]->at_epoch_end))
+				due |= 1u << i;
+		/* Step checkpoints and signal stops only where the optimizer has applied every gradient. */
+		if (!dt_trainer_ends_update(t, step, steps))
+			continue;
+		for (int i = 0; i < t->nsavers; i++)
+			if (((due >> i & 1) || (signal_save && t->savers[i]->write_latest)) &&
+			    dt_checkpointer_save(t->savers[i], t, pos) < 0)
+				return -1;
+		due = 0;
+		signal_save = 0;
+		if (stop) {
+			t->stop_signal = stop_signal ? stop_signal : SIGTERM;
+			return 1;
+		}
 	}
-	s->type->reduce_sum(s, sums, 3);
-	fill_logs(t, logs, sums);
+	/* Reduced in a copy: pos keeps this process's sums for a checkpoint taken in validation. */
+	memcpy(total, sums, sizeof(total));
+	s->type->reduce_sum(s, total, 3);
+	fill_logs(t, logs, total);
 	logs->seconds = dt_now() - start;
-	logs->samples_per_sec = logs->seconds > 0 ? sums[2] / logs->seconds : 0;
+	logs->samples_per_sec = logs->seconds > 0 ? total[2] / logs->seconds : 0;
 	return 0;
 }
 
@@ -237,31 +345,51 @@ static int train_end(struct dt_trainer *t, int rc)
 int dt_fit(struct dt_trainer *t)
 {
 	struct dt_logs logs;
+	struct dt_fit_pos pos = { t->initial_epoch, t->initial_step, t->initial_global_step,
+				  { t->initial_sums[0], t->initial_sums[1], t->initial_sums[2] }, NULL, 0, 0 };
+	double flags[2];
+	int rc;
+
 	t->stop_training = 0;
-	for (int epoch = t->initial_epoch; epoch < t->epochs; epoch++) {
+	for (; pos.epoch < t->epochs; pos.epoch++) {
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_epoch_begin)
-				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, epoch);
-		if (run_epoch(t, epoch, &logs) < 0)
-			return -1;
+				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, pos.epoch);
+		if ((rc = run_epoch(t, &pos, &logs)) != 0)
+			return rc < 0 ? -1 : DT_FIT_INTERRUPTED;
 		if (t->stop_training < 0)
 			return train_end(t, -1);
 		/* The rate of the next update, before callbacks change it (Keras' logs). */
 		logs.has_learning_rate = t->log_learning_rate;
 		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
 		if (t->val) {
-			if (dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy) < 0)
+			rc = dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy);
+			if (rc < 0)
 				return -1;
 			logs.has_val = 1;
 		}
+		poll_signals(t, flags);
+		if (rc > 0 || flags[0]) {
+			/* Stopped during validation: resume at the end of this epoch's steps. */
+			t->stop_signal = stop_signal ? stop_signal : SIGTERM;
+			return t->nsavers && save_all(t, &pos, 1) < 0 ? -1 : DT_FIT_INTERRUPTED;
+		}
 		int stop = 0;
 		for (int i = 0; i < t->ncallbacks; i++) {
-			int rc = t->callbacks[i]->on_epoch_end ? t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) : 0;
-			if (rc < 0)
+			int r = t->callbacks[i]->on_epoch_end ? t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) : 0;
+			if (r < 0)
 				return -1;
-			stop |= rc > 0;
+			stop |= r > 0;
 		}
-		if (stop || t->stop_training)
+		stop |= t->stop_training > 0;
+		{
+			struct dt_fit_pos end = { pos.epoch + 1, 0, pos.global_step, { 0, 0, 0 }, &logs, 1, stop };
+			if (save_all(t, &end, 0) < 0)
+				return -1;
+		}
+		pos.step = 0;
+		memset(pos.sums, 0, sizeof(pos.sums));
+		if (stop)
 			break;
 	}
 	return train_end(t, 0);

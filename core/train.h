@@ -49,6 +49,27 @@ struct dt_callback {
 };
 
 #define DT_MAX_CALLBACKS 16
+#define DT_MAX_SAVERS 8
+
+/*
+ * A place in training, what a checkpoint records to resume exactly: the data
+ * order and dropout masks are functions of (seed, epoch, step), so with the
+ * weights, optimizer state and callback states this is the whole state.
+ */
+struct dt_fit_pos {
+	int epoch;               /* epochs completed */
+	int64_t step;            /* training steps done in epoch `epoch` (0 after an epoch end) */
+	int64_t global_step;     /* training steps since the run began */
+	double sums[3];          /* that epoch's running loss sum, correct count, samples */
+	const struct dt_logs *logs; /* metrics: running, or the finished epoch's with epoch_end */
+	int epoch_end;           /* an epoch just ended (validation and callbacks done) */
+	int stopped;             /* a callback stopped training */
+};
+
+struct dt_checkpointer;
+
+/* fit's result beyond 0 and -1: a SIGINT or SIGTERM stopped it after a checkpoint. */
+#define DT_FIT_INTERRUPTED 2
 
 struct dt_trainer {
 	struct dt_strategy *strategy;
@@ -79,6 +100,13 @@ struct dt_trainer {
 	 * epoch there and stop normally, -1 to stop with its error printed.
 	 */
 	int stop_training;
+	/* exact resume and checkpoints (set before dt_fit; zero: a fresh run without) */
+	int64_t initial_step;             /* steps already done in initial_epoch */
+	int64_t initial_global_step;
+	double initial_sums[3];           /* their running sums */
+	int nsavers;                      /* those with write_latest also write on signals */
+	struct dt_checkpointer *savers[DT_MAX_SAVERS];
+	int stop_signal;                  /* after DT_FIT_INTERRUPTED: SIGINT or SIGTERM */
 	/* owned by dt_trainer_init: */
 	struct dt_batch batch;
 	float **labels;                   /* per replica, on its device */
@@ -104,8 +132,18 @@ void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_
  * accumulate_steps is 1). A checkpoint between steps is exact only there.
  */
 int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps);
-/* Trains from initial_epoch to epochs. 0, or -1 after an error. */
+/*
+ * Trains from (initial_epoch, initial_step) to epochs. 0; -1 after an error;
+ * DT_FIT_INTERRUPTED after SIGINT or SIGTERM (with dt_fit_signals_install()):
+ * the current step finished and saver 0 wrote a checkpoint.
+ */
 int dt_fit(struct dt_trainer *t);
+/*
+ * SIGINT and SIGTERM ask fit to stop after the current step (a second one
+ * while it stops kills the process at once, with the signal's default action);
+ * SIGUSR1 asks for a checkpoint and training goes on. The handlers only set flags.
+ */
+void dt_fit_signals_install(void);
 /* Loss and accuracy over a whole pipeline with replica 0, inference mode. */
 int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy);
 

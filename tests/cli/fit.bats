@@ -196,13 +196,15 @@ fit_blobs() {
 	[[ $stderr == *"--set:1:"*": error: "* ]]
 }
 
-@test "checkpoints: latest.safetensors and best.safetensors appear" {
+@test "checkpoints: one file per epoch, latest.safetensors and best.safetensors" {
 	run fit_blobs -q --set fit.epochs=2
 	status_is 0
 	[ -s "$TMP/run/latest.safetensors" ]
 	[ -s "$TMP/run/best.safetensors" ]
 	# Written atomically: no temporary file is left behind.
-	[ "$(ls "$TMP/run" | sort | tr '\n' ' ')" = "best.safetensors latest.safetensors " ]
+	[ "$(ls "$TMP/run" | sort | tr '\n' ' ')" = "best.safetensors ckpt-001-00025.safetensors ckpt-002-00025.safetensors latest.safetensors " ]
+	# latest is a symlink to the newest file
+	[ "$(readlink "$TMP/run/latest.safetensors")" = ckpt-002-00025.safetensors ]
 }
 
 @test "checkpoints are valid safetensors with dense/kernel and __metadata__" {
@@ -218,7 +220,7 @@ fit_blobs() {
 		[ "$(jq -c '."dense/bias".shape' "$TMP/$f.json")" = '[16]' ]
 		[ "$(jq -c '."dense_1/kernel".shape' "$TMP/$f.json")" = '[16,3]' ]
 		# The tensors' data fills the rest of the file exactly.
-		size=$(stat -c %s "$file")
+		size=$(stat -L -c %s "$file")
 		len=$(od -An -t u8 -N 8 "$file" | tr -d ' ')
 		end=$(jq '[to_entries[] | select(.key != "__metadata__") | .value.data_offsets[1]] | max' "$TMP/$f.json")
 		[ $((8 + len + end)) -eq "$size" ]

@@ -55,7 +55,7 @@ not_crashed() {
 # length does not fit in the file.
 safetensors_header() {
 	local file=$1 len size
-	size=$(stat -c %s "$file")
+	size=$(stat -L -c %s "$file")
 	[ "$size" -ge 8 ] || return 1
 	len=$(od -An -t u8 -N 8 "$file" | tr -d ' ')
 	[ "$len" -gt 1 ] && [ $((len + 8)) -le "$size" ] || return 1

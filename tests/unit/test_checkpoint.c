@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
+#include <zlib.h>
 
 #include "core/checkpoint.h"
 #include "core/rng.h"
@@ -228,8 +229,20 @@ static void test_format_bytes(void **state)
 	e = root->child;
 	assert_string_equal(e->string, "__metadata__");
 	m = e;
-	assert_int_equal(cJSON_GetArraySize(m), 2);
+	/* the two given and the checksums dtrain adds */
+	assert_int_equal(cJSON_GetArraySize(m), 3);
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(m, "epoch")->valuestring, "1");
+	{
+		cJSON *crc = cJSON_Parse(cJSON_GetObjectItemCaseSensitive(m, "crc32")->valuestring);
+		uint32_t want = (uint32_t)crc32(0, (const unsigned char *)k, sizeof(k));
+		char hex[16];
+		assert_non_null(crc);
+		assert_int_equal(cJSON_GetArraySize(crc), 3);
+		snprintf(hex, sizeof(hex), "%08x", (unsigned)want);
+		assert_string_equal(cJSON_GetObjectItemCaseSensitive(crc, "dense/kernel")->valuestring, hex);
+		assert_non_null(cJSON_GetObjectItemCaseSensitive(crc, "__metadata__"));
+		cJSON_Delete(crc);
+	}
 	assert_string_equal(cJSON_GetObjectItemCaseSensitive(m, "quote")->valuestring, "a\"b");
 	e = e->next;
 	assert_string_equal(e->string, "dense/kernel");
@@ -291,12 +304,13 @@ static void test_format_no_metadata(void **state)
 
 	assert_int_equal(dt_checkpoint_save(path, &t, 1, NULL, 0), 0);
 	buf = read_whole(path, &n);
-	assert_true(n > 8 + (size_t)buf[0]);
+	assert_true(n > 8 + (size_t)(buf[0] | (size_t)buf[1] << 8));
 	assert_int_equal(buf[0] % 8, 0);
-	root = cJSON_ParseWithLength((const char *)buf + 8, buf[0]);
+	root = cJSON_ParseWithLength((const char *)buf + 8, buf[0] | (size_t)buf[1] << 8);
 	assert_non_null(root);
-	assert_int_equal(cJSON_GetArraySize(root), 1);
-	assert_null(cJSON_GetObjectItemCaseSensitive(root, "__metadata__"));
+	/* the tensor and __metadata__ with the checksums alone */
+	assert_int_equal(cJSON_GetArraySize(root), 2);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "__metadata__")), 1);
 	cJSON_Delete(root);
 	free(buf);
 	free(path);
@@ -731,6 +745,141 @@ static void test_load_mutations(void **state)
 	remove_dir(dir);
 }
 
+
+/* ---- checksums ---- */
+
+/* Every single byte changed in the data of a dtrain file is caught by its checksum. */
+static void test_checksum_catches_data_changes(void **state)
+{
+	float w[6] = { 1, 2, 3, 4, 5, 6 }, b[2] = { 7, 8 };
+	struct dt_ckpt_tensor t[] = { { "dense/kernel", { 2, { 3, 2 } }, w }, { "dense/bias", { 1, { 2 } }, b } };
+	struct dt_ckpt_meta meta[] = { { "epoch", "12" } };
+	char *dir = make_dir(), *path = join(dir, "m.safetensors"), *bad = join(dir, "bad.safetensors");
+	unsigned char *orig;
+	size_t n, data;
+	uint64_t hlen = 0;
+
+	assert_int_equal(dt_checkpoint_save(path, t, 2, meta, 1), 0);
+	orig = read_whole(path, &n);
+	for (int i = 0; i < 8; i++)
+		hlen |= (uint64_t)orig[i] << (8 * i);
+	data = 8 + hlen;
+	assert_int_equal(n - data, sizeof(w) + sizeof(b));
+	for (size_t at = data; at < n; at++) {
+		FILE *f = fopen(bad, "wb");
+		orig[at] ^= 0x10;
+		fwrite(orig, 1, n, f);
+		fclose(f);
+		orig[at] ^= 0x10;
+		assert_null(dt_checkpoint_load(bad));
+		assert_error_contains(at < data + sizeof(w) ? "tensor 'dense/kernel' fails its checksum"
+							    : "tensor 'dense/bias' fails its checksum");
+		assert_error_contains(bad);
+	}
+	free(orig);
+	unlink(bad);
+	free(bad);
+	free(path);
+	remove_dir(dir);
+}
+
+/* A metadata value changed in a way that keeps the JSON valid fails the metadata checksum. */
+static void test_checksum_catches_metadata_changes(void **state)
+{
+	float w[2] = { 1, 2 };
+	struct dt_ckpt_tensor t = { "w", { 1, { 2 } }, w };
+	struct dt_ckpt_meta meta[] = { { "epoch", "12" } };
+	char *dir = make_dir(), *path = join(dir, "m.safetensors");
+	unsigned char *buf;
+	char *at;
+	size_t n;
+	FILE *f;
+
+	assert_int_equal(dt_checkpoint_save(path, &t, 1, meta, 1), 0);
+	buf = read_whole(path, &n);
+	at = memmem(buf, n, "\"12\"", 4);
+	assert_non_null(at);
+	at[2] = '3';
+	f = fopen(path, "wb");
+	fwrite(buf, 1, n, f);
+	fclose(f);
+	assert_null(dt_checkpoint_load(path));
+	assert_error_contains("the metadata fails its checksum");
+	free(buf);
+	free(path);
+	remove_dir(dir);
+}
+
+/* Files of other tools: no checksums (they load), other dtypes (a clear error). */
+static void test_foreign_files(void **state)
+{
+	static const struct {
+		const char *header;
+		size_t data;
+		const char *error; /* NULL: loads */
+	} cases[] = {
+		/* as PyTorch's safetensors.torch.save_file writes: format pt, F32 */
+		{ "{\"__metadata__\":{\"format\":\"pt\"},\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],"
+		  "\"data_offsets\":[0,16]}}", 16, NULL },
+		{ "{\"w\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 16,
+		  "tensor 'w' has dtype 'I64'; only F32 is supported" },
+		{ "{\"w\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]}}", 8,
+		  "tensor 'w' has dtype 'BF16'; only F32 is supported" },
+		{ "{\"__metadata__\":{\"crc32\":\"[1,2]\"},\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+		  "\"data_offsets\":[0,4]}}", 4, "metadata 'crc32' is not a JSON object" },
+		{ "{\"__metadata__\":{\"crc32\":\"{\\\"__metadata__\\\":\\\"00000000\\\"}\"},\"w\":{\"dtype\":"
+		  "\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "metadata 'crc32' has no checksum for 'w'" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t hlen = strlen(cases[i].header), n = 8 + hlen + cases[i].data;
+		unsigned char *buf = calloc(1, n);
+		struct dt_ckpt *c;
+		char *p;
+		for (int k = 0; k < 8; k++)
+			buf[k] = (unsigned char)((uint64_t)hlen >> (8 * k));
+		memcpy(buf + 8, cases[i].header, hlen);
+		p = dt_test_write_file(".safetensors", buf, n);
+		c = dt_checkpoint_load(p);
+		if (cases[i].error) {
+			if (c)
+				fail_msg("case %zu loaded", i);
+			assert_error_contains(cases[i].error);
+			assert_error_contains(p);
+		} else {
+			if (!c)
+				fail_msg("case %zu: %s", i, dt_error_last());
+			dt_checkpoint_free(c);
+		}
+		unlink(p);
+		free(p);
+		free(buf);
+	}
+}
+
+/* Random bytes and a huge header length: an error naming the file, never a crash. */
+static void test_random_files(void **state)
+{
+	struct dt_rng rng;
+	unsigned char buf[512];
+	dt_rng_seed(&rng, 11, 0);
+	for (int iter = 0; iter < 200; iter++) {
+		size_t n = 1 + dt_rng_below(&rng, sizeof(buf));
+		char *p;
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (unsigned char)dt_rng_below(&rng, 256);
+		if (iter % 4 == 0 && n >= 8) /* a header length that fits the file */
+			for (int k = 0; k < 8; k++)
+				buf[k] = (unsigned char)((uint64_t)(n - 8) >> (8 * k));
+		if (iter == 1)
+			memset(buf, 0xff, 8 < n ? 8 : n);
+		p = dt_test_write_file(".safetensors", buf, n);
+		assert_null(dt_checkpoint_load(p));
+		assert_error_contains(p);
+		unlink(p);
+		free(p);
+	}
+}
+
 /*
  * ---- the reference reader, when it is installed ----
  * Registered only when python3 imports safetensors (main decides), so that a
@@ -746,7 +895,8 @@ static void test_python_safetensors_reads_it(void **state)
 	const char *py = "import sys, numpy as np\n"
 			 "from safetensors import safe_open\n"
 			 "with safe_open(sys.argv[1], framework='np') as f:\n"
-			 "    assert f.metadata() == {'epoch': '4'}, f.metadata()\n"
+			 "    m = f.metadata(); m.pop('crc32')\n"
+			 "    assert m == {'epoch': '4'}, m\n"
 			 "    assert sorted(f.keys()) == ['dense/bias', 'dense/kernel']\n"
 			 "    k = f.get_tensor('dense/kernel'); b = f.get_tensor('dense/bias')\n"
 			 "    assert k.dtype == np.float32 and k.shape == (2, 3) and k.tolist() == [[1,2,3],[4,5,6]]\n"
@@ -783,6 +933,10 @@ int main(void)
 		cmocka_unit_test(test_load_header_over_limit),
 		cmocka_unit_test(test_load_empty_header),
 		cmocka_unit_test(test_load_mutations),
+		cmocka_unit_test(test_checksum_catches_data_changes),
+		cmocka_unit_test(test_checksum_catches_metadata_changes),
+		cmocka_unit_test(test_foreign_files),
+		cmocka_unit_test(test_random_files),
 	};
 	static const struct CMUnitTest python = cmocka_unit_test(test_python_safetensors_reads_it);
 	enum { NFIXED = sizeof(fixed) / sizeof(fixed[0]), NBAD = sizeof(bad_cases) / sizeof(bad_cases[0]) };
