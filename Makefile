@@ -48,7 +48,7 @@ ifneq ($(NATIVE),0)
 OPT += -march=native
 endif
 
-PKGS := yaml-0.1 zlib libpng libcjson
+PKGS := yaml-0.1 zlib libpng libcjson ompi-c
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -63,6 +63,8 @@ TEST_SRC := $(wildcard tests/unit/test_*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_OBJ := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
+# Helpers the CLI tests run (tests/tools/NAME.c -> $(BUILD)/tests/tools/NAME).
+TOOL_BIN := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 LIB := $(BUILD)/libdtrain.a
 BIN := $(BUILD)/dtrain
 
@@ -86,6 +88,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/helpers.h $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TOOL    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Install what is missing; print the command when not root.
 deps:
@@ -120,7 +127,7 @@ bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
 
-test-bins: $(TEST_BIN)
+test-bins: $(TEST_BIN) $(TOOL_BIN)
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5

@@ -56,6 +56,7 @@ int cmd_fit(int argc, char **argv)
 	struct dt_checkpointer ckpt;
 	char dir[4096];
 	char *config_json = NULL;
+	FILE *trace = NULL;
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights", usage)) >= 0)
@@ -74,6 +75,19 @@ int cmd_fit(int argc, char **argv)
 				goto out;
 			}
 		dt_checkpoint_free(c);
+		/* Every process loaded the file; the chief's copy is the one that counts. */
+		a.strategy.type->broadcast(&a.strategy, a.models, a.opts);
+	}
+	if (getenv("DTRAIN_TRACE_SAMPLES")) {
+		/* Test hook: "epoch record" for every sample this process trains on, one file per rank. */
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.%d", getenv("DTRAIN_TRACE_SAMPLES"), a.strategy.rank);
+		if (!(trace = fopen(path, "w"))) {
+			rc = DT_EXIT_FAIL;
+			dt_error("cannot write '%s'", path);
+			goto out;
+		}
+		a.trainer.trace = trace;
 	}
 	if (a.strategy.is_chief) {
 		enum dt_progress_mode mode = o.quiet ? DT_PROGRESS_OFF
@@ -107,6 +121,8 @@ int cmd_fit(int argc, char **argv)
 	}
 	rc = DT_EXIT_OK;
 out:
+	if (trace)
+		fclose(trace);
 	free(config_json);
 	dt_app_release(&a);
 out_opts:

@@ -41,6 +41,12 @@ struct dt_optimizer {
 void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config *cfg, const struct dt_model *m);
 /* Applies the model's gradient buffer to its parameters: one step. */
 void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m);
+/*
+ * One step on the trainable parameters in [lo, hi) of the flat buffer only,
+ * from the gradient buffer's same range (a parameter server's shard). lo and
+ * hi must fall on parameter boundaries, so that clipnorm sees whole tensors.
+ */
+void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi);
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m);
 /* The slot view of parameter p: same shape, same offset as its value. */
 struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev);

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +58,7 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 {
 	struct dt_model *m = &t->models[r];
 	int n = end - begin;
+	int R = t->strategy->global_replicas;
 	int64_t xs = dt_shape_count(&m->input), ys = dt_shape_count(&t->label);
 	struct dt_tensor x, y, pred, dpred;
 
@@ -77,7 +79,6 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 	if (t->accuracy)
 		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
 	if (train) {
-		int R = t->strategy->nreplicas;
 		dt_model_backward(m, n);
 		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
 		sums[0] += dt_model_regularize(m, 1.0f / R) * b->n / R;
@@ -130,14 +131,18 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
 			return -1;
 		for (int r = 0; r < s->nreplicas; r++) {
+			int g = s->first_replica + r;
 			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
-							      (uint64_t)step * DT_MAX_REPLICAS + r) };
+							      (uint64_t)step * DT_MAX_REPLICAS + g) };
 			int begin, end;
-			replica_slice(t->batch.n, r, s->nreplicas, &begin, &end);
+			replica_slice(t->batch.n, g, s->global_replicas, &begin, &end);
 			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums);
+			sums[2] += end - begin;
+			if (t->trace)
+				for (int i = begin; i < end; i++)
+					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->train->idx[i]);
 		}
 		s->type->apply_gradients(s, t->models, t->opts);
-		sums[2] += t->batch.n;
 		logs->step = step + 1;
 		logs->seconds = dt_now() - start;
 		fill_logs(t, logs, sums);
@@ -152,14 +157,38 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 	return 0;
 }
 
+/*
+ * The chief's decision (stop: -1 error, 0 go on, 1 stop) and learning rate
+ * for every process and replica (strategy agree); returns the decision.
+ */
+static int agree(struct dt_trainer *t, int stop)
+{
+	struct dt_strategy *s = t->strategy;
+	double v[2] = { stop, t->opts[0].learning_rate };
+	if (s->type->agree)
+		s->type->agree(s, v, 2);
+	for (int r = 0; r < s->nreplicas; r++)
+		t->opts[r].learning_rate = (float)v[1];
+	return (int)v[0];
+}
+
 int dt_fit(struct dt_trainer *t)
 {
+	struct dt_strategy *s = t->strategy;
 	struct dt_logs logs;
+	if (s->type->serve) {
+		int rc = s->type->serve(s, t->models, t->opts);
+		if (rc)
+			return rc < 0 ? -1 : 0;
+	}
 	for (int epoch = t->initial_epoch; epoch < t->epochs; epoch++) {
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_epoch_begin)
 				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, epoch);
+		agree(t, 0);
 		if (run_epoch(t, epoch, &logs) < 0)
+			return -1;
+		if (s->type->epoch_end && s->type->epoch_end(s, t->models, t->opts, epoch) < 0)
 			return -1;
 		if (t->val) {
 			if (dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy) < 0)
@@ -167,12 +196,13 @@ int dt_fit(struct dt_trainer *t)
 			logs.has_val = 1;
 		}
 		int stop = 0;
-		for (int i = 0; i < t->ncallbacks; i++) {
+		for (int i = 0; i < t->ncallbacks && stop >= 0; i++) {
 			int rc = t->callbacks[i]->on_epoch_end ? t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) : 0;
-			if (rc < 0)
-				return -1;
-			stop |= rc > 0;
+			stop = rc < 0 ? -1 : stop | (rc > 0);
 		}
+		stop = agree(t, stop);
+		if (stop < 0)
+			return -1;
 		if (stop)
 			break;
 	}

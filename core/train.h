@@ -10,6 +10,8 @@
 #ifndef DT_TRAIN_H
 #define DT_TRAIN_H
 
+#include <stdio.h>
+
 #include "loss.h"
 #include "pipeline.h"
 #include "strategy.h"
@@ -58,6 +60,7 @@ struct dt_trainer {
 	int64_t steps_per_epoch;          /* 0: all */
 	int ncallbacks;
 	struct dt_callback *callbacks[DT_MAX_CALLBACKS];
+	FILE *trace;                      /* test hook: "epoch record" per sample trained, or NULL */
 	/* owned by dt_trainer_init: */
 	struct dt_batch batch;
 	float **labels;                   /* per replica, on its device */

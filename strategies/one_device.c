@@ -10,12 +10,12 @@
 
 static int one_device_init(struct dt_strategy *s, const struct dt_node *args)
 {
-	static const char *const keys[] = { "strategy", "device", NULL };
+	struct dt_distribute d;
 	const char *dev;
 	int index = 0;
 	char tail;
 
-	if (dt_cfg_check_keys(args, "distribute", keys) < 0 || dt_cfg_string(args, "device", "cpu:0", &dev) < 0)
+	if (dt_distribute_read(args, &d) < 0 || dt_cfg_string(args, "device", "cpu:0", &dev) < 0)
 		return -1;
 	if (sscanf(dev, "gpu:%d%c", &index, &tail) == 1 || !strcmp(dev, "gpu"))
 		return dt_node_error(dt_node_get(args, "device"), "device '%s': this build of dtrain has no GPU backend", dev);
@@ -29,7 +29,7 @@ static int one_device_init(struct dt_strategy *s, const struct dt_node *args)
 	return 0;
 }
 
-static void one_device_broadcast(struct dt_strategy *s, struct dt_model *replicas) {}
+static void one_device_broadcast(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts) {}
 
 static void one_device_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {

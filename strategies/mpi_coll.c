@@ -1,0 +1,287 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "mpi_coll.h"
+
+enum { TAG_NOTICE = 7001 };
+
+static int started;
+
+static int env_set(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v;
+}
+
+int dt_mpi_launched(void)
+{
+	const char *tasks = getenv("SLURM_NTASKS");
+	if (env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK"))
+		return 1;
+	return env_set("SLURM_PROCID") && tasks && atoi(tasks) > 1;
+}
+
+int dt_mpi_start(int *rank, int *world)
+{
+	int provided, flag;
+	MPI_Initialized(&flag);
+	if (!flag) {
+		if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+			return dt_error("MPI_Init failed: is this process started by mpirun or srun?");
+		started = 1;
+		/* Errors come back as codes (and a dead peer ends the job through mpirun). */
+		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+	}
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, world);
+	if (*world > 1)
+		dt_error_set_rank(*rank);
+	return 0;
+}
+
+void dt_mpi_stop(void)
+{
+	int flag = 0;
+	if (!started)
+		return;
+	MPI_Finalized(&flag);
+	if (!flag)
+		MPI_Finalize();
+	started = 0;
+}
+
+_Noreturn void dt_mpi_abort(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	dt_error("%s", msg);
+	fflush(stderr);
+	fflush(stdout);
+	MPI_Abort(MPI_COMM_WORLD, 1);
+	_exit(1);
+}
+
+const char *dt_mpi_host(void)
+{
+	static char host[256];
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		snprintf(host, sizeof(host), "unknown");
+	return host;
+}
+
+double dt_mpi_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Spins for a few milliseconds, then sleeps between polls (cores may be shared). */
+void dt_mpi_backoff(double waited)
+{
+	if (waited > 0.002) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+void dt_mpi_group_init(struct dt_mpi_group *g, MPI_Comm comm, double timeout, const char *who)
+{
+	MPI_Group world, mine;
+	int *ranks;
+
+	memset(g, 0, sizeof(*g));
+	g->comm = comm;
+	g->timeout = timeout;
+	g->who = who;
+	MPI_Comm_rank(comm, &g->rank);
+	MPI_Comm_size(comm, &g->size);
+	g->world_ranks = dt_calloc(g->size, sizeof(int));
+	ranks = dt_calloc(g->size, sizeof(int));
+	for (int i = 0; i < g->size; i++)
+		ranks[i] = i;
+	MPI_Comm_group(MPI_COMM_WORLD, &world);
+	MPI_Comm_group(comm, &mine);
+	MPI_Group_translate_ranks(mine, g->size, ranks, world, g->world_ranks);
+	MPI_Group_free(&world);
+	MPI_Group_free(&mine);
+	free(ranks);
+	if (g->rank == 0) {
+		g->arrived = dt_calloc(g->size, sizeof(int64_t));
+		g->notice_buf = dt_calloc(g->size, sizeof(int64_t));
+		g->notice_req = dt_calloc(g->size, sizeof(MPI_Request));
+		g->notice_req[0] = MPI_REQUEST_NULL;
+		for (int i = 1; i < g->size; i++)
+			MPI_Irecv(&g->notice_buf[i], 1, MPI_INT64_T, i, TAG_NOTICE, comm, &g->notice_req[i]);
+	}
+}
+
+/* Rank 0: takes in the notices that have come, and posts the next receives. */
+static void poll_notices(struct dt_mpi_group *g)
+{
+	int done = 1;
+	while (done) {
+		int index;
+		MPI_Status st;
+		MPI_Testany(g->size, g->notice_req, &index, &done, &st);
+		if (!done || index == MPI_UNDEFINED)
+			return;
+		g->arrived[index] = g->notice_buf[index];
+		MPI_Irecv(&g->notice_buf[index], 1, MPI_INT64_T, index, TAG_NOTICE, g->comm, &g->notice_req[index]);
+	}
+}
+
+/* Announces to rank 0 that this rank entered collective g->seq. */
+static void notice(struct dt_mpi_group *g)
+{
+	MPI_Request r;
+	g->seq++;
+	if (g->size == 1)
+		return;
+	if (g->rank == 0) {
+		g->arrived[0] = g->seq;
+		poll_notices(g);
+		return;
+	}
+	g->notice_ring[g->seq % 64] = g->seq;
+	MPI_Isend(&g->notice_ring[g->seq % 64], 1, MPI_INT64_T, 0, TAG_NOTICE, g->comm, &r);
+	MPI_Request_free(&r);
+}
+
+static void step_text(char *buf, size_t size, int64_t step)
+{
+	if (step >= 0)
+		snprintf(buf, size, " at step %lld", (long long)step);
+	else
+		buf[0] = '\0';
+}
+
+static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *what, int64_t step)
+{
+	/* The others give rank 0 time to name the missing ranks first. */
+	double limit = g->rank == 0 ? g->timeout : g->timeout + (g->timeout < 20 ? g->timeout / 2 : 10);
+	double start = dt_mpi_now(), waited = 0;
+	char at[48], missing[512];
+	int done = 0, len = 0, nmissing = 0;
+
+	for (;;) {
+		MPI_Test(req, &done, MPI_STATUS_IGNORE);
+		if (done)
+			return;
+		if (g->rank == 0)
+			poll_notices(g);
+		waited = dt_mpi_now() - start;
+		if (waited > limit)
+			break;
+		dt_mpi_backoff(waited);
+	}
+	step_text(at, sizeof(at), step);
+	if (g->rank != 0)
+		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout); rank %d (the chief) did not "
+			     "name the missing ranks, so it may be the one missing; aborting the job",
+			     g->who, what, at, g->timeout, g->world_ranks[0]);
+	missing[0] = '\0';
+	for (int i = 1; i < g->size; i++) {
+		if (g->arrived[i] >= g->seq)
+			continue;
+		nmissing++;
+		if (len < (int)sizeof(missing) - 16)
+			len += snprintf(missing + len, sizeof(missing) - len, "%s%d", len ? ", " : "", g->world_ranks[i]);
+	}
+	if (nmissing)
+		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): rank%s %s did not arrive "
+			     "(dead, stopped or stuck); aborting the job",
+			     g->who, what, at, g->timeout, nmissing > 1 ? "s" : "", missing);
+	dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): every rank arrived but the "
+		     "exchange did not finish (network?); aborting the job",
+		     g->who, what, at, g->timeout);
+}
+
+void dt_mpi_group_release(struct dt_mpi_group *g)
+{
+	if (g->rank == 0 && g->notice_req) {
+		double start = dt_mpi_now();
+		/* Notices of the last collectives may still be on their way. */
+		for (int i = 1; i < g->size; i++) {
+			while (g->arrived[i] < g->seq && dt_mpi_now() - start < 1.0) {
+				poll_notices(g);
+				dt_mpi_backoff(1);
+			}
+			MPI_Cancel(&g->notice_req[i]);
+			MPI_Wait(&g->notice_req[i], MPI_STATUS_IGNORE);
+		}
+	}
+	free(g->arrived);
+	free(g->notice_buf);
+	free(g->notice_req);
+	free(g->world_ranks);
+	memset(g, 0, sizeof(*g));
+}
+
+void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	DT_ASSERT(n <= 0x7fffffff);
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	DT_ASSERT(bytes <= 0x7fffffff);
+	notice(g);
+	MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, const char *who, const char *what,
+		     const char *peer)
+{
+	double start = dt_mpi_now(), waited;
+	int done = 0;
+	for (;;) {
+		MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+		if (done)
+			return;
+		waited = dt_mpi_now() - start;
+		if (waited > timeout)
+			break;
+		dt_mpi_backoff(waited);
+	}
+	dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout) waiting for %s (dead, stopped or stuck); "
+		     "aborting the job", who, what, timeout, peer);
+}
