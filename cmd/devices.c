@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -26,6 +27,7 @@ int cmd_devices(int argc, char **argv)
 	struct dt_system s;
 	const dnnl_version_t *v = dnnl_version();
 	const char *why, *strategy;
+	char *ranks = NULL;
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "json", usage)) >= 0) {
@@ -34,6 +36,22 @@ int cmd_devices(int argc, char **argv)
 	}
 	dt_system_detect(&s);
 	strategy = dt_strategy_auto(&s, &why);
+	if (dt_strategy_mpi_launched() && s.mpi_world > 1) {
+		/* Every rank's host, devices and role, gathered on rank 0, which alone prints. */
+		char mine[512], *all;
+		if (o.json)
+			snprintf(mine, sizeof(mine), "{\"rank\":%d,\"host\":\"%s\",\"devices\":[\"cpu:0\"],\"gpus\":%d,\"role\":\"%s\"}",
+				 s.mpi_rank, s.host, s.gpus, s.mpi_rank == 0 ? "chief" : "worker");
+		else
+			snprintf(mine, sizeof(mine), "  rank %d: host %s, devices cpu:0, role %s", s.mpi_rank, s.host,
+				 s.mpi_rank == 0 ? "chief" : "worker");
+		all = dt_strategy_gather_lines(mine);
+		if (!all) {
+			dt_opts_release(&o);
+			return DT_EXIT_OK;
+		}
+		ranks = all;
+	}
 	if (o.json) {
 		cJSON *j = cJSON_CreateObject();
 		char *text, onednn[32];
@@ -49,6 +67,11 @@ int cmd_devices(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "mpi_rank", s.mpi_rank);
 		cJSON_AddStringToObject(j, "strategy", strategy);
 		cJSON_AddStringToObject(j, "reason", why);
+		if (ranks) {
+			cJSON *arr = cJSON_AddArrayToObject(j, "ranks");
+			for (char *line = strtok(ranks, "\n"); line; line = strtok(NULL, "\n"))
+				cJSON_AddItemToArray(arr, cJSON_Parse(line));
+		}
 		text = cJSON_PrintUnformatted(j);
 		printf("%s\n", text);
 		free(text);
@@ -60,7 +83,10 @@ int cmd_devices(int argc, char **argv)
 		printf("GPUs:      %d (this build has no CUDA backend)\n", s.gpus);
 		printf("MPI:       world size %d, rank %d\n", s.mpi_world, s.mpi_rank);
 		printf("Strategy:  %s (%s)\n", strategy, why);
+		if (ranks)
+			printf("Ranks:\n%s", ranks);
 	}
+	free(ranks);
 	dt_opts_release(&o);
 	return DT_EXIT_OK;
 }

@@ -59,6 +59,8 @@ void dt_system_detect(struct dt_system *s)
 	if (f)
 		fclose(f);
 	s->cpu_cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (gethostname(s->host, sizeof(s->host) - 1) < 0)
+		snprintf(s->host, sizeof(s->host), "unknown");
 	s->gpus = 0;
 	s->mpi_world = env_int(size_vars, 1, 1);
 	s->mpi_rank = env_int(rank_vars, 0, 0);

@@ -16,6 +16,7 @@ struct dt_system {
 	int gpus;           /* usable GPUs (0 without the CUDA backend) */
 	int mpi_world;      /* processes in the MPI job, 1 without MPI */
 	int mpi_rank;
+	char host[256];     /* this host's name */
 };
 
 extern const struct dt_strategy_type dt_one_device_strategy;
