@@ -20,10 +20,17 @@ static int env_set(const char *name)
 
 int dt_mpi_launched(void)
 {
+	/*
+	 * A launcher to talk to, not just a world size (tests and users may set
+	 * OMPI_COMM_WORLD_SIZE by hand): Open MPI's mpirun (ORTE or PRRTE/PMIx),
+	 * or srun with PMI or PMIx and more than one task.
+	 */
 	const char *tasks = getenv("SLURM_NTASKS");
-	if (env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK") || env_set("PMI_RANK"))
+	if (env_set("OMPI_MCA_orte_hnp_uri") || env_set("PMIX_NAMESPACE") || env_set("PMIX_SERVER_URI2") ||
+	    env_set("PMIX_SERVER_URI21") || env_set("PMIX_SERVER_URI3"))
 		return 1;
-	return env_set("SLURM_PROCID") && tasks && atoi(tasks) > 1;
+	return env_set("SLURM_STEP_ID") && (env_set("PMI_FD") || env_set("PMI_PORT") || env_set("PMIX_RANK")) &&
+	       tasks && atoi(tasks) > 1;
 }
 
 int dt_mpi_start(int *rank, int *world)
@@ -118,6 +125,7 @@ void dt_mpi_group_init(struct dt_mpi_group *g, MPI_Comm comm, double timeout, co
 		g->arrived = dt_calloc(g->size, sizeof(int64_t));
 		g->notice_buf = dt_calloc(g->size, sizeof(int64_t));
 		g->notice_req = dt_calloc(g->size, sizeof(MPI_Request));
+		g->heard = dt_calloc(g->size, sizeof(double));
 		g->notice_req[0] = MPI_REQUEST_NULL;
 		for (int i = 1; i < g->size; i++)
 			MPI_Irecv(&g->notice_buf[i], 1, MPI_INT64_T, i, TAG_NOTICE, comm, &g->notice_req[i]);
@@ -135,14 +143,24 @@ static void poll_notices(struct dt_mpi_group *g)
 		if (!done || index == MPI_UNDEFINED)
 			return;
 		g->arrived[index] = g->notice_buf[index];
+		g->heard[index] = dt_mpi_now();
 		MPI_Irecv(&g->notice_buf[index], 1, MPI_INT64_T, index, TAG_NOTICE, g->comm, &g->notice_req[index]);
 	}
+}
+
+/* Sends "at collective g->seq" to rank 0 (never waited for: eager, small). */
+static void send_notice(struct dt_mpi_group *g)
+{
+	MPI_Request r;
+	int64_t *slot = &g->notice_ring[g->nsent++ % 64];
+	*slot = g->seq;
+	MPI_Isend(slot, 1, MPI_INT64_T, 0, TAG_NOTICE, g->comm, &r);
+	MPI_Request_free(&r);
 }
 
 /* Announces to rank 0 that this rank entered collective g->seq. */
 static void notice(struct dt_mpi_group *g)
 {
-	MPI_Request r;
 	g->seq++;
 	if (g->size == 1)
 		return;
@@ -151,9 +169,7 @@ static void notice(struct dt_mpi_group *g)
 		poll_notices(g);
 		return;
 	}
-	g->notice_ring[g->seq % 64] = g->seq;
-	MPI_Isend(&g->notice_ring[g->seq % 64], 1, MPI_INT64_T, 0, TAG_NOTICE, g->comm, &r);
-	MPI_Request_free(&r);
+	send_notice(g);
 }
 
 static void step_text(char *buf, size_t size, int64_t step)
@@ -168,17 +184,22 @@ static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *wha
 {
 	/* The others give rank 0 time to name the missing ranks first. */
 	double limit = g->rank == 0 ? g->timeout : g->timeout + (g->timeout < 20 ? g->timeout / 2 : 10);
-	double start = dt_mpi_now(), waited = 0;
-	char at[48], missing[512];
-	int done = 0, len = 0, nmissing = 0;
+	double start = dt_mpi_now(), waited = 0, beat = g->timeout / 4;
+	char at[48], missing[256], silent[256];
+	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0;
 
 	for (;;) {
 		MPI_Test(req, &done, MPI_STATUS_IGNORE);
 		if (done)
 			return;
-		if (g->rank == 0)
-			poll_notices(g);
 		waited = dt_mpi_now() - start;
+		if (g->rank == 0) {
+			poll_notices(g);
+		} else if (waited > beat) {
+			/* A long wait: tell rank 0 this rank is alive, waiting in this collective. */
+			send_notice(g);
+			beat += g->timeout / 4;
+		}
 		if (waited > limit)
 			break;
 		dt_mpi_backoff(waited);
@@ -188,18 +209,25 @@ static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *wha
 		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout); rank %d (the chief) did not "
 			     "name the missing ranks, so it may be the one missing; aborting the job",
 			     g->who, what, at, g->timeout, g->world_ranks[0]);
-	missing[0] = '\0';
+	missing[0] = silent[0] = '\0';
 	for (int i = 1; i < g->size; i++) {
-		if (g->arrived[i] >= g->seq)
-			continue;
-		nmissing++;
-		if (len < (int)sizeof(missing) - 16)
-			len += snprintf(missing + len, sizeof(missing) - len, "%s%d", len ? ", " : "", g->world_ranks[i]);
+		if (g->arrived[i] < g->seq) {
+			nmissing++;
+			if (len < (int)sizeof(missing) - 16)
+				len += snprintf(missing + len, sizeof(missing) - len, "%s%d", len ? ", " : "", g->world_ranks[i]);
+		} else if (dt_mpi_now() - g->heard[i] > g->timeout / 2) {
+			/* It entered, but sent no sign of life since: stopped inside the collective. */
+			nsilent++;
+			if (slen < (int)sizeof(silent) - 16)
+				slen += snprintf(silent + slen, sizeof(silent) - slen, "%s%d", slen ? ", " : "", g->world_ranks[i]);
+		}
 	}
-	if (nmissing)
-		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): rank%s %s did not arrive "
-			     "(dead, stopped or stuck); aborting the job",
-			     g->who, what, at, g->timeout, nmissing > 1 ? "s" : "", missing);
+	if (nmissing || nsilent)
+		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): %s%s%s%s%s%s%s; aborting the job",
+			     g->who, what, at, g->timeout, nmissing ? (nmissing > 1 ? "ranks " : "rank ") : "", missing,
+			     nmissing ? " did not arrive (dead, stopped or stuck)" : "", nmissing && nsilent ? ", " : "",
+			     nsilent ? (nsilent > 1 ? "ranks " : "rank ") : "", silent,
+			     nsilent ? " stopped responding inside it (dead, stopped or stuck)" : "");
 	dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): every rank arrived but the "
 		     "exchange did not finish (network?); aborting the job",
 		     g->who, what, at, g->timeout);
@@ -222,6 +250,7 @@ void dt_mpi_group_release(struct dt_mpi_group *g)
 	free(g->arrived);
 	free(g->notice_buf);
 	free(g->notice_req);
+	free(g->heard);
 	free(g->world_ranks);
 	memset(g, 0, sizeof(*g));
 }

@@ -9,7 +9,9 @@
  * receive posted per rank. On timeout rank 0 prints the ranks whose last
  * notice is older than k and aborts the job (MPI_Abort, status 1); the other
  * ranks wait a little longer than rank 0 so that its message comes first,
- * then abort too (rank 0 itself may be the missing one).
+ * then abort too (rank 0 itself may be the missing one). A rank that waits
+ * long repeats its notice every timeout/4 s, so that rank 0 can also name a
+ * rank that entered the collective and then stopped (no notice for timeout/2).
  *
  * Only strategies/ calls MPI; core/ never does.
  */
@@ -46,7 +48,9 @@ struct dt_mpi_group {
 	int64_t *arrived;       /* rank 0: (size) last notice from each member */
 	int64_t *notice_buf;    /* rank 0: (size) receive buffers */
 	MPI_Request *notice_req; /* rank 0: (size) posted receives */
+	double *heard;          /* rank 0: (size) when each member's last notice came */
 	int64_t notice_ring[64]; /* others: send buffers of the notices in flight */
+	int64_t nsent;          /* others: notices sent */
 };
 
 /* Takes comm (not duplicated, not freed). Allocates the notice buffers. */
