@@ -126,6 +126,7 @@ check: deps
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
+	$(Q)DTRAIN=$(BIN) tests/bench/strategies.sh
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
 
