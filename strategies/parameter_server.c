@@ -191,12 +191,16 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 	struct dt_model *m = &replicas[0];
 	struct dt_optimizer *o = &opts[0];
 	int k = s->rank - p->workers, done = 0;
-	int64_t lo = p->lo[k], hi = p->hi[k], n = hi - lo, version = 0, *last;
-	size_t shard = (size_t)n * sizeof(float);
+	int64_t lo, hi, n, version = 0, *last;
+	size_t shard;
 	char *in, *out, what[96];
 
 	if (!p->is_server)
 		return 0;
+	lo = p->lo[k];
+	hi = p->hi[k];
+	n = hi - lo;
+	shard = (size_t)n * sizeof(float);
 	last = dt_calloc(p->workers, sizeof(int64_t));
 	in = dt_malloc(shard + 1);
 	out = dt_malloc(sizeof(struct reply_header) + 3 * shard);

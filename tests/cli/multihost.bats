@@ -13,6 +13,8 @@ setup() {
 	command -v mpirun >/dev/null || skip "no mpirun (openmpi-bin)"
 	command -v ip >/dev/null || skip "no ip (iproute2)"
 	export OMP_NUM_THREADS=1
+	# Under SANITIZE=1: Open MPI's own allocations are not our leaks.
+	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp:fast_unwind_on_malloc=0}
 	local k=$(($$ % 200 + 20))
 	NS_A=dtrain$$a NS_B=dtrain$$b
 	NET=10.77.$k
