@@ -34,6 +34,16 @@ static void bad_option(int c, const char *arg, const struct option *longs)
 		dt_error("unknown option '%s'", arg);
 }
 
+/* Whether the space-separated word list `allowed` holds `word`. */
+static int has_word(const char *allowed, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = allowed; (p = strstr(p, word)); p += n)
+		if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
 {
 	static const struct option all[] = {
@@ -45,6 +55,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "init-weights", required_argument, NULL, 'i' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "header", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
@@ -52,13 +65,13 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 
 	memset(o, 0, sizeof(*o));
 	for (int i = 0; all[i].name; i++)
-		if (i == 0 || strstr(allowed, all[i].name))
+		if (i == 0 || has_word(allowed, all[i].name))
 			longs[n++] = all[i];
 	memset(&longs[n], 0, sizeof(longs[n]));
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, has_word(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
@@ -84,13 +97,22 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'w':
 			o->warmup = optarg;
 			break;
+		case 'f':
+			o->format = optarg;
+			break;
+		case 'a':
+			o->all = 1;
+			break;
+		case 'H':
+			o->header = 1;
+			break;
 		default:
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);
 			return DT_EXIT_USAGE;
 		}
 	}
-	if (strstr(allowed, "config")) {
+	if (has_word(allowed, "config")) {
 		if (optind >= argc) {
 			dt_error("missing the model file (a YAML config)");
 			short_usage(usage);
@@ -98,6 +120,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		}
 		o->config = argv[optind++];
 	}
+	if (has_word(allowed, "input")) /* predict: an optional input file, "-" for standard input */
+		o->input = optind < argc ? argv[optind++] : "-";
 	if (optind < argc) {
 		dt_error("unexpected argument '%s'", argv[optind]);
 		short_usage(usage);

@@ -21,6 +21,7 @@ int cmd_evaluate(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {
@@ -33,6 +34,10 @@ struct dt_opts {
 	const char *init_weights; /* fit --init-weights */
 	const char *iterations; /* time --iterations, unchecked */
 	const char *warmup;     /* time --warmup, unchecked */
+	const char *input;      /* predict: the input after the model file ("-" when absent) */
+	const char *format;     /* predict --format */
+	int all;                /* predict --all */
+	int header;             /* predict --header */
 };
 
 /*

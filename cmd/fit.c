@@ -55,7 +55,8 @@ int cmd_fit(int argc, char **argv)
 	struct dt_json_log json;
 	struct dt_checkpointer ckpt;
 	char dir[4096];
-	char *config_json = NULL;
+	char *config_json = NULL, *class_names = NULL;
+	struct dt_ckpt_meta extra[1];
 	FILE *trace = NULL;
 	int rc;
 
@@ -108,6 +109,16 @@ int cmd_fit(int argc, char **argv)
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
 				goto out;
 			dt_trainer_add_callback(&a.trainer, &ckpt.cb);
+			/* The training data's class names, for dtrain predict. */
+			if (a.train_src.class_names) {
+				cJSON *names = cJSON_CreateStringArray((const char *const *)a.train_src.class_names,
+								       a.train_src.num_classes);
+				class_names = cJSON_PrintUnformatted(names);
+				cJSON_Delete(names);
+				extra[0] = (struct dt_ckpt_meta){ "class_names", class_names };
+				ckpt.extra_meta = extra;
+				ckpt.nextra_meta = 1;
+			}
 		}
 	}
 	rc = DT_EXIT_FAIL;
@@ -124,6 +135,7 @@ out:
 	if (trace)
 		fclose(trace);
 	free(config_json);
+	free(class_names);
 	dt_app_release(&a);
 out_opts:
 	dt_opts_release(&o);
