@@ -132,6 +132,8 @@ int cmd_fit(int argc, char **argv)
 	}
 	rc = DT_EXIT_OK;
 out:
+	/* Under MPI, the other ranks must not wait for this one. */
+	a.strategy.failed = rc;
 	if (trace)
 		fclose(trace);
 	free(config_json);

@@ -29,6 +29,7 @@ struct dt_strategy {
 	 */
 	int first_replica, global_replicas;
 	double timeout;                         /* seconds a collective may wait (distribute.timeout) */
+	int failed;                             /* exit status set before release after a failure here: the job ends */
 	void *priv;
 };
 

@@ -62,18 +62,29 @@ void dt_mpi_stop(void)
 	started = 0;
 }
 
-_Noreturn void dt_mpi_abort(const char *fmt, ...)
+static _Noreturn void abort_job(int status, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	dt_error("%s", msg);
 	fflush(stderr);
 	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 1);
-	_exit(1);
+	MPI_Abort(MPI_COMM_WORLD, status);
+	_exit(status);
+}
+
+_Noreturn void dt_mpi_abort(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	abort_job(1, fmt, ap);
+}
+
+_Noreturn void dt_mpi_abort_status(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	abort_job(status, fmt, ap);
 }
 
 const char *dt_mpi_host(void)

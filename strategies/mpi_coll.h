@@ -30,6 +30,8 @@ int dt_mpi_start(int *rank, int *world);
 void dt_mpi_stop(void);
 /* Prints "<msg>" as an error and aborts the whole MPI job with status 1. */
 _Noreturn void dt_mpi_abort(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with exit status `status` (mpirun exits with it). */
+_Noreturn void dt_mpi_abort_status(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Monotonic seconds. */
 double dt_mpi_now(void);
 /* Between polls: spins for the first 2 ms of a wait, then sleeps 50 us (cores may be shared). */

@@ -135,6 +135,8 @@ static void multi_worker_release(struct dt_strategy *s)
 			who, s->world, (long long)w->step, per_step * 1e3, ar * 1e3,
 			per_step > 0 ? 100 * ar / per_step : 0);
 	}
+	if (w->mpi && s->failed)
+		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
 	if (w->mpi)
 		dt_mpi_group_release(&w->group);
 	free(w);

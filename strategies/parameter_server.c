@@ -42,6 +42,7 @@ struct ps {
 	MPI_Request *reqs;         /* (2 * servers) */
 	int64_t step;
 	double stale_sum, stale_max, stale_n;  /* this epoch */
+	char report[160];          /* the chief's staleness line, printed after the epoch's progress line */
 	/* DTRAIN_STATS */
 	double t_exchange;
 };
@@ -303,8 +304,9 @@ static int ps_epoch_end(struct dt_strategy *s, struct dt_model *replicas, struct
 		opts[0].iterations = h.version;
 		free(buf);
 	}
-	fprintf(stderr, "parameter_server: epoch %d: %d workers, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
-		epoch + 1, p->workers, p->servers, p->servers == 1 ? "" : "s", sums[1] > 0 ? sums[0] / sums[1] : 0, max);
+	snprintf(p->report, sizeof(p->report),
+		 "parameter_server: epoch %d: %d workers, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
+		 epoch + 1, p->workers, p->servers, p->servers == 1 ? "" : "s", sums[1] > 0 ? sums[0] / sums[1] : 0, max);
 	return 0;
 }
 
@@ -318,6 +320,11 @@ static void ps_agree(struct dt_strategy *s, double *v, int n)
 {
 	struct ps *p = s->priv;
 	dt_mpi_bcast(&p->worker_group, v, (int64_t)n * (int64_t)sizeof(double), "the chief's decision broadcast", p->step);
+	/* After the epoch-end callbacks: the progress line is complete. */
+	if (p->report[0]) {
+		fputs(p->report, stderr);
+		p->report[0] = '\0';
+	}
 }
 
 static void ps_release(struct dt_strategy *s)
@@ -326,6 +333,8 @@ static void ps_release(struct dt_strategy *s)
 	const char *stats = getenv("DTRAIN_STATS");
 	if (!p)
 		return;
+	if (s->failed)
+		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
 	if (!p->is_server) {
 		/* Tell every server this worker is done (also after an error, so that they leave). */
 		for (int k = 0; k < p->servers; k++) {

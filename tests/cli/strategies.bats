@@ -192,6 +192,23 @@ stalled() {
 	[[ $output == *"timed out after 3 s (distribute.timeout) waiting for server rank 2"* ]]
 }
 
+@test "a rank that fails (the chief cannot write its checkpoints) ends the job at once, not at the timeout" {
+	need_mpi
+	touch "$TMP/file"
+	local start=$SECONDS
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set checkpoint.dir="$TMP/file/run" --set distribute.timeout=60
+	[ "$status" -eq 1 ]
+	[ $((SECONDS - start)) -lt 30 ]
+	[[ $output == *"multi_worker_mirrored: rank 0 failed (the error above); aborting the job"* ]]
+}
+
+@test "a config error on every rank keeps exit status 2 under mpirun" {
+	need_mpi
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set distribute.num_ps=0
+	[ "$status" -eq 2 ]
+	[[ $output == *num_ps* ]]
+}
+
 @test "dtrain devices under mpirun: one line per rank with host, devices and role" {
 	need_mpi
 	run --separate-stderr mpi 2 "$DTRAIN" devices
