@@ -145,15 +145,18 @@ same() {
 }
 
 # stalled N RANK SIGNAL ARGS...: starts N ranks of a long run, sends SIGNAL to
-# RANK after 1.5 s, and sets status, output and seconds (from the signal to the end).
+# RANK once training runs (the chief's sample trace grows: every rank is past
+# MPI start-up, whose own waits are MPI's), and sets status, output and seconds
+# (from the signal to the end).
 stalled() {
 	local n=$1 rank=$2 sig=$3 start
 	shift 3
-	mpi "$n" sh -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP" "$DTRAIN" fit "$BLOBS" -q \
-		--set fit.epochs=1000000 --set checkpoint.enabled=false --set distribute.timeout=3 "$@" >"$TMP/out" 2>&1 &
+	DTRAIN_TRACE_SAMPLES=$TMP/trace mpi "$n" sh -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP" \
+		"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1000000 --set checkpoint.enabled=false \
+		--set distribute.timeout=3 "$@" >"$TMP/out" 2>&1 &
 	local job=$!
-	for _ in $(seq 100); do [ -s "$TMP/pid.$rank" ] && break; sleep 0.1; done
-	sleep 1.5
+	for _ in $(seq 300); do [ -s "$TMP/trace.0" ] && [ -s "$TMP/pid.$rank" ] && break; sleep 0.1; done
+	sleep 0.5
 	start=$SECONDS
 	kill -"$sig" "$(cat "$TMP/pid.$rank")"
 	status=0
@@ -162,6 +165,7 @@ stalled() {
 	kill -CONT "$(cat "$TMP/pid.$rank")" 2>/dev/null || true
 	kill -KILL "$(cat "$TMP/pid.$rank")" 2>/dev/null || true
 	output=$(cat "$TMP/out")
+	echo "ended $seconds s after the signal, status $status"
 }
 
 @test "a stopped rank: the job fails within the timeout, naming the rank" {
