@@ -120,6 +120,15 @@ same() {
 	events epoch | jq -e 'select(.epoch == 2) | .steps == 25' >/dev/null
 }
 
+@test "dtrain evaluate under mpirun: the chief alone prints" {
+	need_mpi
+	fit_blobs one
+	run --separate-stderr mpi 2 "$DTRAIN" evaluate "$BLOBS" --json --checkpoint "$TMP/one/latest.safetensors"
+	status_is 0
+	[ "$(wc -l <<<"$output")" -eq 1 ]
+	jq -e '.event == "evaluate" and .samples == 300' <<<"$output" >/dev/null
+}
+
 @test "parameter_server with 1 server and 2 workers reaches 95% on blobs and reports staleness" {
 	need_mpi
 	run --separate-stderr mpi 3 "$DTRAIN" fit "$BLOBS" --json --set checkpoint.dir="$TMP/ps" \
