@@ -13,10 +13,12 @@
 
 #include "config.h"
 #include "model.h"
+#include "schedule.h"
 
 struct dt_optimizer_config {
 	enum dt_opt_kind kind;
-	double learning_rate;
+	double learning_rate;   /* the schedule's value at step 0 */
+	struct dt_schedule schedule; /* learning_rate: a number or a schedule (core/schedule.h) */
 	double momentum;     /* sgd, rmsprop */
 	int nesterov;        /* sgd */
 	double rho;          /* rmsprop */
@@ -31,7 +33,7 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 
 struct dt_optimizer {
 	struct dt_optimizer_config cfg;
-	float learning_rate;      /* current; schedules change it */
+	float learning_rate;      /* of the latest update; schedules and callbacks change it */
 	int64_t iterations;       /* updates applied */
 	int nslots;
 	const char *slot_names[2];
@@ -42,11 +44,18 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 /* Applies the model's gradient buffer to its parameters: one step. */
 void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m);
 /*
+
  * One step on the trainable parameters in [lo, hi) of the flat buffer only,
  * from the gradient buffer's same range (a parameter server's shard). lo and
  * hi must fall on parameter boundaries, so that clipnorm sees whole tensors.
  */
 void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi);
+/*
+ * The learning rate the next update will use: the schedule's value at
+ * `iterations` when the rate is scheduled, else learning_rate (which
+ * reduce_lr_on_plateau may lower).
+ */
+double dt_optimizer_lr(const struct dt_optimizer *o);
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m);
 /* The slot view of parameter p: same shape, same offset as its value. */
 struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev);

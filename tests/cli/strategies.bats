@@ -67,7 +67,7 @@ same() {
 	stderr_has "device 'cpu:0' is listed twice"
 	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[gpu:0]'
 	status_is 2
-	stderr_has "no GPU backend"
+	stderr_has "not wired yet"
 	run --separate-stderr fit_blobs x --set distribute.timeout=0
 	status_is 2
 	stderr_has timeout

@@ -80,7 +80,7 @@ static void test_distribute_keys(void **state)
 		const char *yaml, *error;
 	} bad[] = {
 		{ "devices: [cpu:0, cpu:0]\n", "listed twice" },
-		{ "devices: [gpu:1]\n", "no GPU backend" },
+		{ "devices: [gpu:1]\n", "not wired yet" },
 		{ "devices: [tpu:0]\n", "unknown device 'tpu:0'" },
 		{ "devices: []\n", "'devices' is 'auto' or a list" },
 		{ "devices: cpu:0\n", "'devices' is 'auto' or a list" },
