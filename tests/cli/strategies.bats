@@ -129,6 +129,17 @@ same() {
 	jq -e '.event == "evaluate" and .samples == 300' <<<"$output" >/dev/null
 }
 
+@test "early stopping under mpirun: the chief's decision ends every rank at the same epoch" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --json --set fit.epochs=8 --set checkpoint.dir="$TMP/es" \
+		--set distribute.timeout=20 \
+		--set 'fit.callbacks=[{early_stopping: {monitor: val_loss, min_delta: 10, patience: 2}}]'
+	status_is 0
+	# Stopped after 3 epochs (no improvement by 10 twice), on both ranks: no timeout, one test line.
+	[ "$(events epoch | wc -l)" -eq 3 ]
+	[ "$(events test | wc -l)" -eq 1 ]
+}
+
 @test "parameter_server with 1 server and 2 workers reaches 95% on blobs and reports staleness" {
 	need_mpi
 	run --separate-stderr mpi 3 "$DTRAIN" fit "$BLOBS" --json --set checkpoint.dir="$TMP/ps" \
