@@ -20,7 +20,7 @@ CC ?= cc
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin
-DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy
+DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy iproute2
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
@@ -49,7 +49,7 @@ ifneq ($(NATIVE),0)
 OPT += -march=native
 endif
 
-PKGS := yaml-0.1 zlib libpng libcjson
+PKGS := yaml-0.1 zlib libpng libcjson ompi-c
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -97,6 +97,8 @@ TEST_SRC := $(wildcard tests/unit/test_*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CMD_OBJ := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
+# Helpers the CLI tests run (tests/tools/NAME.c -> $(BUILD)/tests/tools/NAME).
+TOOL_BIN := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 LIB := $(BUILD)/libdtrain.a
 BIN := $(BUILD)/dtrain
 
@@ -146,6 +148,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/helpers.h $(LIB)
 	@$(if $(Q),echo "  TEST    $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  TOOL    $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 # Install what is missing; print the command when not root.
 deps:
 	@missing=""; for p in $(or $(PACKAGES),$(DEPS)); do \
@@ -178,8 +185,9 @@ check: deps
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
+	$(Q)DTRAIN=$(BIN) tests/bench/strategies.sh
 
-test-bins: $(TEST_BIN)
+test-bins: $(TEST_BIN) $(TOOL_BIN)
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5

@@ -320,7 +320,7 @@ int dt_app_build(struct dt_app *a)
 		dt_model_init_params(&a->models[r], c->seed);
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}
-	a->strategy.type->broadcast(&a->strategy, a->models);
+	a->strategy.type->broadcast(&a->strategy, a->models, a->opts);
 	a->trainer.strategy = &a->strategy;
 	a->trainer.models = a->models;
 	a->trainer.opts = a->opts;

@@ -68,6 +68,7 @@ int cmd_devices(int argc, char **argv)
 	struct dt_system s;
 	const dnnl_version_t *v = dnnl_version();
 	const char *why, *strategy;
+	char *ranks = NULL;
 	struct gpus g;
 	char note[1024];
 	int rc;
@@ -78,6 +79,22 @@ int cmd_devices(int argc, char **argv)
 	}
 	dt_system_detect(&s);
 	strategy = dt_strategy_auto(&s, &why);
+	if (dt_strategy_mpi_launched() && s.mpi_world > 1) {
+		/* Every rank's host, devices and role, gathered on rank 0, which alone prints. */
+		char mine[512], *all;
+		if (o.json)
+			snprintf(mine, sizeof(mine), "{\"rank\":%d,\"host\":\"%s\",\"devices\":[\"cpu:0\"],\"gpus\":%d,\"role\":\"%s\"}",
+				 s.mpi_rank, s.host, s.gpus, s.mpi_rank == 0 ? "chief" : "worker");
+		else
+			snprintf(mine, sizeof(mine), "  rank %d: host %s, devices cpu:0, role %s", s.mpi_rank, s.host,
+				 s.mpi_rank == 0 ? "chief" : "worker");
+		all = dt_strategy_gather_lines(mine);
+		if (!all) {
+			dt_opts_release(&o);
+			return DT_EXIT_OK;
+		}
+		ranks = all;
+	}
 	gpus_find(&g, s.gpus);
 	gpus_note(&g, s.gpus, note, sizeof(note));
 	if (o.json) {
@@ -111,6 +128,11 @@ int cmd_devices(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "mpi_rank", s.mpi_rank);
 		cJSON_AddStringToObject(j, "strategy", strategy);
 		cJSON_AddStringToObject(j, "reason", why);
+		if (ranks) {
+			cJSON *arr = cJSON_AddArrayToObject(j, "ranks");
+			for (char *line = strtok(ranks, "\n"); line; line = strtok(NULL, "\n"))
+				cJSON_AddItemToArray(arr, cJSON_Parse(line));
+		}
 		text = cJSON_PrintUnformatted(j);
 		printf("%s\n", text);
 		free(text);
@@ -125,7 +147,10 @@ int cmd_devices(int argc, char **argv)
 			       (double)g.info[i].memory / (1 << 30), g.info[i].cc_major, g.info[i].cc_minor);
 		printf("MPI:       world size %d, rank %d\n", s.mpi_world, s.mpi_rank);
 		printf("Strategy:  %s (%s)\n", strategy, why);
+		if (ranks)
+			printf("Ranks:\n%s", ranks);
 	}
+	free(ranks);
 	dt_opts_release(&o);
 	return DT_EXIT_OK;
 }

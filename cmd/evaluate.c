@@ -33,6 +33,8 @@ int cmd_evaluate(int argc, char **argv)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
 		goto out;
+	if (!a.strategy.is_chief)
+		goto out; /* under mpirun, the chief alone evaluates and prints */
 	if (o.checkpoint)
 		snprintf(path, sizeof(path), "%s", o.checkpoint);
 	else if (a.cfg.checkpoint_dir)

@@ -108,6 +108,7 @@ int cmd_fit(int argc, char **argv)
 	int nmcs = 0, nextra = 0;
 	char *config_json = NULL, *class_names = NULL;
 	struct dt_ckpt_meta extra[1];
+	FILE *trace = NULL;
 	int rc, have_ckpt = 0;
 
 	memset(&early, 0, sizeof(early));
@@ -149,6 +150,19 @@ int cmd_fit(int argc, char **argv)
 				goto out;
 			}
 		dt_checkpoint_free(c);
+		/* Every process loaded the file; the chief's copy is the one that counts. */
+		a.strategy.type->broadcast(&a.strategy, a.models, a.opts);
+	}
+	if (getenv("DTRAIN_TRACE_SAMPLES")) {
+		/* Test hook: "epoch record" for every sample this process trains on, one file per rank. */
+		char path[4096];
+		snprintf(path, sizeof(path), "%s.%d", getenv("DTRAIN_TRACE_SAMPLES"), a.strategy.rank);
+		if (!(trace = fopen(path, "w"))) {
+			rc = DT_EXIT_FAIL;
+			dt_error("cannot write '%s'", path);
+			goto out;
+		}
+		a.trainer.trace = trace;
 	}
 	if (a.strategy.is_chief) {
 		enum dt_progress_mode mode = o.quiet ? DT_PROGRESS_OFF
@@ -235,6 +249,8 @@ int cmd_fit(int argc, char **argv)
 	if (resume) {
 		if (dt_trainer_restore(&a.trainer, resume) < 0)
 			goto out;
+		/* Every process read the file (the run directory is shared); the chief's copy is the one that counts. */
+		a.strategy.type->broadcast(&a.strategy, a.models, a.opts);
 		if (have_ckpt)
 			dt_checkpointer_restore(&ckpt, resume);
 		rc = DT_EXIT_OK;
@@ -277,6 +293,10 @@ int cmd_fit(int argc, char **argv)
 	}
 	rc = DT_EXIT_OK;
 out:
+	/* Under MPI, the other ranks must not wait for this one. */
+	a.strategy.failed = rc;
+	if (trace)
+		fclose(trace);
 	dt_early_stopping_release(&early);
 	dt_csv_logger_release(&csv);
 	if (have_ckpt)

@@ -161,6 +161,31 @@ void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 	}
 }
 
+void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi)
+{
+	o->iterations++;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		for (int p = 0; p < l->nparams; p++) {
+			struct dt_param *pr = &l->params[p];
+			int64_t n = dt_shape_count(&pr->shape);
+			double norm;
+			struct dt_tensor s1, s2;
+			if (!pr->trainable || pr->offset < lo || pr->offset >= hi)
+				continue;
+			DT_ASSERT(pr->offset + n <= hi);
+			norm = o->cfg.clipnorm > 0 ? sqrt(dt_op_sum_squares(&pr->grad)) : 0;
+			struct dt_opt_step s = step_of(o, norm > o->cfg.clipnorm ? (float)(o->cfg.clipnorm / norm) : 1);
+			if (o->slots[0])
+				s1 = dt_optimizer_slot(o, 0, pr, m->dev);
+			if (o->slots[1])
+				s2 = dt_optimizer_slot(o, 1, pr, m->dev);
+			dt_op_optimizer_update(&s, &pr->value, &pr->grad, o->slots[0] ? &s1 : NULL,
+					       o->slots[1] ? &s2 : NULL);
+		}
+	}
+}
+
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m)
 {
 	for (int i = 0; i < 2; i++)

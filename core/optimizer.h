@@ -44,6 +44,13 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 /* Applies the model's gradient buffer to its parameters: one step. */
 void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m);
 /*
+
+ * One step on the trainable parameters in [lo, hi) of the flat buffer only,
+ * from the gradient buffer's same range (a parameter server's shard). lo and
+ * hi must fall on parameter boundaries, so that clipnorm sees whole tensors.
+ */
+void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi);
+/*
  * The learning rate the next update will use: the schedule's value at
  * `iterations` when the rate is scheduled, else learning_rate (which
  * reduce_lr_on_plateau may lower).

@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,6 +78,8 @@ double dt_now(void)
 
 void dt_trainer_init(struct dt_trainer *t)
 {
+	if (t->strategy->global_replicas == 0) /* a strategy made by hand (tests): this process's replicas only */
+		t->strategy->global_replicas = t->strategy->nreplicas;
 	struct dt_strategy *s = t->strategy;
 	int max = t->models[0].max_batch;
 	t->label = t->train->label;
@@ -147,6 +150,7 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 {
 	struct dt_model *m = &t->models[r];
 	int n = end - begin;
+	int R = t->strategy->global_replicas;
 	int64_t xs = dt_shape_count(&m->input), ys = dt_shape_count(&t->label);
 	struct dt_tensor x, y, pred, dpred;
 
@@ -173,7 +177,6 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 	if (t->accuracy)
 		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
 	if (train) {
-		int R = t->strategy->nreplicas;
 		dt_model_backward(m, n);
 		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
 		sums[0] += dt_model_regularize(m, 1.0f / ((float)R * group)) * b->n / R;
@@ -281,15 +284,19 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
 			return -1;
 		for (int r = 0; r < s->nreplicas; r++) {
+			int g = s->first_replica + r;
 			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
-							      (uint64_t)step * DT_MAX_REPLICAS + r) };
+							      (uint64_t)step * DT_MAX_REPLICAS + g) };
 			int begin, end;
-			replica_slice(t->batch.n, r, s->nreplicas, &begin, &end);
+			replica_slice(t->batch.n, g, s->global_replicas, &begin, &end);
 			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
+			sums[2] += end - begin;
+			if (t->trace)
+				for (int i = begin; i < end; i++)
+					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->train->idx[i]);
 		}
 		if (accumulate(t, step, steps))
 			s->type->apply_gradients(s, t->models, t->opts);
-		sums[2] += t->batch.n;
 		logs->step = step + 1;
 		logs->seconds = dt_now() - start;
 		fill_logs(t, logs, sums);
@@ -334,6 +341,21 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	return 0;
 }
 
+/*
+ * The chief's decision (stop: -1 error, 0 go on, 1 stop) and learning rate
+ * for every process and replica (strategy agree); returns the decision.
+ */
+static int agree(struct dt_trainer *t, int stop)
+{
+	struct dt_strategy *s = t->strategy;
+	double v[2] = { stop, t->opts[0].learning_rate };
+	if (s->type->agree)
+		s->type->agree(s, v, 2);
+	for (int r = 0; r < s->nreplicas; r++)
+		t->opts[r].learning_rate = (float)v[1];
+	return (int)v[0];
+}
+
 static int train_end(struct dt_trainer *t, int rc)
 {
 	for (int i = 0; i < t->ncallbacks; i++)
@@ -344,21 +366,30 @@ static int train_end(struct dt_trainer *t, int rc)
 
 int dt_fit(struct dt_trainer *t)
 {
+	struct dt_strategy *s = t->strategy;
 	struct dt_logs logs;
 	struct dt_fit_pos pos = { t->initial_epoch, t->initial_step, t->initial_global_step,
 				  { t->initial_sums[0], t->initial_sums[1], t->initial_sums[2] }, NULL, 0, 0 };
 	double flags[2];
 	int rc;
 
+	if (s->type->serve) {
+		rc = s->type->serve(s, t->models, t->opts);
+		if (rc)
+			return rc < 0 ? -1 : 0;
+	}
 	t->stop_training = 0;
 	for (; pos.epoch < t->epochs; pos.epoch++) {
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_epoch_begin)
 				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, pos.epoch);
+		agree(t, 0);
 		if ((rc = run_epoch(t, &pos, &logs)) != 0)
 			return rc < 0 ? -1 : DT_FIT_INTERRUPTED;
 		if (t->stop_training < 0)
 			return train_end(t, -1);
+		if (s->type->epoch_end && s->type->epoch_end(s, t->models, t->opts, pos.epoch) < 0)
+			return -1;
 		/* The rate of the next update, before callbacks change it (Keras' logs). */
 		logs.has_learning_rate = t->log_learning_rate;
 		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
@@ -375,13 +406,13 @@ int dt_fit(struct dt_trainer *t)
 			return t->nsavers && save_all(t, &pos, 1) < 0 ? -1 : DT_FIT_INTERRUPTED;
 		}
 		int stop = 0;
-		for (int i = 0; i < t->ncallbacks; i++) {
+		for (int i = 0; i < t->ncallbacks && stop >= 0; i++) {
 			int r = t->callbacks[i]->on_epoch_end ? t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) : 0;
-			if (r < 0)
-				return -1;
-			stop |= r > 0;
+			stop = r < 0 ? -1 : stop | (r > 0);
 		}
-		stop |= t->stop_training > 0;
+		stop = agree(t, stop ? stop : t->stop_training > 0);
+		if (stop < 0)
+			return -1;
 		{
 			struct dt_fit_pos end = { pos.epoch + 1, 0, pos.global_step, { 0, 0, 0 }, &logs, 1, stop };
 			if (save_all(t, &end, 0) < 0)

@@ -10,6 +10,8 @@
 #ifndef DT_TRAIN_H
 #define DT_TRAIN_H
 
+#include <stdio.h>
+
 #include "loss.h"
 #include "pipeline.h"
 #include "strategy.h"
@@ -83,6 +85,7 @@ struct dt_trainer {
 	int64_t steps_per_epoch;          /* 0: all */
 	int ncallbacks;
 	struct dt_callback *callbacks[DT_MAX_CALLBACKS];
+	FILE *trace;                      /* test hook: "epoch record" per sample trained, or NULL */
 	/*
 	 * fit.accumulate_steps (1: off): the gradients of k consecutive batches
 	 * are summed, each batch's scaled by 1/(its size * k), so one update

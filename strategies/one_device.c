@@ -13,7 +13,7 @@
 
 static int one_device_init(struct dt_strategy *s, const struct dt_node *args)
 {
-	static const char *const keys[] = { "strategy", "device", NULL };
+	struct dt_distribute d;
 	const char *dev, *def = "cpu:0";
 	int index = 0;
 	char tail, why[512];
@@ -21,7 +21,7 @@ static int one_device_init(struct dt_strategy *s, const struct dt_node *args)
 	/* Without `device:`, the first GPU when one is usable (auto's "one GPU -> gpu:0"), else the CPU. */
 	if (dt_cuda_device_count() > 0 && dt_cuda_check_device(0, why, sizeof(why)) == 0)
 		def = "gpu:0";
-	if (dt_cfg_check_keys(args, "distribute", keys) < 0 || dt_cfg_string(args, "device", def, &dev) < 0)
+	if (dt_distribute_read(args, &d) < 0 || dt_cfg_string(args, "device", def, &dev) < 0)
 		return -1;
 	s->devices[0] = DT_CPU;
 	if (!strcmp(dev, "gpu") || (sscanf(dev, "gpu:%d%c", &index, &tail) == 1 && index >= 0)) {
@@ -38,7 +38,7 @@ static int one_device_init(struct dt_strategy *s, const struct dt_node *args)
 	return 0;
 }
 
-static void one_device_broadcast(struct dt_strategy *s, struct dt_model *replicas) {}
+static void one_device_broadcast(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts) {}
 
 static void one_device_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {

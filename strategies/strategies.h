@@ -16,9 +16,36 @@ struct dt_system {
 	int gpus;           /* usable GPUs (0 without the CUDA backend) */
 	int mpi_world;      /* processes in the MPI job, 1 without MPI */
 	int mpi_rank;
+	char host[256];     /* this host's name */
 };
 
 extern const struct dt_strategy_type dt_one_device_strategy;
+extern const struct dt_strategy_type dt_mirrored_strategy;
+extern const struct dt_strategy_type dt_multi_worker_strategy;
+extern const struct dt_strategy_type dt_parameter_server_strategy;
+
+/*
+ * The `distribute:` keys every strategy accepts (so that one file runs with
+ * `strategy: auto` on one process or under mpirun); each strategy uses those
+ * it needs. devices: `auto` (ndevices 0) or a list of cpu:N (gpu:N is refused
+ * by this build); num_ps >= 1; timeout > 0 seconds (default 300).
+ */
+struct dt_distribute {
+	int ndevices;
+	struct dt_device devices[DT_MAX_REPLICAS];
+	const struct dt_node *devices_node; /* for errors, NULL when absent */
+	int num_ps;
+	int has_num_ps;
+	double timeout;
+};
+int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d);
+/* 1 when `what` was started by mpirun or srun (MPI is to be initialized). */
+int dt_strategy_mpi_launched(void);
+/*
+ * Under mpirun: rank 0 gets every rank's `mine` line (others get NULL); the
+ * caller frees the result, lines separated by '\n'. Without MPI: a copy of mine.
+ */
+char *dt_strategy_gather_lines(const char *mine);
 /* NULL-terminated. */
 extern const struct dt_strategy_type *const dt_strategy_types[];
 

@@ -1,0 +1,84 @@
+/*
+ * mirrored: several replicas in one process (tf.distribute.MirroredStrategy).
+ * `distribute: {strategy: mirrored, devices: [cpu:0, cpu:1]}` makes logical
+ * CPU replicas, as TensorFlow's logical devices do. Each replica computes its
+ * slice of the global batch; the gradients (each scaled by 1/global batch)
+ * are summed into replica 0, replica 0's optimizer applies the update, and
+ * the parameters are copied back to the other replicas, so every replica
+ * holds the same weights as one_device would on the same global batches (up
+ * to the order of float additions).
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "local.h"
+
+static struct dt_tensor host_flat(float *p, int64_t n) { return dt_tensor_flat(p, DT_CPU, n); }
+
+int dt_local_devices(struct dt_strategy *s, const struct dt_distribute *d)
+{
+	if (d->ndevices == 0) {
+		/* auto: every GPU (none in this build), else cpu:0 */
+		s->nreplicas = 1;
+		s->devices[0] = DT_CPU;
+		return 0;
+	}
+	s->nreplicas = d->ndevices;
+	memcpy(s->devices, d->devices, sizeof(d->devices[0]) * (size_t)d->ndevices);
+	return 0;
+}
+
+void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas)
+{
+	struct dt_tensor g0 = host_flat(replicas[0].grads, replicas[0].ntrainable);
+	for (int r = 1; r < s->nreplicas; r++) {
+		struct dt_tensor g = host_flat(replicas[r].grads, replicas[r].ntrainable);
+		DT_ASSERT(replicas[r].dev.kind == DT_DEVICE_CPU);
+		dt_op_axpy(1, &g, &g0);
+	}
+}
+
+void dt_local_copy_params(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
+{
+	struct dt_tensor p0 = host_flat(replicas[0].params, replicas[0].nparams);
+	for (int r = 1; r < s->nreplicas; r++) {
+		struct dt_tensor p = host_flat(replicas[r].params, replicas[r].nparams);
+		dt_op_copy(&p0, &p);
+		if (opts)
+			opts[r].iterations = opts[0].iterations;
+	}
+}
+
+static int mirrored_init(struct dt_strategy *s, const struct dt_node *args)
+{
+	struct dt_distribute d;
+	if (dt_distribute_read(args, &d) < 0 || dt_local_devices(s, &d) < 0)
+		return -1;
+	s->rank = 0;
+	s->world = 1;
+	s->is_chief = 1;
+	s->timeout = d.timeout;
+	return 0;
+}
+
+static void mirrored_broadcast(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
+{
+	dt_local_copy_params(s, replicas, opts);
+}
+
+static void mirrored_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
+{
+	dt_local_sum_grads(s, replicas);
+	dt_optimizer_apply(&opts[0], &replicas[0]);
+	dt_local_copy_params(s, replicas, opts);
+}
+
+static void mirrored_reduce(struct dt_strategy *s, double *v, int n) {}
+
+const struct dt_strategy_type dt_mirrored_strategy = {
+	.name = "mirrored",
+	.init = mirrored_init,
+	.broadcast = mirrored_broadcast,
+	.apply_gradients = mirrored_apply,
+	.reduce_sum = mirrored_reduce,
+};

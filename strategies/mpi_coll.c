@@ -1,0 +1,327 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "mpi_coll.h"
+
+enum { TAG_NOTICE = 7001 };
+
+static int started;
+
+static int env_set(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v;
+}
+
+int dt_mpi_launched(void)
+{
+	/*
+	 * A launcher to talk to, not just a world size (tests and users may set
+	 * OMPI_COMM_WORLD_SIZE by hand): Open MPI's mpirun (ORTE or PRRTE/PMIx),
+	 * or srun with PMI or PMIx and more than one task.
+	 */
+	const char *tasks = getenv("SLURM_NTASKS");
+	if (env_set("OMPI_MCA_orte_hnp_uri") || env_set("PMIX_NAMESPACE") || env_set("PMIX_SERVER_URI2") ||
+	    env_set("PMIX_SERVER_URI21") || env_set("PMIX_SERVER_URI3"))
+		return 1;
+	return env_set("SLURM_STEP_ID") && (env_set("PMI_FD") || env_set("PMI_PORT") || env_set("PMIX_RANK")) &&
+	       tasks && atoi(tasks) > 1;
+}
+
+int dt_mpi_start(int *rank, int *world)
+{
+	int provided, flag;
+	MPI_Initialized(&flag);
+	if (!flag) {
+		if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+			return dt_error("MPI_Init failed: is this process started by mpirun or srun?");
+		started = 1;
+		/* Errors come back as codes (and a dead peer ends the job through mpirun). */
+		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+	}
+	MPI_Comm_rank(MPI_COMM_WORLD, rank);
+	MPI_Comm_size(MPI_COMM_WORLD, world);
+	if (*world > 1)
+		dt_error_set_rank(*rank);
+	return 0;
+}
+
+void dt_mpi_stop(void)
+{
+	int flag = 0;
+	if (!started)
+		return;
+	MPI_Finalized(&flag);
+	if (!flag)
+		MPI_Finalize();
+	started = 0;
+}
+
+static _Noreturn void abort_job(int status, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	dt_error("%s", msg);
+	fflush(stderr);
+	fflush(stdout);
+	MPI_Abort(MPI_COMM_WORLD, status);
+	_exit(status);
+}
+
+_Noreturn void dt_mpi_abort(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	abort_job(1, fmt, ap);
+}
+
+_Noreturn void dt_mpi_abort_status(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	abort_job(status, fmt, ap);
+}
+
+const char *dt_mpi_host(void)
+{
+	static char host[256];
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		snprintf(host, sizeof(host), "unknown");
+	return host;
+}
+
+double dt_mpi_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Spins for a few milliseconds, then sleeps between polls (cores may be shared). */
+void dt_mpi_backoff(double waited)
+{
+	if (waited > 0.002) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+void dt_mpi_group_init(struct dt_mpi_group *g, MPI_Comm comm, double timeout, const char *who)
+{
+	MPI_Group world, mine;
+	int *ranks;
+
+	memset(g, 0, sizeof(*g));
+	g->comm = comm;
+	g->timeout = timeout;
+	g->who = who;
+	MPI_Comm_rank(comm, &g->rank);
+	MPI_Comm_size(comm, &g->size);
+	g->world_ranks = dt_calloc(g->size, sizeof(int));
+	ranks = dt_calloc(g->size, sizeof(int));
+	for (int i = 0; i < g->size; i++)
+		ranks[i] = i;
+	MPI_Comm_group(MPI_COMM_WORLD, &world);
+	MPI_Comm_group(comm, &mine);
+	MPI_Group_translate_ranks(mine, g->size, ranks, world, g->world_ranks);
+	MPI_Group_free(&world);
+	MPI_Group_free(&mine);
+	free(ranks);
+	if (g->rank == 0) {
+		g->arrived = dt_calloc(g->size, sizeof(int64_t));
+		g->notice_buf = dt_calloc(g->size, sizeof(int64_t));
+		g->notice_req = dt_calloc(g->size, sizeof(MPI_Request));
+		g->heard = dt_calloc(g->size, sizeof(double));
+		g->notice_req[0] = MPI_REQUEST_NULL;
+		for (int i = 1; i < g->size; i++)
+			MPI_Irecv(&g->notice_buf[i], 1, MPI_INT64_T, i, TAG_NOTICE, comm, &g->notice_req[i]);
+	}
+}
+
+/* Rank 0: takes in the notices that have come, and posts the next receives. */
+static void poll_notices(struct dt_mpi_group *g)
+{
+	int done = 1;
+	while (done) {
+		int index;
+		MPI_Status st;
+		MPI_Testany(g->size, g->notice_req, &index, &done, &st);
+		if (!done || index == MPI_UNDEFINED)
+			return;
+		g->arrived[index] = g->notice_buf[index];
+		g->heard[index] = dt_mpi_now();
+		MPI_Irecv(&g->notice_buf[index], 1, MPI_INT64_T, index, TAG_NOTICE, g->comm, &g->notice_req[index]);
+	}
+}
+
+/* Sends "at collective g->seq" to rank 0 (never waited for: eager, small). */
+static void send_notice(struct dt_mpi_group *g)
+{
+	MPI_Request r;
+	int64_t *slot = &g->notice_ring[g->nsent++ % 64];
+	*slot = g->seq;
+	MPI_Isend(slot, 1, MPI_INT64_T, 0, TAG_NOTICE, g->comm, &r);
+	MPI_Request_free(&r);
+}
+
+/* Announces to rank 0 that this rank entered collective g->seq. */
+static void notice(struct dt_mpi_group *g)
+{
+	g->seq++;
+	if (g->size == 1)
+		return;
+	if (g->rank == 0) {
+		g->arrived[0] = g->seq;
+		poll_notices(g);
+		return;
+	}
+	send_notice(g);
+}
+
+static void step_text(char *buf, size_t size, int64_t step)
+{
+	if (step >= 0)
+		snprintf(buf, size, " at step %lld", (long long)step);
+	else
+		buf[0] = '\0';
+}
+
+static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *what, int64_t step)
+{
+	/* The others give rank 0 time to name the missing ranks first. */
+	double limit = g->rank == 0 ? g->timeout : g->timeout + (g->timeout < 20 ? g->timeout / 2 : 10);
+	double start = dt_mpi_now(), waited = 0, beat = g->timeout / 4;
+	char at[48], missing[256], silent[256];
+	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0;
+
+	for (;;) {
+		MPI_Test(req, &done, MPI_STATUS_IGNORE);
+		if (done)
+			return;
+		waited = dt_mpi_now() - start;
+		if (g->rank == 0) {
+			poll_notices(g);
+		} else if (waited > beat) {
+			/* A long wait: tell rank 0 this rank is alive, waiting in this collective. */
+			send_notice(g);
+			beat += g->timeout / 4;
+		}
+		if (waited > limit)
+			break;
+		dt_mpi_backoff(waited);
+	}
+	step_text(at, sizeof(at), step);
+	if (g->rank != 0)
+		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout); rank %d (the chief) did not "
+			     "name the missing ranks, so it may be the one missing; aborting the job",
+			     g->who, what, at, g->timeout, g->world_ranks[0]);
+	missing[0] = silent[0] = '\0';
+	for (int i = 1; i < g->size; i++) {
+		if (g->arrived[i] < g->seq) {
+			nmissing++;
+			if (len < (int)sizeof(missing) - 16)
+				len += snprintf(missing + len, sizeof(missing) - len, "%s%d", len ? ", " : "", g->world_ranks[i]);
+		} else if (dt_mpi_now() - g->heard[i] > g->timeout / 2) {
+			/* It entered, but sent no sign of life since: stopped inside the collective. */
+			nsilent++;
+			if (slen < (int)sizeof(silent) - 16)
+				slen += snprintf(silent + slen, sizeof(silent) - slen, "%s%d", slen ? ", " : "", g->world_ranks[i]);
+		}
+	}
+	if (nmissing || nsilent)
+		dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): %s%s%s%s%s%s%s; aborting the job",
+			     g->who, what, at, g->timeout, nmissing ? (nmissing > 1 ? "ranks " : "rank ") : "", missing,
+			     nmissing ? " did not arrive (dead, stopped or stuck)" : "", nmissing && nsilent ? ", " : "",
+			     nsilent ? (nsilent > 1 ? "ranks " : "rank ") : "", silent,
+			     nsilent ? " stopped responding inside it (dead, stopped or stuck)" : "");
+	dt_mpi_abort("%s: %s%s timed out after %g s (distribute.timeout): every rank arrived but the "
+		     "exchange did not finish (network?); aborting the job",
+		     g->who, what, at, g->timeout);
+}
+
+void dt_mpi_group_release(struct dt_mpi_group *g)
+{
+	if (g->rank == 0 && g->notice_req) {
+		double start = dt_mpi_now();
+		/* Notices of the last collectives may still be on their way. */
+		for (int i = 1; i < g->size; i++) {
+			while (g->arrived[i] < g->seq && dt_mpi_now() - start < 1.0) {
+				poll_notices(g);
+				dt_mpi_backoff(1);
+			}
+			MPI_Cancel(&g->notice_req[i]);
+			MPI_Wait(&g->notice_req[i], MPI_STATUS_IGNORE);
+		}
+	}
+	free(g->arrived);
+	free(g->notice_buf);
+	free(g->notice_req);
+	free(g->heard);
+	free(g->world_ranks);
+	memset(g, 0, sizeof(*g));
+}
+
+void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	DT_ASSERT(n <= 0x7fffffff);
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step)
+{
+	MPI_Request r;
+	if (g->size == 1)
+		return;
+	DT_ASSERT(bytes <= 0x7fffffff);
+	notice(g);
+	MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, g->comm, &r);
+	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, const char *who, const char *what,
+		     const char *peer)
+{
+	double start = dt_mpi_now(), waited;
+	int done = 0;
+	for (;;) {
+		MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+		if (done)
+			return;
+		waited = dt_mpi_now() - start;
+		if (waited > timeout)
+			break;
+		dt_mpi_backoff(waited);
+	}
+	dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout) waiting for %s (dead, stopped or stuck); "
+		     "aborting the job", who, what, timeout, peer);
+}

@@ -1,0 +1,81 @@
+/*
+ * MPI for the strategies: start-up only when launched by mpirun or srun, and
+ * collectives that never hang silently.
+ *
+ * Every collective is non-blocking (MPI_Iallreduce, MPI_Ibcast) and polled
+ * against a deadline (distribute.timeout). To name the ranks that did not
+ * arrive, each rank first posts a tiny "arrived at collective k" message to
+ * the group's rank 0 (MPI_Isend, eager, never waited for); rank 0 keeps one
+ * receive posted per rank. On timeout rank 0 prints the ranks whose last
+ * notice is older than k and aborts the job (MPI_Abort, status 1); the other
+ * ranks wait a little longer than rank 0 so that its message comes first,
+ * then abort too (rank 0 itself may be the missing one). A rank that waits
+ * long repeats its notice every timeout/4 s, so that rank 0 can also name a
+ * rank that entered the collective and then stopped (no notice for timeout/2).
+ *
+ * Only strategies/ calls MPI; core/ never does.
+ */
+#ifndef DT_STRATEGIES_MPI_COLL_H
+#define DT_STRATEGIES_MPI_COLL_H
+
+#include <stdint.h>
+
+#include <mpi.h>
+
+/* 1 when this process was started by mpirun (Open MPI, PMIx) or srun with more than one task. */
+int dt_mpi_launched(void);
+/* MPI_Init (once, thread level funneled) and the world's rank and size; 0 or -1 with an error. */
+int dt_mpi_start(int *rank, int *world);
+/* MPI_Finalize when dt_mpi_start ran; safe to call twice. */
+void dt_mpi_stop(void);
+/* Prints "<msg>" as an error and aborts the whole MPI job with status 1. */
+_Noreturn void dt_mpi_abort(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with exit status `status` (mpirun exits with it). */
+_Noreturn void dt_mpi_abort_status(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Monotonic seconds. */
+double dt_mpi_now(void);
+/* Between polls: spins for the first 2 ms of a wait, then sleeps 50 us (cores may be shared). */
+void dt_mpi_backoff(double waited);
+/* This host's name (static buffer). */
+const char *dt_mpi_host(void);
+
+/* A communicator with arrival notices, for timeout-aware collectives. */
+struct dt_mpi_group {
+	MPI_Comm comm;
+	int rank, size;
+	int *world_ranks;       /* (size) the world rank of each member, for messages */
+	double timeout;         /* seconds */
+	const char *who;        /* "multi_worker_mirrored", for messages */
+	int64_t seq;            /* collectives entered */
+	int64_t *arrived;       /* rank 0: (size) last notice from each member */
+	int64_t *notice_buf;    /* rank 0: (size) receive buffers */
+	MPI_Request *notice_req; /* rank 0: (size) posted receives */
+	double *heard;          /* rank 0: (size) when each member's last notice came */
+	int64_t notice_ring[64]; /* others: send buffers of the notices in flight */
+	int64_t nsent;          /* others: notices sent */
+};
+
+/* Takes comm (not duplicated, not freed). Allocates the notice buffers. */
+void dt_mpi_group_init(struct dt_mpi_group *g, MPI_Comm comm, double timeout, const char *who);
+/* Collects the outstanding notices (rank 0) and cancels the posted receives. */
+void dt_mpi_group_release(struct dt_mpi_group *g);
+
+/*
+ * In-place sums and a broadcast from member 0 over the group; `what` names
+ * the collective in a timeout message ("the gradient all-reduce"), step the
+ * training step (-1: none). They return only on success: a timeout aborts.
+ */
+void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step);
+void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
+void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
+void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step);
+
+/*
+ * Waits for reqs[0..n) until timeout seconds have passed; on timeout prints
+ * "<who>: ... <what> ... waiting for <peer>" and aborts the job. Point-to-point
+ * exchanges (the parameter server) use it directly.
+ */
+void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, const char *who, const char *what,
+		     const char *peer);
+
+#endif

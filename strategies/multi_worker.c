@@ -1,0 +1,155 @@
+/*
+ * multi_worker_mirrored: one process per worker, launched by mpirun or srun
+ * (tf.distribute.MultiWorkerMirroredStrategy without a cluster file). Rank 0
+ * is the chief. The chief's parameters and optimizer state are broadcast at
+ * start and after weights are loaded; each step the local replicas' gradients
+ * are summed, then one MPI all-reduce sums the flat gradient buffer over the
+ * ranks and every rank applies the same update. Rank k's replica r computes
+ * slice k * R + r of the global batch's world * R slices. Every collective
+ * gives up after distribute.timeout seconds, naming the ranks that did not
+ * arrive (mpi_coll.h).
+ *
+ * Started without mpirun, it is one process (world 1) and needs no MPI.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "local.h"
+#include "mpi_coll.h"
+
+struct multi_worker {
+	int mpi;                  /* MPI started (world > 1) */
+	struct dt_mpi_group group;
+	int64_t step;             /* gradient all-reduces done */
+	double t_allreduce, t_first, t_last; /* DTRAIN_STATS: all-reduce seconds, first and last step */
+};
+
+static const char who[] = "multi_worker_mirrored";
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The MPI world, when launched by mpirun/srun; else one process. */
+int dt_strategy_join_world(struct dt_strategy *s, const char *name)
+{
+	const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+	if (!dt_mpi_launched()) {
+		if (size && atoi(size) > 1)
+			return dt_error("strategy '%s': OMPI_COMM_WORLD_SIZE=%s but this process was not started by "
+					"mpirun or srun (run: mpirun -np N dtrain fit ...)", name, size);
+		s->rank = 0;
+		s->world = 1;
+		return 0;
+	}
+	return dt_mpi_start(&s->rank, &s->world);
+}
+
+static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
+{
+	struct dt_distribute d;
+	struct multi_worker *w;
+
+	if (dt_distribute_read(args, &d) < 0 || dt_local_devices(s, &d) < 0)
+		return -1;
+	s->timeout = d.timeout;
+	if (dt_strategy_join_world(s, who) < 0)
+		return -1;
+	w = dt_calloc(1, sizeof(*w));
+	s->priv = w;
+	s->is_chief = s->rank == 0;
+	s->first_replica = s->rank * s->nreplicas;
+	s->global_replicas = s->world * s->nreplicas;
+	w->mpi = s->world > 1;
+	if (w->mpi)
+		dt_mpi_group_init(&w->group, MPI_COMM_WORLD, s->timeout, who);
+	return 0;
+}
+
+static void multi_worker_broadcast(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
+{
+	struct multi_worker *w = s->priv;
+	struct dt_model *m = &replicas[0];
+	if (w->mpi) {
+		dt_mpi_bcast(&w->group, m->params, m->nparams * (int64_t)sizeof(float), "the parameter broadcast", -1);
+		for (int i = 0; opts && i < opts[0].nslots; i++)
+			if (opts[0].slots[i])
+				dt_mpi_bcast(&w->group, opts[0].slots[i], m->ntrainable * (int64_t)sizeof(float),
+					     "the optimizer-state broadcast", -1);
+		if (opts)
+			dt_mpi_bcast(&w->group, &opts[0].iterations, sizeof(opts[0].iterations),
+				     "the optimizer-state broadcast", -1);
+	}
+	dt_local_copy_params(s, replicas, opts);
+}
+
+static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
+{
+	struct multi_worker *w = s->priv;
+	double t0 = now();
+	dt_local_sum_grads(s, replicas);
+	if (w->mpi) {
+		double a = now();
+		dt_mpi_allreduce_float(&w->group, replicas[0].grads, replicas[0].ntrainable, "the gradient all-reduce",
+				       w->step + 1);
+		w->t_allreduce += now() - a;
+	}
+	dt_optimizer_apply(&opts[0], &replicas[0]);
+	dt_local_copy_params(s, replicas, opts);
+	if (w->step == 0)
+		w->t_first = t0;
+	w->step++;
+	w->t_last = now();
+}
+
+static void multi_worker_reduce(struct dt_strategy *s, double *v, int n)
+{
+	struct multi_worker *w = s->priv;
+	if (w->mpi)
+		dt_mpi_allreduce_double(&w->group, v, n, "the metrics all-reduce", w->step);
+}
+
+static void multi_worker_agree(struct dt_strategy *s, double *v, int n)
+{
+	struct multi_worker *w = s->priv;
+	if (w->mpi)
+		dt_mpi_bcast(&w->group, v, (int64_t)n * (int64_t)sizeof(double), "the chief's decision broadcast", w->step);
+}
+
+static void multi_worker_release(struct dt_strategy *s)
+{
+	struct multi_worker *w = s->priv;
+	const char *stats = getenv("DTRAIN_STATS");
+	if (!w)
+		return;
+	if (stats && *stats && strcmp(stats, "0") && s->is_chief && w->step > 1) {
+		double per_step = (w->t_last - w->t_first) / (double)(w->step - 1);
+		double ar = w->t_allreduce / (double)w->step;
+		fprintf(stderr, "%s: %d ranks, %lld steps, %.3f ms per step, all-reduce %.3f ms per step (%.1f%%)\n",
+			who, s->world, (long long)w->step, per_step * 1e3, ar * 1e3,
+			per_step > 0 ? 100 * ar / per_step : 0);
+	}
+	if (w->mpi && s->failed)
+		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
+	if (w->mpi)
+		dt_mpi_group_release(&w->group);
+	free(w);
+	s->priv = NULL;
+	dt_mpi_stop();
+}
+
+const struct dt_strategy_type dt_multi_worker_strategy = {
+	.name = "multi_worker_mirrored",
+	.init = multi_worker_init,
+	.broadcast = multi_worker_broadcast,
+	.apply_gradients = multi_worker_apply,
+	.reduce_sum = multi_worker_reduce,
+	.agree = multi_worker_agree,
+	.release = multi_worker_release,
+};

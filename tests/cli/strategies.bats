@@ -1,0 +1,247 @@
+#!/usr/bin/env bats
+# Distribution strategies: mirrored (logical CPU replicas), multi_worker_mirrored
+# and parameter_server under mpirun, the exactly-once sharding, the chief-only
+# output, and the timeout that turns a stalled or dead rank into a failed job.
+# Weights are compared with tests/tools/ckpt_diff (relative error <= 1e-5).
+
+load helpers
+
+setup() {
+	common_setup
+	BLOBS=$MODELS/blobs.yaml
+	DIFF=$(dirname "$DTRAIN")/tests/tools/ckpt_diff
+	[ -x "$DIFF" ] || DIFF=$REPO/build/tests/tools/ckpt_diff
+	export OMP_NUM_THREADS=1
+	# Under SANITIZE=1: Open MPI's own allocations are not our leaks.
+	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp:fast_unwind_on_malloc=0}
+}
+
+# need_mpi: skip when Open MPI's launcher is missing.
+need_mpi() {
+	command -v mpirun >/dev/null || skip "no mpirun (openmpi-bin)"
+}
+
+# mpi N ARGS...: ARGS under mpirun with N ranks on this host, as root if need be.
+mpi() {
+	local n=$1
+	shift
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+		timeout 120 mpirun --oversubscribe -np "$n" "$@"
+}
+
+# fit_blobs DIR ARGS...: 2 epochs of blobs, checkpoints in $TMP/DIR.
+fit_blobs() {
+	local dir=$1
+	shift
+	"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/$dir" "$@"
+}
+
+# same DIR1 DIR2: the latest checkpoints agree within 1e-5.
+same() {
+	"$DIFF" "$TMP/$1/latest.safetensors" "$TMP/$2/latest.safetensors" || {
+		echo "$2 differs from $1" >&2
+		return 1
+	}
+}
+
+@test "ckpt_diff tells different weights apart (so the comparisons below can fail)" {
+	fit_blobs one
+	fit_blobs one_e1 --set fit.epochs=1
+	run "$DIFF" "$TMP/one/latest.safetensors" "$TMP/one_e1/latest.safetensors"
+	status_is 1
+	[[ $output == *DIFFERENT* ]]
+}
+
+@test "mirrored with 2 and 3 CPU replicas: the weights of one_device" {
+	fit_blobs one
+	fit_blobs mir2 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+	same one mir2
+	# 32 samples in 3 slices of 10, 11, 11.
+	fit_blobs mir3 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	same one mir3
+}
+
+@test "mirrored: a device listed twice, a GPU, a bad timeout are config errors" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:0]'
+	status_is 2
+	stderr_has "device 'cpu:0' is listed twice"
+	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[gpu:0]'
+	status_is 2
+	stderr_has "not wired yet"
+	run --separate-stderr fit_blobs x --set distribute.timeout=0
+	status_is 2
+	stderr_has timeout
+}
+
+@test "multi_worker_mirrored with -np 2 and -np 3: the weights of one_device" {
+	need_mpi
+	fit_blobs one
+	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw2"
+	same one mw2
+	mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw3" \
+		--set distribute.strategy=multi_worker_mirrored
+	same one mw3
+}
+
+@test "multi_worker_mirrored: every sample exactly once per epoch across 3 ranks" {
+	need_mpi
+	DTRAIN_TRACE_SAMPLES=$TMP/trace mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 \
+		--set checkpoint.enabled=false
+	for r in 0 1 2; do
+		[ -s "$TMP/trace.$r" ] || {
+			echo "rank $r trained on nothing" >&2
+			return 1
+		}
+	done
+	# 1000 records, the last 20% for validation: records 0..799, each once per epoch.
+	for e in 0 1; do
+		cat "$TMP"/trace.? | awk -v e=$e '$1 == e { print $2 }' | sort -n >"$TMP/seen"
+		[ "$(wc -l <"$TMP/seen")" -eq 800 ]
+		[ "$(sort -u "$TMP/seen" | wc -l)" -eq 800 ]
+		[ "$(head -1 "$TMP/seen")" -eq 0 ] && [ "$(tail -1 "$TMP/seen")" -eq 799 ]
+	done
+	# The ranks share the work: 32 = 10 + 11 + 11 per batch.
+	[ "$(wc -l <"$TMP/trace.0")" -eq 500 ]
+	[ "$(wc -l <"$TMP/trace.1")" -eq 550 ]
+}
+
+@test "multi_worker_mirrored: only rank 0 prints and writes checkpoints" {
+	need_mpi
+	# Each rank runs in its own directory, with a relative checkpoint.dir.
+	run --separate-stderr mpi 2 sh -c 'mkdir -p "$0/r$OMPI_COMM_WORLD_RANK" && cd "$0/r$OMPI_COMM_WORLD_RANK" &&
+		exec "$1" fit "$2" --json --set fit.epochs=2 --set checkpoint.dir=run' "$TMP" "$DTRAIN" "$BLOBS"
+	status_is 0
+	[ "$(events epoch | wc -l)" -eq 2 ]
+	[ "$(events test | wc -l)" -eq 1 ]
+	[ "$(grep -c '^Epoch 2/2' <<<"$stderr")" -eq 1 ]
+	[ -f "$TMP/r0/run/latest.safetensors" ]
+	[ ! -e "$TMP/r1/run" ]
+	# The epoch's metrics cover all 800 samples (summed over the ranks).
+	events epoch | jq -e 'select(.epoch == 2) | .steps == 25' >/dev/null
+}
+
+@test "dtrain evaluate under mpirun: the chief alone prints" {
+	need_mpi
+	fit_blobs one
+	run --separate-stderr mpi 2 "$DTRAIN" evaluate "$BLOBS" --json --checkpoint "$TMP/one/latest.safetensors"
+	status_is 0
+	[ "$(wc -l <<<"$output")" -eq 1 ]
+	jq -e '.event == "evaluate" and .samples == 300' <<<"$output" >/dev/null
+}
+
+@test "early stopping under mpirun: the chief's decision ends every rank at the same epoch" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --json --set fit.epochs=8 --set checkpoint.dir="$TMP/es" \
+		--set distribute.timeout=20 \
+		--set 'fit.callbacks=[{early_stopping: {monitor: val_loss, min_delta: 10, patience: 2}}]'
+	status_is 0
+	# Stopped after 3 epochs (no improvement by 10 twice), on both ranks: no timeout, one test line.
+	[ "$(events epoch | wc -l)" -eq 3 ]
+	[ "$(events test | wc -l)" -eq 1 ]
+}
+
+@test "parameter_server with 1 server and 2 workers reaches 95% on blobs and reports staleness" {
+	need_mpi
+	run --separate-stderr mpi 3 "$DTRAIN" fit "$BLOBS" --json --set checkpoint.dir="$TMP/ps" \
+		--set distribute.strategy=parameter_server --set distribute.num_ps=1
+	status_is 0
+	echo "$output"
+	events test | jq -e '.accuracy >= 0.95' >/dev/null
+	[ "$(grep -c 'parameter_server: epoch [0-9]*: 2 workers, 1 server, staleness mean [0-9.]*, max [0-9]* steps behind' <<<"$stderr")" -eq 5 ]
+	# The chief's checkpoint holds the gathered optimizer state.
+	safetensors_header "$TMP/ps/latest.safetensors" | jq -e '.__metadata__["optimizer.iterations"] | tonumber > 100' >/dev/null
+}
+
+@test "parameter_server needs num_ps + 1 processes" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=parameter_server
+	status_is 1
+	stderr_has "needs at least 2 processes"
+}
+
+@test "an environment that claims MPI without mpirun is refused with a hint" {
+	run --separate-stderr env OMPI_COMM_WORLD_SIZE=2 "$DTRAIN" fit "$BLOBS" -q --set checkpoint.enabled=false
+	status_is 1
+	stderr_has "not started by mpirun"
+}
+
+# stalled N RANK SIGNAL ARGS...: starts N ranks of a long run, sends SIGNAL to
+# RANK once training runs (the chief's sample trace grows: every rank is past
+# MPI start-up, whose own waits are MPI's), and sets status, output and seconds
+# (from the signal to the end).
+stalled() {
+	local n=$1 rank=$2 sig=$3 start
+	shift 3
+	DTRAIN_TRACE_SAMPLES=$TMP/trace mpi "$n" sh -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP" \
+		"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1000000 --set checkpoint.enabled=false \
+		--set distribute.timeout=3 "$@" >"$TMP/out" 2>&1 &
+	local job=$!
+	for _ in $(seq 300); do [ -s "$TMP/trace.0" ] && [ -s "$TMP/pid.$rank" ] && break; sleep 0.1; done
+	sleep 0.5
+	start=$SECONDS
+	kill -"$sig" "$(cat "$TMP/pid.$rank")"
+	status=0
+	wait $job || status=$?
+	seconds=$((SECONDS - start))
+	kill -CONT "$(cat "$TMP/pid.$rank")" 2>/dev/null || true
+	kill -KILL "$(cat "$TMP/pid.$rank")" 2>/dev/null || true
+	output=$(cat "$TMP/out")
+	echo "ended $seconds s after the signal, status $status"
+}
+
+@test "a stopped rank: the job fails within the timeout, naming the rank" {
+	need_mpi
+	stalled 2 1 STOP
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 15 ]
+	# Stopped before the all-reduce, or inside it (after its arrival notice).
+	[[ $output =~ "at step "[0-9]+" timed out after 3 s (distribute.timeout): rank 1 "("did not arrive"|"stopped responding inside it") ]]
+}
+
+@test "a killed rank (kill -9) ends the whole job non-zero within the timeout" {
+	need_mpi
+	stalled 3 2 KILL
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 15 ]
+	[[ $output == *"rank 2"*"signal 9"* || $output =~ "rank 2 "("did not arrive"|"stopped responding") ]]
+}
+
+@test "parameter_server: a stopped server fails the job, naming it" {
+	need_mpi
+	stalled 3 2 STOP --set distribute.strategy=parameter_server
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 15 ]
+	[[ $output == *"timed out after 3 s (distribute.timeout) waiting for server rank 2"* ]]
+}
+
+@test "a rank that fails (the chief cannot write its checkpoints) ends the job at once, not at the timeout" {
+	need_mpi
+	touch "$TMP/file"
+	local start=$SECONDS
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set checkpoint.dir="$TMP/file/run" --set distribute.timeout=60
+	[ "$status" -eq 1 ]
+	[ $((SECONDS - start)) -lt 30 ]
+	[[ $output == *"multi_worker_mirrored: rank 0 failed (the error above); aborting the job"* ]]
+}
+
+@test "a config error on every rank keeps exit status 2 under mpirun" {
+	need_mpi
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set distribute.num_ps=0
+	[ "$status" -eq 2 ]
+	[[ $output == *num_ps* ]]
+}
+
+@test "dtrain devices under mpirun: one line per rank with host, devices and role" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" devices
+	status_is 0
+	[[ $output == *"Strategy:  multi_worker_mirrored"* ]]
+	grep -qE '^  rank 0: host [^ ]+, devices cpu:0, role chief$' <<<"$output"
+	grep -qE '^  rank 1: host [^ ]+, devices cpu:0, role worker$' <<<"$output"
+	run --separate-stderr mpi 2 "$DTRAIN" devices --json
+	status_is 0
+	[ "$(wc -l <<<"$output")" -eq 1 ]
+	jq -e '.mpi_world_size == 2 and (.ranks | length) == 2 and .ranks[1].role == "worker"' <<<"$output" >/dev/null
+}
