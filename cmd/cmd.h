@@ -61,6 +61,13 @@ struct dt_app {
 int dt_app_config(struct dt_app *a, const struct dt_opts *o);
 /* Opens the training data (with validation) and, when need_test, the test set. */
 int dt_app_data(struct dt_app *a, int need_train, int need_test);
+/*
+ * Normalization saved by fit (the checkpoint's "preprocessing" metadata, or
+ * NULL when it has none) for the test pipeline, instead of recomputing it:
+ * evaluate and predict call it after loading the checkpoint. `what` names the
+ * checkpoint in errors. 0, or -1 with an error.
+ */
+int dt_app_preprocess(struct dt_app *a, const char *json, const char *what);
 /* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */

@@ -40,13 +40,6 @@ int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
 	return 0;
 }
 
-/* Rows [begin, end) of the host batch that replica r of R computes. */
-static void replica_slice(int n, int r, int R, int *begin, int *end)
-{
-	*begin = (int)((int64_t)n * r / R);
-	*end = (int)((int64_t)n * (r + 1) / R);
-}
-
 /*
  * Forward (and with train, backward) of replica r on rows [begin, end) of the
  * host batch; adds its loss sum and correct count to sums. The loss is scaled
@@ -109,6 +102,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums);
 		sums[2] += b->n;
 	}
+	dt_pipeline_report_skipped(p, 0);
 	fill_logs(t, &logs, sums);
 	*loss = logs.loss;
 	*accuracy = logs.accuracy;
@@ -129,14 +123,16 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 	for (int64_t step = 0; step < steps; step++) {
 		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
 			return -1;
-		for (int r = 0; r < s->nreplicas; r++) {
+		/* Every record of the batch was unreadable (data.on_error: skip): no update. */
+		for (int r = 0; t->batch.n > 0 && r < s->nreplicas; r++) {
 			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
 							      (uint64_t)step * DT_MAX_REPLICAS + r) };
 			int begin, end;
-			replica_slice(t->batch.n, r, s->nreplicas, &begin, &end);
+			dt_batch_slice(t->batch.n, r, s->nreplicas, &begin, &end);
 			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums);
 		}
-		s->type->apply_gradients(s, t->models, t->opts);
+		if (t->batch.n > 0)
+			s->type->apply_gradients(s, t->models, t->opts);
 		sums[2] += t->batch.n;
 		logs->step = step + 1;
 		logs->seconds = dt_now() - start;
@@ -146,6 +142,7 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 				t->callbacks[i]->on_batch_end(t->callbacks[i], t, logs);
 	}
 	s->type->reduce_sum(s, sums, 3);
+	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
 	fill_logs(t, logs, sums);
 	logs->seconds = dt_now() - start;
 	logs->samples_per_sec = logs->seconds > 0 ? sums[2] / logs->seconds : 0;

@@ -25,6 +25,7 @@ struct dt_logs {
 	double val_loss, val_accuracy;
 	double seconds;        /* wall time of the epoch's training steps so far */
 	double samples_per_sec;
+	int64_t skipped;       /* unreadable records skipped in the epoch (data.on_error: skip) */
 };
 
 struct dt_trainer;
