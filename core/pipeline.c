@@ -54,9 +54,6 @@ struct dt_prefetch {
 	int nslots;
 	struct pl_slot *slots;
 	int head, count;           /* filled slots, in order */
-	int busy;                  /* the thread is filling (cur_epoch, cur_step) */
-	int cur_epoch;
-	int64_t cur_step;
 	int next_epoch;            /* the position the thread produces next */
 	int64_t next_step;
 	uint64_t gen;              /* bumped by every restart */
@@ -620,9 +617,8 @@ static void *prefetch_main(void *arg)
 			break;
 		s = &f->slots[(f->head + f->count) % f->nslots];
 		gen = f->gen;
-		epoch = f->cur_epoch = f->next_epoch;
-		step = f->cur_step = f->next_step;
-		f->busy = 1;
+		epoch = f->next_epoch;
+		step = f->next_step;
 		pthread_mutex_unlock(&f->mu);
 
 		dt_error_capture(&s->err);
@@ -630,7 +626,6 @@ static void *prefetch_main(void *arg)
 		dt_error_capture(NULL);
 
 		pthread_mutex_lock(&f->mu);
-		f->busy = 0;
 		if (gen == f->gen) {
 			s->epoch = epoch;
 			s->step = step;
@@ -728,8 +723,8 @@ static int prefetch_take(struct dt_pipeline *p, int epoch, int64_t step, struct 
 			s = &f->slots[f->head];
 			if (s->epoch == e && s->step == step)
 				break;
-		} else if ((f->busy ? f->cur_epoch == e && f->cur_step == step
-				    : f->next_epoch == e && f->next_step == step) && !f->failed) {
+		} else if (f->next_epoch == e && f->next_step == step) {
+			/* Being filled, or next (the thread advances next only when it publishes). */
 			pthread_cond_wait(&f->cv, &f->mu);
 			continue;
 		}
