@@ -144,7 +144,7 @@ static int configure_pipeline(struct dt_app *a, struct dt_pipeline *p, int train
 				     p->src->name, dt_shape_format(&p->sample, 0, shape, sizeof(shape)));
 	if (pc->normalize == DT_NORMALIZE_GIVEN && pc->nnorm != want && pc->nnorm != 1)
 		return dt_node_error(pc->normalize_node,
-				     "data.normalize gives %d channels but the samples of '%s' (%s) have %d (or give one value for all)",
+				     "data.normalize gives %d channels but the samples of '%s' %s have %d (or give one value for all)",
 				     pc->nnorm, p->src->name, dt_shape_format(&p->sample, 0, shape, sizeof(shape)), want);
 	if (dt_pipeline_configure(p, &o) < 0)
 		return -1;

@@ -41,7 +41,8 @@ int cmd_evaluate(int argc, char **argv)
 		snprintf(path, sizeof(path), "runs/%s/latest.safetensors", a.cfg.name);
 	rc = DT_EXIT_FAIL;
 	c = dt_checkpoint_load(path);
-	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0)
+	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0 ||
+	    dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path) < 0)
 		goto out;
 	if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
 		goto out;

@@ -56,6 +56,9 @@ int cmd_fit(int argc, char **argv)
 	struct dt_checkpointer ckpt;
 	char dir[4096];
 	char *config_json = NULL;
+	char *preprocessing_json = NULL;
+	struct dt_ckpt_meta meta[DT_MAX_EXTRA_META];
+	int nmeta = 0;
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights", usage)) >= 0)
@@ -93,6 +96,12 @@ int cmd_fit(int argc, char **argv)
 			rc = DT_EXIT_FAIL;
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
 				goto out;
+			/* Normalization for evaluate and predict, as fit computed it. */
+			if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
+				meta[nmeta++] = (struct dt_ckpt_meta){ "preprocessing",
+								       preprocessing_json = dt_preprocess_to_json(&a.train.pre) };
+			ckpt.extra_meta = meta;
+			ckpt.nextra_meta = nmeta;
 			dt_trainer_add_callback(&a.trainer, &ckpt.cb);
 		}
 	}
@@ -108,6 +117,7 @@ int cmd_fit(int argc, char **argv)
 	rc = DT_EXIT_OK;
 out:
 	free(config_json);
+	free(preprocessing_json);
 	dt_app_release(&a);
 out_opts:
 	dt_opts_release(&o);

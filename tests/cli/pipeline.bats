@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# The data pipeline end to end: prefetch and cache do not change the weights,
+# augmentation trains reproducibly on images, normalize: auto is saved in the
+# checkpoint and used by evaluate, and the pipeline keys' errors.
+
+load helpers
+
+setup() {
+	common_setup
+	cd "$TMP"
+	export OMP_NUM_THREADS=1
+}
+
+# weights FILE: the tensor data of a safetensors file (after its header).
+weights() {
+	local len
+	len=$(od -An -t u8 -N 8 "$1" | tr -d ' ')
+	tail -c +$((len + 9)) "$1"
+}
+
+# same_weights A B: two checkpoints hold the same tensors, byte for byte.
+same_weights() {
+	cmp <(weights "$1") <(weights "$2")
+}
+
+@test "data.prefetch=0 and the default prefetch give identical weights" {
+	"$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.epochs=3 --set checkpoint.dir=on
+	"$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.epochs=3 --set checkpoint.dir=off --set data.prefetch=0
+	same_weights on/latest.safetensors off/latest.safetensors
+	# and the control: another seed changes them
+	"$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.epochs=3 --set checkpoint.dir=seed --set fit.seed=8
+	! same_weights on/latest.safetensors seed/latest.safetensors
+}
+
+@test "augmented image training is reproducible, with and without prefetch and cache" {
+	idx_images 40 6 6 >images.idx
+	idx_labels 40 >labels.idx
+	local aug='{random_flip: horizontal, random_crop: {padding: 2}, random_translation: {height_factor: 0.2, width_factor: 0.2, fill_mode: constant}}'
+	for run in a b c; do
+		local extra=()
+		[ $run = b ] && extra=(--set data.prefetch=0)
+		[ $run = c ] && extra=(--set data.cache=true --set data.prefetch=3)
+		run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set data.train.images=images.idx \
+			--set data.train.labels=labels.idx --set fit.epochs=3 --set checkpoint.enabled=true \
+			--set checkpoint.dir=$run --set data.augment="$aug" "${extra[@]}"
+		status_is 0
+	done
+	same_weights a/latest.safetensors b/latest.safetensors
+	same_weights a/latest.safetensors c/latest.safetensors
+	# without augmentation the weights differ: the augmentation did something
+	"$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set data.train.images=images.idx --set data.train.labels=labels.idx \
+		--set fit.epochs=3 --set checkpoint.enabled=true --set checkpoint.dir=plain
+	! same_weights a/latest.safetensors plain/latest.safetensors
+}
+
+@test "normalize: auto is printed, saved in the checkpoint and used by evaluate" {
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --json --set fit.epochs=2 --set checkpoint.dir=run \
+		--set data.normalize=auto
+	status_is 0
+	[[ $stderr == "normalize: mean ["*"] std ["*"] over 2 channels of 800 training records"* ]]
+	local header test_acc eval_acc
+	header=$(safetensors_header run/latest.safetensors)
+	jq -e '.__metadata__.preprocessing | fromjson | (.mean | length) == 2 and (.std | length) == 2 and .rescale == 1' \
+		<<<"$header"
+	test_acc=$(jq -r 'select(.event == "test") | .accuracy' <<<"$output")
+	run --separate-stderr "$DTRAIN" evaluate "$MODELS/blobs.yaml" --json --set checkpoint.dir=run --set data.normalize=auto
+	status_is 0
+	eval_acc=$(jq -r .accuracy <<<"$output")
+	[ "$eval_acc" = "$test_acc" ]
+	# evaluate did not recompute: no normalize line
+	[[ $stderr != *normalize:* ]]
+}
+
+@test "evaluate with normalize: auto needs the checkpoint's preprocessing metadata" {
+	"$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.epochs=1 --set checkpoint.dir=run
+	run --separate-stderr "$DTRAIN" evaluate "$MODELS/blobs.yaml" --set checkpoint.dir=run --set data.normalize=auto
+	status_is 1
+	stderr_has "no preprocessing metadata" "data.normalize: auto"
+}
+
+@test "given normalization values train, and a wrong channel count is a config error" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set data.normalize='{mean: [0, 0], std: [2, 2]}'
+	status_is 0
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set data.normalize='{mean: [0, 0, 0], std: [1, 1, 1]}'
+	status_is 2
+	stderr_has "--set:1:" "3 channels" "have 2"
+}
+
+@test "augmentation of samples that are not images is a config error" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set data.augment='{random_flip: horizontal}'
+	status_is 2
+	stderr_has "--set:1:" "data.augment works on images" "(2,)"
+}
+
+@test "bad pipeline values are config errors with their position" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set data.on_error=ignore
+	status_is 2
+	stderr_has "--set:1:" "ignore" "skip"
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set data.prefetch=100
+	status_is 2
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set data.normalize=yes
+	status_is 2
+	stderr_has "auto"
+}
+
+@test "categorical_crossentropy on class-index labels gets one-hot labels without data.one_hot" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --json --set fit.epochs=3 --set checkpoint.enabled=false \
+		--set compile.loss=categorical_crossentropy
+	status_is 0
+	jq -e 'select(.event == "test") | .accuracy > 0.8' <<<"$output"
+}
+
+@test "on_error: skip with readable data skips nothing and says nothing" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --json --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set data.on_error=skip
+	status_is 0
+	[[ $stderr != *skipped* ]]
+	jq -se '[.[] | select(.event == "epoch") | has("skipped")] == [false]' <<<"$output"
+}
