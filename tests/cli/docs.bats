@@ -43,7 +43,7 @@ config_keys() {
 	(
 		cd "$ROOT" &&
 			code_strings 'static const char \*const (\w*keys|sections)\[\]' \
-				core/run_config.c core/optimizer.c layers/*.c data/*.c strategies/*.c &&
+				core/run_config.c core/optimizer.c core/pipeline.c layers/*.c data/*.c strategies/*.c &&
 			perl -ne 'print "$1\n" while /keys\[n\+\+\] = "(\w+)"/g' core/layer.c
 	) | sort -u
 }
@@ -55,7 +55,8 @@ config_names() {
 		cd "$ROOT" &&
 			code_strings 'const char \*const dt_\w+_names\[\]' core/ops.c &&
 			code_strings 'static const char \*const (metrics|kinds|names)\[\]' \
-				core/run_config.c data/*.c strategies/*.c
+				core/run_config.c data/*.c strategies/*.c &&
+			code_strings 'static const char \*const \w+_names\[\]' core/pipeline.c
 	) | sort -u
 }
 
