@@ -119,6 +119,7 @@ check: deps
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
+	$(Q)DTRAIN=$(BIN) tests/bench/data_bench.sh
 
 test-bins: $(TEST_BIN)
 

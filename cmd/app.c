@@ -45,6 +45,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "init-weights", required_argument, NULL, 'i' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "data", no_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
@@ -83,6 +84,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			break;
 		case 'w':
 			o->warmup = optarg;
+			break;
+		case 'd':
+			o->data = 1;
 			break;
 		default:
 			bad_option(c, argv[optind - 1], longs);

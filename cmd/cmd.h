@@ -33,6 +33,7 @@ struct dt_opts {
 	const char *init_weights; /* fit --init-weights */
 	const char *iterations; /* time --iterations, unchecked */
 	const char *warmup;     /* time --warmup, unchecked */
+	int data;               /* time --data */
 };
 
 /*

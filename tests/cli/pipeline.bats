@@ -118,3 +118,16 @@ same_weights() {
 	[[ $stderr != *skipped* ]]
 	jq -se '[.[] | select(.event == "epoch") | has("skipped")] == [false]' <<<"$output"
 }
+
+@test "time --data reads one training epoch through the pipeline and prints the data/training ratio" {
+	run --separate-stderr "$DTRAIN" time "$MODELS/blobs.yaml" --data --json --iterations 2 --warmup 0
+	status_is 0
+	# 1000 records less the 20% validation split
+	jq -e '.data_samples == 800 and .data_prefetch == 2 and .data_samples_per_sec > 0 and
+		.data_training_ratio > 0' <<<"$output"
+	run --separate-stderr "$DTRAIN" time "$MODELS/blobs.yaml" --data --iterations 2 --warmup 0 \
+		--set data.prefetch=0 --set fit.steps_per_epoch=5
+	status_is 0
+	[[ $output == *" Data: "*"samples/s (160 samples in "*"prefetch 0, no training)"* ]]
+	[[ $output == *"data/training = "*x* ]]
+}
