@@ -252,7 +252,7 @@ static int time_data(struct dt_app *a, struct report *r)
 		r->data_samples += b.n;
 	}
 	r->data_seconds = dt_now() - start;
-	dt_pipeline_report_skipped(p, 0);
+	dt_pipeline_report_skipped(p, -1);
 	dt_batch_free(&b);
 	r->data = 1;
 	r->prefetch = p->prefetch;

@@ -978,8 +978,12 @@ int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 	for (int64_t i = 0; i < shown && len < sizeof(list); i++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "",
 					(long long)p->skipped_list[i]);
-	dt_warn("skipped %lld unreadable record%s in epoch %d of '%s': record%s %s%s", (long long)n, n == 1 ? "" : "s",
-		epoch + 1, p->src->name, n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
+	if (epoch >= 0)
+		dt_warn("skipped %lld unreadable record%s in epoch %d of '%s': record%s %s%s", (long long)n,
+			n == 1 ? "" : "s", epoch + 1, p->src->name, n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
+	else
+		dt_warn("skipped %lld unreadable record%s of '%s': record%s %s%s", (long long)n, n == 1 ? "" : "s",
+			p->src->name, n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
 	p->skipped = 0;
 	return n;
 }

@@ -174,8 +174,9 @@ void dt_batch_free(struct dt_batch *b);
 int dt_pipeline_read(struct dt_pipeline *p, int epoch, int64_t step, struct dt_batch *b);
 /*
  * With skipped records since the last call: warns "skipped N unreadable
- * records in epoch E of 'path': records i, j, ..." (E is epoch + 1) and
- * resets the count. Returns the count.
+ * records in epoch E of 'path': records i, j, ..." (E is epoch + 1; no
+ * epoch when epoch < 0, for validation and test data) and resets the
+ * count. Returns the count.
  */
 int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch);
 

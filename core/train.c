@@ -102,7 +102,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums);
 		sums[2] += b->n;
 	}
-	dt_pipeline_report_skipped(p, 0);
+	dt_pipeline_report_skipped(p, -1);
 	fill_logs(t, &logs, sums);
 	*loss = logs.loss;
 	*accuracy = logs.accuracy;

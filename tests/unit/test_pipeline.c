@@ -535,6 +535,30 @@ static void test_prefetch_error_travels(void **state)
 
 /* ---- unreadable records ---- */
 
+/* What dt_pipeline_report_skipped(p, epoch) prints on stderr, into buf. */
+static int64_t report_text(struct dt_pipeline *p, int epoch, char *buf, size_t size)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	int64_t n;
+	size_t len;
+
+	assert_non_null(tmp);
+	fflush(stderr);
+	dup2(fileno(tmp), 2);
+	dt_error_set_quiet(0);
+	n = dt_pipeline_report_skipped(p, epoch);
+	fflush(stderr);
+	dt_error_set_quiet(1);
+	dup2(saved, 2);
+	close(saved);
+	rewind(tmp);
+	len = fread(buf, 1, size - 1, tmp);
+	buf[len] = '\0';
+	fclose(tmp);
+	return n;
+}
+
 static void test_on_error_skip(void **state)
 {
 	struct dt_source s = fake_source(12);
@@ -557,13 +581,21 @@ static void test_on_error_skip(void **state)
 		assert_int_equal(b.n, 3); /* 8, 10, 11 */
 		assert_true(b.x[0] == 4 && b.x[2] == 5 && b.x[4] == 5.5f);
 		assert_int_equal(p.skipped, 6);
-		assert_int_equal(dt_pipeline_report_skipped(&p, 0), 6);
 		{
-			static const int64_t sorted[6] = { 1, 4, 5, 6, 7, 9 }; /* for the warning */
-			for (int i = 0; i < 6; i++)
-				assert_int_equal(p.skipped_list[i], sorted[i]);
+			char text[512];
+			assert_int_equal(report_text(&p, 2, text, sizeof(text)), 6);
+			assert_string_equal(text, "dtrain: warning: skipped 6 unreadable records in epoch 3 of 'fake.idx': "
+						  "records 1, 4, 5, 6, 7, 9\n");
+			assert_int_equal(report_text(&p, 0, text, sizeof(text)), 0);
+			assert_string_equal(text, "");
+			/* more than DT_SKIP_LIST: the first ten, sorted, then "..." */
+			for (int k = 0; k < 3; k++)
+				for (int64_t step = 0; step < 3; step++)
+					assert_int_equal(dt_pipeline_read(&p, 0, step, &b), 0);
+			assert_int_equal(report_text(&p, -1, text, sizeof(text)), 18);
+			assert_string_equal(text, "dtrain: warning: skipped 18 unreadable records of 'fake.idx': "
+						  "records 1, 1, 4, 4, 5, 5, 6, 6, 7, 9, ...\n");
 		}
-		assert_int_equal(dt_pipeline_report_skipped(&p, 0), 0);
 		dt_batch_free(&b);
 		dt_pipeline_release(&p);
 	}
