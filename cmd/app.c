@@ -34,6 +34,16 @@ static void bad_option(int c, const char *arg, const struct option *longs)
 		dt_error("unknown option '%s'", arg);
 }
 
+/* Whether the space-separated word list `allowed` holds `word`. */
+static int has_word(const char *allowed, const char *word)
+{
+	size_t n = strlen(word);
+	for (const char *p = allowed; (p = strstr(p, word)); p += n)
+		if ((p == allowed || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
 {
 	static const struct option all[] = {
@@ -45,6 +55,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "init-weights", required_argument, NULL, 'i' },
 		{ "iterations", required_argument, NULL, 'n' },
 		{ "warmup", required_argument, NULL, 'w' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "header", no_argument, NULL, 'H' },
 		{ "data", no_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -53,13 +66,13 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 
 	memset(o, 0, sizeof(*o));
 	for (int i = 0; all[i].name; i++)
-		if (i == 0 || strstr(allowed, all[i].name))
+		if (i == 0 || has_word(allowed, all[i].name))
 			longs[n++] = all[i];
 	memset(&longs[n], 0, sizeof(longs[n]));
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, strstr(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, has_word(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
@@ -85,6 +98,15 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'w':
 			o->warmup = optarg;
 			break;
+		case 'f':
+			o->format = optarg;
+			break;
+		case 'a':
+			o->all = 1;
+			break;
+		case 'H':
+			o->header = 1;
+			break;
 		case 'd':
 			o->data = 1;
 			break;
@@ -94,7 +116,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			return DT_EXIT_USAGE;
 		}
 	}
-	if (strstr(allowed, "config")) {
+	if (has_word(allowed, "config")) {
 		if (optind >= argc) {
 			dt_error("missing the model file (a YAML config)");
 			short_usage(usage);
@@ -102,6 +124,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		}
 		o->config = argv[optind++];
 	}
+	if (has_word(allowed, "input")) /* predict: an optional input file, "-" for standard input */
+		o->input = optind < argc ? argv[optind++] : "-";
 	if (optind < argc) {
 		dt_error("unexpected argument '%s'", argv[optind]);
 		short_usage(usage);
@@ -177,25 +201,47 @@ static int normalize_auto(struct dt_app *a)
 	return 0;
 }
 
-int dt_app_preprocess(struct dt_app *a, const char *json, const char *what)
+int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, const struct dt_shape *sample,
+		      struct dt_preprocess *pp)
 {
-	struct dt_preprocess pp = { 0 };
-	if (!json) {
-		if (a->cfg.pipeline.normalize != DT_NORMALIZE_AUTO)
-			return 0;
+	const struct dt_pipeline_config *pc = &a->cfg.pipeline;
+	struct dt_preprocess got = { 0 };
+	int want = dt_preprocess_channels(sample), rc = -1;
+	char shape[64];
+
+	memset(pp, 0, sizeof(*pp));
+	pp->rescale = (float)a->cfg.rescale;
+	if (pc->normalize == DT_NORMALIZE_NONE)
+		return 0;
+	if (json) {
+		if (dt_preprocess_from_json(&got, json, what) < 0)
+			return -1;
+	} else if (pc->normalize == DT_NORMALIZE_AUTO) {
 		return dt_error("'%s' has no preprocessing metadata, which data.normalize: auto needs (write it with dtrain fit)",
 				what);
+	} else {
+		dt_preprocess_set(&got, pc->nnorm, pc->mean, pc->std);
 	}
-	if (a->cfg.pipeline.normalize == DT_NORMALIZE_NONE)
-		return 0;
-	if (dt_preprocess_from_json(&pp, json, what) < 0)
-		return -1;
-	if ((a->have_test && dt_pipeline_set_normalize(&a->test, pp.nchan, pp.mean, pp.std) < 0)) {
-		dt_preprocess_release(&pp);
-		return -1;
+	if (got.nchan == 1 && want > 1) {
+		float *m = dt_malloc((size_t)want * sizeof(float)), *s = dt_malloc((size_t)want * sizeof(float));
+		for (int c = 0; c < want; c++) {
+			m[c] = got.mean[0];
+			s[c] = got.std[0];
+		}
+		dt_preprocess_set(pp, want, m, s);
+		free(m);
+		free(s);
+	} else if (got.nchan == want) {
+		dt_preprocess_set(pp, want, got.mean, got.std);
+	} else {
+		dt_error("the normalization of '%s' has %d channels but samples %s have %d", what, got.nchan,
+			 dt_shape_format(sample, 0, shape, sizeof(shape)), want);
+		goto out;
 	}
-	dt_preprocess_release(&pp);
-	return 0;
+	rc = 0;
+out:
+	dt_preprocess_release(&got);
+	return rc;
 }
 
 int dt_app_data(struct dt_app *a, int need_train, int need_test)

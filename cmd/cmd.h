@@ -21,6 +21,7 @@ int cmd_evaluate(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {
@@ -33,6 +34,10 @@ struct dt_opts {
 	const char *init_weights; /* fit --init-weights */
 	const char *iterations; /* time --iterations, unchecked */
 	const char *warmup;     /* time --warmup, unchecked */
+	const char *input;      /* predict: the input after the model file ("-" when absent) */
+	const char *format;     /* predict --format */
+	int all;                /* predict --all */
+	int header;             /* predict --header */
 	int data;               /* time --data */
 };
 
@@ -63,12 +68,16 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o);
 /* Opens the training data (with validation) and, when need_test, the test set. */
 int dt_app_data(struct dt_app *a, int need_train, int need_test);
 /*
- * Normalization saved by fit (the checkpoint's "preprocessing" metadata, or
- * NULL when it has none) for the test pipeline, instead of recomputing it:
- * evaluate and predict call it after loading the checkpoint. `what` names the
- * checkpoint in errors. 0, or -1 with an error.
+ * The preprocessing of inputs that fit trained with, for evaluate and
+ * predict: data.rescale, and the normalization saved by fit (the
+ * checkpoint's "preprocessing" metadata `json`, or NULL when it has none)
+ * instead of recomputing it; without metadata the values data.normalize
+ * gives (data.normalize: auto then is an error). One value is spread over
+ * every channel of `sample`. `what` names the checkpoint in errors. Fills pp
+ * (release with dt_preprocess_release). 0, or -1 with an error.
  */
-int dt_app_preprocess(struct dt_app *a, const char *json, const char *what);
+int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, const struct dt_shape *sample,
+		      struct dt_preprocess *pp);
 /* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */

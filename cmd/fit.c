@@ -55,10 +55,10 @@ int cmd_fit(int argc, char **argv)
 	struct dt_json_log json;
 	struct dt_checkpointer ckpt;
 	char dir[4096];
-	char *config_json = NULL;
+	char *config_json = NULL, *class_names = NULL;
 	char *preprocessing_json = NULL;
-	struct dt_ckpt_meta meta[DT_MAX_EXTRA_META];
-	int nmeta = 0;
+	struct dt_ckpt_meta extra[DT_MAX_EXTRA_META];
+	int nextra = 0;
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights", usage)) >= 0)
@@ -96,13 +96,21 @@ int cmd_fit(int argc, char **argv)
 			rc = DT_EXIT_FAIL;
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
 				goto out;
-			/* Normalization for evaluate and predict, as fit computed it. */
-			if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
-				meta[nmeta++] = (struct dt_ckpt_meta){ "preprocessing",
-								       preprocessing_json = dt_preprocess_to_json(&a.train.pre) };
-			ckpt.extra_meta = meta;
-			ckpt.nextra_meta = nmeta;
 			dt_trainer_add_callback(&a.trainer, &ckpt.cb);
+			/* The training data's class names, for dtrain predict. */
+			if (a.train_src.class_names) {
+				cJSON *names = cJSON_CreateStringArray((const char *const *)a.train_src.class_names,
+								       a.train_src.num_classes);
+				class_names = cJSON_PrintUnformatted(names);
+				cJSON_Delete(names);
+				extra[nextra++] = (struct dt_ckpt_meta){ "class_names", class_names };
+			}
+			/* The normalization fit used (given or computed), for evaluate and predict. */
+			if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
+				extra[nextra++] = (struct dt_ckpt_meta){ "preprocessing",
+									 preprocessing_json = dt_preprocess_to_json(&a.train.pre) };
+			ckpt.extra_meta = extra;
+			ckpt.nextra_meta = nextra;
 		}
 	}
 	rc = DT_EXIT_FAIL;
@@ -117,6 +125,7 @@ int cmd_fit(int argc, char **argv)
 	rc = DT_EXIT_OK;
 out:
 	free(config_json);
+	free(class_names);
 	free(preprocessing_json);
 	dt_app_release(&a);
 out_opts:

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "core/source.h"
+#include "reader.h"
 #include "sources.h"
 
 #define IDX_UBYTE 0x08
@@ -278,4 +279,104 @@ const struct dt_source_type dt_idx_source = {
 	.open = idx_open,
 	.read = idx_read,
 	.close = idx_close,
+};
+
+/* ---- the stream reader: an images file read a chunk at a time (dtrain predict) ---- */
+
+struct idx_stream {
+	gzFile gz;
+	int64_t count, record;
+	uint8_t *buf;
+	int cap;
+};
+
+static void idx_stream_close(struct dt_reader *r)
+{
+	struct idx_stream *c = r->priv;
+	if (!c)
+		return;
+	if (c->gz)
+		gzclose(c->gz);
+	free(c->buf);
+	free(c);
+	r->priv = NULL;
+}
+
+static int idx_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
+{
+	struct idx_stream *c = dt_calloc(1, sizeof(*c));
+	uint8_t head[4 + 4 * 4];
+	int dims[3], ndim;
+	int64_t k;
+	char buf[64];
+
+	r->priv = c;
+	if (!(c->gz = dt_gz_open(path)))
+		return -1;
+	k = dt_gz_read(c->gz, r->name, head, 4);
+	if (k < 0)
+		return -1;
+	if (k == 0)
+		return dt_error("'%s' is empty", r->name);
+	ndim = head[3];
+	if (k < 4 || head[0] || head[1] || head[2] != IDX_UBYTE || ndim < 2 || ndim > 4)
+		return dt_error("'%s' is not an IDX images file (uint8, 2 to 4 dimensions)", r->name);
+	if (dt_gz_read(c->gz, r->name, head + 4, 4 * ndim) != 4 * ndim)
+		return dt_error("'%s' is truncated: the header of %d dimensions is cut short", r->name, ndim);
+	c->record = 1;
+	for (int i = 0; i < ndim; i++) {
+		const uint8_t *b = head + 4 + 4 * i;
+		uint32_t v = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+		if (i == 0) {
+			c->count = v;
+			continue;
+		}
+		if (v == 0 || v > IDX_MAX_RECORD / c->record)
+			return dt_error("'%s' has absurd dimension %u in its header (dimension %d)", r->name, v, i);
+		dims[i - 1] = (int)v;
+		c->record *= v;
+	}
+	if (o->sample.ndim) {
+		if (dt_shape_count(&o->sample) != c->record)
+			return dt_error("the images of '%s' hold %lld values but the model's input %s holds %lld", r->name,
+					(long long)c->record, dt_shape_format(&o->sample, 0, buf, sizeof(buf)),
+					(long long)dt_shape_count(&o->sample));
+		r->sample = o->sample;
+	} else if (ndim == 3) {
+		r->sample = dt_shape_make(3, (int[]){ dims[0], dims[1], 1 });
+	} else {
+		r->sample = dt_shape_make(ndim - 1, dims);
+	}
+	return 0;
+}
+
+static int idx_stream_next(struct dt_reader *r, int n, float *x)
+{
+	struct idx_stream *c = r->priv;
+	int64_t left = c->count - r->records, k;
+	if (n > left)
+		n = (int)left;
+	if (n <= 0)
+		return 0;
+	if (n > c->cap) {
+		c->buf = dt_realloc(c->buf, (size_t)(n * c->record));
+		c->cap = n;
+	}
+	k = dt_gz_read(c->gz, r->name, c->buf, n * c->record);
+	if (k < 0)
+		return -1;
+	if (k < n * c->record)
+		return dt_error("'%s' is truncated: its header promises %lld images but image %lld is cut short", r->name,
+				(long long)c->count, (long long)(r->records + k / c->record));
+	for (int64_t i = 0; i < n * c->record; i++)
+		x[i] = c->buf[i];
+	r->records += n;
+	return n;
+}
+
+const struct dt_reader_type dt_idx_reader = {
+	.name = "idx",
+	.open = idx_stream_open,
+	.next = idx_stream_next,
+	.close = idx_stream_close,
 };

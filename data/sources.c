@@ -3,5 +3,7 @@
 const struct dt_source_type *const dt_source_types[] = {
 	&dt_idx_source,
 	&dt_synthetic_source,
+	&dt_csv_source,
+	&dt_npy_source,
 	NULL,
 };

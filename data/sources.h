@@ -12,6 +12,8 @@
 
 extern const struct dt_source_type dt_idx_source;       /* format: idx */
 extern const struct dt_source_type dt_synthetic_source; /* format: synthetic */
+extern const struct dt_source_type dt_csv_source;       /* format: csv */
+extern const struct dt_source_type dt_npy_source;       /* format: npy */
 
 /* NULL-terminated. */
 extern const struct dt_source_type *const dt_source_types[];

@@ -131,3 +131,39 @@ same_weights() {
 	[[ $output == *" Data: "*"samples/s (160 samples in "*"prefetch 0, no training)"* ]]
 	[[ $output == *"data/training = "*x* ]]
 }
+
+@test "predict applies the normalization fit saved (normalize: auto on features far from 0)" {
+	# Class c has every feature near 1000 + 3c: without normalization the
+	# inputs are huge and alike, with it the classes are far apart.
+	awk 'BEGIN { srand(3); print "f1,f2,f3,f4,kind"; for (i = 0; i < 300; i++) { c = i % 3; s = "";
+		for (j = 0; j < 4; j++) s = s sprintf("%.4f,", 1000 + 3 * c + rand()); print s (c == 0 ? "a" : c == 1 ? "b" : "c") } }' \
+		>train.csv
+	cat >model.yaml <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 16, activation: relu}
+		    - dense: {units: 3, activation: softmax}
+		compile: {optimizer: {adam: {learning_rate: 0.02}}, loss: sparse_categorical_crossentropy, metrics: [accuracy]}
+		data:
+		  train: {format: csv, path: train.csv, label: kind}
+		  batch_size: 32
+		  normalize: auto
+		fit: {epochs: 10}
+		checkpoint: {dir: run}
+	EOF
+	run --separate-stderr "$DTRAIN" fit -q model.yaml
+	status_is 0
+	stderr_has "normalize: mean [100"
+	run --separate-stderr "$DTRAIN" predict model.yaml --checkpoint run/latest.safetensors train.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 300 ]
+	right=$(paste -d, <(tail -n +2 train.csv | cut -d, -f5) <(printf '%s\n' "${lines[@]}" | cut -d, -f2) |
+		awk -F, '$1 == $2' | wc -l)
+	echo "right: $right of 300"
+	[ "$right" -ge 270 ]
+	# a checkpoint without the values: predict refuses rather than guess
+	"$DTRAIN" fit -q model.yaml --set data.normalize=null --set checkpoint.dir=plain --set fit.epochs=1
+	run --separate-stderr "$DTRAIN" predict model.yaml --checkpoint plain/latest.safetensors train.csv
+	status_is 1
+	stderr_has "no preprocessing metadata"
+}

@@ -1,0 +1,305 @@
+/*
+ * dtrain predict: the class of every sample of an input, one line each on
+ * stdout, streaming (man dtrain-predict).
+ *
+ * The input is read through a stream reader (data/reader.h) a batch at a
+ * time, so memory stays bounded whatever its length; the model is built from
+ * the YAML alone (model.input_shape, or the shape the input file tells, or
+ * else the training data's) and takes its weights from the checkpoint. The
+ * preprocessing is training's: data.rescale and the normalization that fit
+ * saved in the checkpoint (dt_app_preprocess).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cmd.h"
+#include "core/error.h"
+#include "core/snapshot.h"
+#include "data/reader.h"
+#include "layers/layers.h"
+
+static const char usage[] =
+	"usage: dtrain predict [options] MODEL.yaml [INPUT|-]\n"
+	"\n"
+	"Predicts the class of every sample of INPUT (a CSV, .npy or IDX file; '-' or\n"
+	"nothing: standard input) with a checkpoint of the model; one line per sample\n"
+	"on stdout, as it goes: index,class,probability.\n"
+	"\n"
+	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/latest.safetensors)\n"
+	"  --format FORMAT        the input's format: csv, npy or idx (default: from its\n"
+	"                         name, else data.train's format, else csv)\n"
+	"  --all                  every class's probability too\n"
+	"  --json                 one JSON object per sample instead of CSV\n"
+	"  --header               a header line first (CSV output)\n"
+	"  --set KEY=VALUE        override a config key (repeatable)\n"
+	"  -h, --help             this help\n";
+
+struct predict_out {
+	int json, all, ncls; /* ncls: classes in the output lines */
+	char **names;        /* ncls labels, ready to print (CSV-quoted, or JSON strings) */
+};
+
+/* s as one CSV field (quoted when it holds a comma, quote or newline) or as a JSON string. */
+static char *quote(const char *s, int json)
+{
+	size_t n = strlen(s);
+	char *out = dt_malloc(6 * n + 3), *w = out;
+	if (json) {
+		*w++ = '"';
+		for (; *s; s++) {
+			unsigned char c = (unsigned char)*s;
+			if (c == '"' || c == '\\')
+				*w++ = '\\', *w++ = (char)c;
+			else if (c < 0x20)
+				w += sprintf(w, "\\u%04x", c);
+			else
+				*w++ = (char)c;
+		}
+		*w++ = '"';
+	} else if (strpbrk(s, ",\"\n\r")) {
+		*w++ = '"';
+		for (; *s; s++) {
+			if (*s == '"')
+				*w++ = '"';
+			*w++ = *s;
+		}
+		*w++ = '"';
+	} else {
+		memcpy(w, s, n);
+		w += n;
+	}
+	*w = 0;
+	return out;
+}
+
+/* The class labels: the checkpoint's class_names when they fit, else the indices. */
+static void class_labels(struct predict_out *p, const struct dt_ckpt *c)
+{
+	const char *meta = dt_checkpoint_meta(c, "class_names");
+	cJSON *names = meta ? cJSON_Parse(meta) : NULL;
+	int ok = cJSON_IsArray(names) && cJSON_GetArraySize(names) == p->ncls;
+	char buf[32];
+
+	if (meta && !ok)
+		dt_warn("the class_names of '%s' do not match the model's %d classes; printing class indices",
+			dt_checkpoint_path(c), p->ncls);
+	p->names = dt_calloc(p->ncls, sizeof(char *));
+	for (int i = 0; i < p->ncls; i++) {
+		cJSON *s = ok ? cJSON_GetArrayItem(names, i) : NULL;
+		if (cJSON_IsString(s))
+			p->names[i] = quote(s->valuestring, p->json);
+		else
+			p->names[i] = (snprintf(buf, sizeof(buf), "%d", i), dt_strdup(buf));
+	}
+	cJSON_Delete(names);
+}
+
+static void print_header(const struct predict_out *p)
+{
+	fputs("index,class,probability", stdout);
+	for (int i = 0; p->all && i < p->ncls; i++) /* p_NAME, inside the quotes of a quoted name */
+		printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
+	putchar('\n');
+}
+
+/* One line: probs (ncls) of sample index. */
+static void print_line(const struct predict_out *p, int64_t index, const float *probs)
+{
+	int best = 0;
+	for (int i = 1; i < p->ncls; i++)
+		if (probs[i] > probs[best])
+			best = i;
+	if (p->json) {
+		printf("{\"index\":%lld,\"class\":%s,\"probability\":%.6g", (long long)index, p->names[best],
+		       probs[best]);
+		if (p->all) {
+			fputs(",\"probabilities\":[", stdout);
+			for (int i = 0; i < p->ncls; i++)
+				printf(i ? ",%.6g" : "%.6g", probs[i]);
+			putchar(']');
+		}
+		fputs("}\n", stdout);
+		return;
+	}
+	printf("%lld,%s,%.6g", (long long)index, p->names[best], probs[best]);
+	for (int i = 0; p->all && i < p->ncls; i++)
+		printf(",%.6g", probs[i]);
+	putchar('\n');
+}
+
+/* The model's outputs y (n, C) to class probabilities (n, ncls): softmax or sigmoid on logits, [1-p, p] for one output. */
+static void probabilities(const float *y, int n, int C, int logits, float *probs)
+{
+	for (int i = 0; i < n; i++) {
+		const float *o = y + (int64_t)i * C;
+		if (C == 1) {
+			float pr = logits ? 1 / (1 + expf(-o[0])) : o[0];
+			probs[2 * i] = 1 - pr;
+			probs[2 * i + 1] = pr;
+			continue;
+		}
+		float *q = probs + (int64_t)i * C, max = o[0], sum = 0;
+		if (!logits) {
+			memcpy(q, o, (size_t)C * sizeof(float));
+			continue;
+		}
+		for (int j = 1; j < C; j++)
+			max = o[j] > max ? o[j] : max;
+		for (int j = 0; j < C; j++)
+			sum += q[j] = expf(o[j] - max);
+		for (int j = 0; j < C; j++)
+			q[j] /= sum;
+	}
+}
+
+/* Does the training source read standard input (a path, x or y of "-")? */
+static int train_reads_stdin(const struct dt_node *train)
+{
+	static const char *const keys[] = { "path", "x", "y", "images", "labels", NULL };
+	for (int i = 0; keys[i]; i++) {
+		const struct dt_node *n = dt_node_get(train, keys[i]);
+		if (n && n->kind == DT_NODE_SCALAR && !strcmp(n->value, "-"))
+			return 1;
+	}
+	return 0;
+}
+
+/* stdout failed: quiet when the reader went away (EPIPE), else an error. 0 or -1. */
+static int output_failed(int *quiet)
+{
+	if (errno == EPIPE) {
+		*quiet = 1;
+		return 0;
+	}
+	return dt_error("cannot write to standard output: %s", strerror(errno));
+}
+
+int cmd_predict(int argc, char **argv)
+{
+	struct dt_opts o;
+	struct dt_app a;
+	struct dt_model m = { 0 };
+	struct dt_reader r = { 0 };
+	struct dt_reader_opts ro = { 0 };
+	struct predict_out p = { 0 };
+	const struct dt_reader_type *type;
+	const char *format = NULL;
+	struct dt_ckpt *c = NULL;
+	struct dt_step_ctx ctx = { 0 };
+	struct dt_preprocess pp = { 0 };
+	float *x = NULL, *y = NULL, *probs = NULL;
+	char path[4096];
+	int rc, have_model = 0, quiet = 0, B, C;
+	int64_t index = 0, F;
+
+	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json checkpoint format all header", usage)) >= 0)
+		goto out_opts;
+	if ((rc = dt_app_config(&a, &o)))
+		goto out;
+	rc = DT_EXIT_USAGE;
+	if (o.format)
+		format = o.format;
+	else if (strcmp(o.input, "-"))
+		format = dt_reader_guess(o.input);
+	if (!format && dt_cfg_string(a.cfg.train, "format", NULL, &format) >= 0 && !dt_reader_find(format))
+		format = NULL;
+	if (!format)
+		format = "csv";
+	if (!(type = dt_reader_find(format))) {
+		dt_error("unknown input format '%s' (expected one of: csv, npy, idx)", format);
+		goto out;
+	}
+	ro.train = a.cfg.train;
+	ro.sample = a.cfg.input_shape;
+	if (!ro.sample.ndim && type->needs_shape) {
+		/* The shape comes from the training data: it must not be the stream to predict. */
+		if (!strcmp(o.input, "-") && train_reads_stdin(a.cfg.train)) {
+			dt_error("'%s' trains on standard input; give model.input_shape to predict from it", a.cfg.path);
+			goto out;
+		}
+		if ((rc = dt_app_input_shape(&a, &ro.sample)))
+			goto out;
+	}
+	rc = DT_EXIT_FAIL;
+	if (dt_reader_open(&r, type, o.input, &ro) < 0)
+		goto out;
+
+	rc = DT_EXIT_USAGE;
+	B = a.cfg.batch_size;
+	if (dt_model_init(&m, a.cfg.name, &r.sample, a.cfg.layers, dt_layer_types) < 0) {
+		rc = dt_exit_status();
+		goto out;
+	}
+	have_model = 1;
+	dt_model_alloc(&m, DT_CPU, B);
+	if (o.checkpoint)
+		snprintf(path, sizeof(path), "%s", o.checkpoint);
+	else if (a.cfg.checkpoint_dir)
+		snprintf(path, sizeof(path), "%s/latest.safetensors", a.cfg.checkpoint_dir);
+	else
+		snprintf(path, sizeof(path), "runs/%s/latest.safetensors", a.cfg.name);
+	rc = DT_EXIT_FAIL;
+	c = dt_checkpoint_load(path);
+	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
+		goto out;
+	/* The training's preprocessing: data.rescale and the normalization fit saved. */
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &r.sample, &pp) < 0)
+		goto out;
+
+	C = (int)dt_shape_count(&m.output);
+	F = dt_shape_count(&r.sample);
+	p.json = o.json;
+	p.all = o.all;
+	p.ncls = C == 1 ? 2 : C;
+	class_labels(&p, c);
+	x = dt_malloc((size_t)(B * F) * sizeof(float));
+	y = dt_malloc((size_t)B * C * sizeof(float));
+	probs = dt_malloc((size_t)B * p.ncls * sizeof(float));
+	if (o.header && !o.json)
+		print_header(&p);
+	for (;;) {
+		struct dt_tensor in, out;
+		int n = r.type->next(&r, B, x);
+		if (n < 0)
+			goto out;
+		if (n == 0)
+			break;
+		dt_preprocess_apply(&pp, x, n, F);
+		in = dt_model_input(&m, n);
+		dt_op_from_host(&in, x);
+		out = dt_model_forward(&m, n, &ctx);
+		dt_op_to_host(&out, y);
+		probabilities(y, n, C, a.cfg.from_logits, probs);
+		for (int i = 0; i < n; i++)
+			print_line(&p, index++, probs + (int64_t)i * p.ncls);
+		if (ferror(stdout)) {
+			if (output_failed(&quiet) < 0)
+				goto out;
+			break;
+		}
+	}
+	if (!quiet && fflush(stdout) != 0 && output_failed(&quiet) < 0)
+		goto out;
+	rc = DT_EXIT_OK;
+out:
+	dt_preprocess_release(&pp);
+	free(x);
+	free(y);
+	free(probs);
+	for (int i = 0; p.names && i < p.ncls; i++)
+		free(p.names[i]);
+	free(p.names);
+	dt_checkpoint_free(c);
+	if (have_model)
+		dt_model_release(&m);
+	dt_reader_close(&r);
+	dt_app_release(&a);
+out_opts:
+	dt_opts_release(&o);
+	return rc;
+}

@@ -1,0 +1,693 @@
+/*
+ * `format: csv`: a table of numbers, one record per row, raw or gzipped, or
+ * standard input (path: "-").
+ *
+ *   path: iris.csv          the file ("-": standard input, read whole)
+ *   header: true            the first row names the columns
+ *   label: species          the label column, by name or by index (0-based,
+ *                           negative from the end as in Python); default last
+ *   delimiter: ","          one character ("\t" for TSV)
+ *   shape: [28, 28, 1]      the sample shape; default (features,)
+ *
+ * The whole file is parsed at open (random access for shuffling). Labels
+ * that are all numbers stay as given (whole numbers >= 0 are class indices);
+ * otherwise every distinct label string is a class, numbered in sorted order
+ * (sklearn's LabelEncoder) and kept in s->class_names.
+ *
+ * Bad rows (a wrong number of fields, a feature that is not a number, an
+ * empty label) stay records, so the count is the file's row count: reading
+ * one is an error naming the row (its line number) and the fault, or with
+ * data.on_error: skip (bad != NULL) a bad[i] = 1. A file without a single
+ * good row is an error at open.
+ *
+ * The stream reader (dt_csv_reader, for dtrain predict) reads rows in order
+ * with bounded memory: features only, or the training layout (one more
+ * column, the label, which it skips).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/source.h"
+#include "reader.h"
+#include "sources.h"
+
+#define CSV_MAX_CLASS_INDEX (1 << 24) /* larger whole-number labels are values, not classes */
+
+/* Lines of a gzip or plain stream; blank lines are skipped, line numbers kept. */
+struct csv_lines {
+	gzFile gz;
+	const char *name;
+	char *buf;
+	size_t cap;
+	int64_t line; /* 1-based number of the line in buf */
+	int64_t next; /* number of the next line to read */
+};
+
+/* The next non-blank line (without its end of line) in l->buf: 1, 0 at the end, -1 on a read error. */
+static int csv_getline(struct csv_lines *l)
+{
+	for (;;) {
+		size_t len = 0;
+		int code, got = 0;
+		for (;;) {
+			if (l->cap - len < 64) {
+				l->cap = l->cap ? 2 * l->cap : 4096;
+				l->buf = dt_realloc(l->buf, l->cap);
+			}
+			if (!gzgets(l->gz, l->buf + len, (int)(l->cap - len))) {
+				const char *msg = gzerror(l->gz, &code);
+				if (code == Z_ERRNO)
+					return dt_error("cannot read '%s': %s", l->name, strerror(errno));
+				if (code == Z_BUF_ERROR)
+					return dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer",
+							l->name);
+				if (code != Z_OK)
+					return dt_error("cannot read '%s': corrupt gzip stream: %s", l->name, msg);
+				break;
+			}
+			got = 1;
+			len += strlen(l->buf + len);
+			if (len > 0 && l->buf[len - 1] == '\n')
+				break;
+		}
+		if (!got)
+			return 0;
+		while (len > 0 && (l->buf[len - 1] == '\n' || l->buf[len - 1] == '\r'))
+			l->buf[--len] = 0;
+		l->line = ++l->next;
+		for (size_t i = 0; i < len; i++)
+			if (!isspace((unsigned char)l->buf[i]))
+				return 1;
+	}
+}
+
+static char *csv_trim(char *s)
+{
+	char *e = s + strlen(s);
+	while (isspace((unsigned char)*s))
+		s++;
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+/*
+ * Splits line in place at delim into *fields (grown as needed); a field in
+ * double quotes may hold the delimiter and "" for a quote. Returns the number
+ * of fields, or -1 for an unterminated quote.
+ */
+static int csv_split(char *line, char delim, char ***fields, int *cap)
+{
+	int n = 0;
+	char *p = line;
+	for (;;) {
+		char *start;
+		if (n == *cap) {
+			*cap = *cap ? 2 * *cap : 16;
+			*fields = dt_realloc(*fields, (size_t)*cap * sizeof(**fields));
+		}
+		while ((*p == ' ' || *p == '\t') && *p != delim)
+			p++;
+		start = p;
+		if (*p == '"') {
+			char *w = start = ++p;
+			for (;;) {
+				if (!*p)
+					return -1;
+				if (*p == '"' && p[1] == '"') {
+					*w++ = '"';
+					p += 2;
+				} else if (*p == '"') {
+					p++;
+					break;
+				} else {
+					*w++ = *p++;
+				}
+			}
+			while (*p && *p != delim)
+				p++;
+			*w = 0;
+		} else {
+			while (*p && *p != delim)
+				p++;
+		}
+		(*fields)[n++] = start;
+		if (!*p)
+			break;
+		*p++ = 0;
+	}
+	for (int i = 0; i < n; i++)
+		(*fields)[i] = csv_trim((*fields)[i]);
+	return n;
+}
+
+/* A finite number filling the whole field. 0 or -1. */
+static int csv_number(const char *s, float *out)
+{
+	char *end;
+	double v;
+	if (!*s)
+		return -1;
+	v = strtod(s, &end);
+	if (end == s || *end || !isfinite(v) || !isfinite((float)v))
+		return -1;
+	*out = (float)v;
+	return 0;
+}
+
+/* Where the label is and what the columns are called. */
+struct csv_layout {
+	int ncols;     /* fields per row */
+	int label_col; /* -1: none (predict input of features only) */
+	char **names;  /* ncols header names, or NULL */
+	char delim;
+};
+
+static void csv_column(const struct csv_layout *L, int col, char *buf, size_t size)
+{
+	if (L->names)
+		snprintf(buf, size, "column '%s'", L->names[col]);
+	else
+		snprintf(buf, size, "column %d", col + 1);
+}
+
+/*
+ * The features of one split row into x (ncols minus the label). NULL if the
+ * row is good, else what is wrong with it ("row 17: ..." in msg).
+ */
+static const char *csv_features(const struct csv_layout *L, char **f, int k, int64_t line, float *x, char *msg,
+				size_t size)
+{
+	char col[300];
+	if (k < 0) {
+		snprintf(msg, size, "row %lld: a quoted field has no closing quote", (long long)line);
+		return msg;
+	}
+	if (k != L->ncols) {
+		snprintf(msg, size, "row %lld: expected %d fields, found %d", (long long)line, L->ncols, k);
+		return msg;
+	}
+	for (int i = 0, j = 0; i < k; i++) {
+		if (i == L->label_col)
+			continue;
+		if (csv_number(f[i], &x[j++]) < 0) {
+			csv_column(L, i, col, sizeof(col));
+			if (!f[i][0])
+				snprintf(msg, size, "row %lld, %s: the field is empty", (long long)line, col);
+			else
+				snprintf(msg, size, "row %lld, %s: '%.40s%s' is not a number", (long long)line, col, f[i],
+					 strlen(f[i]) > 40 ? "..." : "");
+			return msg;
+		}
+	}
+	return NULL;
+}
+
+/* The delimiter argument: one character. 0 or -1. */
+static int csv_delimiter(const struct dt_node *args, char *out)
+{
+	const char *d;
+	int rc = dt_cfg_string(args, "delimiter", ",", &d);
+	if (rc < 0)
+		return -1;
+	if (strlen(d) != 1 || d[0] == '"' || d[0] == '\n' || d[0] == '\r')
+		return dt_node_error(dt_node_get(args, "delimiter"),
+				     "delimiter must be one character other than a quote or a newline, not '%s'", d);
+	*out = d[0];
+	return 0;
+}
+
+/* Is the label argument a column index? Sets *index when it is. */
+static int csv_label_index(const struct dt_node *label, long *index)
+{
+	char *end;
+	if (!label || label->kind != DT_NODE_SCALAR || label->quoted)
+		return 0;
+	errno = 0;
+	*index = strtol(label->value, &end, 10);
+	return end != label->value && !*end && !errno;
+}
+
+/* ---- the source ---- */
+
+struct csv_bad {
+	int64_t record;
+	char *msg;
+};
+
+struct csv {
+	float *x;        /* (count, features) */
+	float *y;        /* (count) */
+	uint8_t *bad;    /* (count) */
+	struct csv_bad *bads;
+	int64_t nbad;
+	int64_t features;
+};
+
+/* Distinct label strings, first-seen order, with a hash index. */
+struct csv_labels {
+	char **s;
+	int n, cap;
+	int *slot; /* hash table of indices into s, -1 empty */
+	int nslot;
+};
+
+static uint64_t csv_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int csv_intern(struct csv_labels *t, const char *s)
+{
+	uint64_t h;
+	if (2 * (t->n + 1) > t->nslot) {
+		int nslot = t->nslot ? 2 * t->nslot : 64;
+		free(t->slot);
+		t->slot = dt_malloc((size_t)nslot * sizeof(int));
+		memset(t->slot, -1, (size_t)nslot * sizeof(int));
+		t->nslot = nslot;
+		for (int i = 0; i < t->n; i++) {
+			uint64_t g = csv_hash(t->s[i]) & (uint64_t)(nslot - 1);
+			while (t->slot[g] >= 0)
+				g = (g + 1) & (uint64_t)(nslot - 1);
+			t->slot[g] = i;
+		}
+	}
+	h = csv_hash(s) & (uint64_t)(t->nslot - 1);
+	while (t->slot[h] >= 0) {
+		if (!strcmp(t->s[t->slot[h]], s))
+			return t->slot[h];
+		h = (h + 1) & (uint64_t)(t->nslot - 1);
+	}
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 16;
+		t->s = dt_realloc(t->s, (size_t)t->cap * sizeof(*t->s));
+	}
+	t->s[t->n] = dt_strdup(s);
+	t->slot[h] = t->n;
+	return t->n++;
+}
+
+static void csv_labels_free(struct csv_labels *t)
+{
+	for (int i = 0; i < t->n; i++)
+		free(t->s[i]);
+	free(t->s);
+	free(t->slot);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/*
+ * Labels to numbers: all numeric → as given; else each distinct string a
+ * class in sorted order, names kept in s->class_names. ids (count) index t.
+ */
+static void csv_label_values(struct dt_source *s, struct csv *d, struct csv_labels *t, const int *ids)
+{
+	float *value = dt_malloc((size_t)(t->n ? t->n : 1) * sizeof(float));
+	int numeric = 1, classes = 1;
+	double max = -1;
+
+	for (int i = 0; i < t->n; i++) {
+		if (csv_number(t->s[i], &value[i]) < 0) {
+			numeric = 0;
+			break;
+		}
+		if (value[i] < 0 || value[i] != floorf(value[i]) || value[i] >= CSV_MAX_CLASS_INDEX)
+			classes = 0;
+		else if (value[i] > max)
+			max = value[i];
+	}
+	if (!numeric) {
+		char **sorted = dt_malloc((size_t)t->n * sizeof(*sorted));
+		memcpy(sorted, t->s, (size_t)t->n * sizeof(*sorted));
+		qsort(sorted, t->n, sizeof(*sorted), cmp_str);
+		for (int i = 0; i < t->n; i++) {
+			char **at = bsearch(&t->s[i], sorted, t->n, sizeof(*sorted), cmp_str);
+			value[i] = (float)(at - sorted);
+		}
+		s->class_names = dt_malloc((size_t)t->n * sizeof(char *));
+		for (int i = 0; i < t->n; i++)
+			s->class_names[i] = dt_strdup(sorted[i]);
+		s->num_classes = t->n;
+		free(sorted);
+	} else {
+		s->num_classes = classes ? (max + 1 < 2 ? 2 : (int)max + 1) : 0;
+	}
+	for (int64_t r = 0; r < s->count; r++)
+		d->y[r] = ids[r] >= 0 ? value[ids[r]] : 0;
+	free(value);
+}
+
+static void csv_close(struct dt_source *s)
+{
+	struct csv *d = s->priv;
+	if (s->class_names) {
+		for (int i = 0; i < s->num_classes; i++)
+			free(s->class_names[i]);
+		free(s->class_names);
+		s->class_names = NULL;
+	}
+	if (!d)
+		return;
+	for (int64_t i = 0; i < d->nbad; i++)
+		free(d->bads[i].msg);
+	free(d->bads);
+	free(d->x);
+	free(d->y);
+	free(d->bad);
+	free(d);
+	s->priv = NULL;
+}
+
+/* Reads the header (or the first row) and finds the label column. 0 or -1. */
+static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int header, struct csv_layout *L,
+			   char ***fields, int *cap, int *pending)
+{
+	const struct dt_node *label = dt_node_get(args, "label");
+	long index;
+	int k, rc = csv_getline(l);
+
+	if (rc < 0)
+		return -1;
+	if (rc == 0)
+		return dt_error("'%s' is empty", l->name);
+	k = csv_split(l->buf, L->delim, fields, cap);
+	if (k < 0)
+		return dt_error("'%s', row %lld: a quoted field has no closing quote", l->name, (long long)l->line);
+	L->ncols = k;
+	*pending = !header;
+	if (header) {
+		L->names = dt_calloc(k + 1, sizeof(char *));
+		for (int i = 0; i < k; i++)
+			L->names[i] = dt_strdup((*fields)[i]);
+	}
+	if (k < 2)
+		return dt_error("'%s', row %lld: found %d field, expected features and a label", l->name,
+				(long long)l->line, k);
+	if (!label) {
+		L->label_col = k - 1;
+	} else if (csv_label_index(label, &index)) {
+		if (index < -k || index >= k)
+			return dt_node_error(label, "label column %ld is out of range: '%s' has %d columns", index,
+					     l->name, k);
+		L->label_col = (int)(index < 0 ? k + index : index);
+	} else {
+		const char *hint;
+		if (label->kind != DT_NODE_SCALAR)
+			return dt_node_error(label, "label must be a column name or index");
+		if (!header)
+			return dt_node_error(label, "label '%s' names a column but '%s' has no header (header: false); "
+					     "give the column's index", label->value, l->name);
+		for (L->label_col = 0; L->label_col < k; L->label_col++)
+			if (!strcmp(L->names[L->label_col], label->value))
+				break;
+		if (L->label_col == k) {
+			hint = dt_did_you_mean(label->value, (const char *const *)L->names);
+			return hint ? dt_node_error(label, "'%s' has no column '%s'; did you mean '%s'?", l->name,
+						    label->value, hint)
+				    : dt_node_error(label, "'%s' has no column '%s'", l->name, label->value);
+		}
+	}
+	return 0;
+}
+
+static void csv_free_names(struct csv_layout *L)
+{
+	for (int i = 0; L->names && L->names[i]; i++)
+		free(L->names[i]);
+	free(L->names);
+	L->names = NULL;
+}
+
+static int csv_open(struct dt_source *s, const struct dt_node *args)
+{
+	static const char *const keys[] = { "format", "path", "header", "label", "delimiter", "shape", NULL };
+	struct csv_lines l = { 0 };
+	struct csv_layout L = { 0 };
+	struct csv_labels labels = { 0 };
+	struct dt_shape shape = { 0 };
+	const char *given;
+	char *path = NULL, **fields = NULL, msg[512];
+	int header, cap = 0, pending = 0, rc = -1, *ids = NULL;
+	int64_t rows = 0, rowcap = 0, good = 0;
+	struct csv *d = dt_calloc(1, sizeof(*d));
+
+	s->priv = d;
+	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
+	    dt_cfg_string(args, "path", NULL, &given) < 0 || dt_cfg_bool(args, "header", 1, &header) < 0 ||
+	    csv_delimiter(args, &L.delim) < 0 || dt_cfg_shape(args, "shape", &shape) < 0)
+		goto out;
+	if (strcmp(given, "-") && dt_cfg_path(args, "path", &path) < 0)
+		goto out;
+	snprintf(s->name, sizeof(s->name), "%s", path ? path : dt_data_name(given));
+	l.name = s->name;
+	if (!(l.gz = dt_gz_open(path ? path : given)))
+		goto out;
+	if (csv_layout_read(&l, args, header, &L, &fields, &cap, &pending) < 0)
+		goto out;
+	d->features = L.ncols - 1;
+	if (shape.ndim && dt_shape_count(&shape) != d->features) {
+		char buf[64];
+		dt_node_error(dt_node_get(args, "shape"), "shape %s holds %lld values but the rows of '%s' have %lld features",
+			      dt_shape_format(&shape, 0, buf, sizeof(buf)), (long long)dt_shape_count(&shape), s->name,
+			      (long long)d->features);
+		goto out;
+	}
+
+	for (;;) {
+		const char *bad;
+		int k;
+		if (!pending) {
+			int got = csv_getline(&l);
+			if (got < 0)
+				goto out;
+			if (got == 0)
+				break;
+			k = csv_split(l.buf, L.delim, &fields, &cap);
+		} else {
+			k = L.ncols; /* the first row, already split */
+		}
+		pending = 0;
+		if (rows == rowcap) {
+			rowcap = rowcap ? 2 * rowcap : 1024;
+			d->x = dt_realloc(d->x, (size_t)(rowcap * d->features) * sizeof(float));
+			d->y = dt_realloc(d->y, (size_t)rowcap * sizeof(float));
+			d->bad = dt_realloc(d->bad, (size_t)rowcap);
+			ids = dt_realloc(ids, (size_t)rowcap * sizeof(int));
+		}
+		bad = csv_features(&L, fields, k, l.line, d->x + rows * d->features, msg, sizeof(msg));
+		if (!bad && !fields[L.label_col][0])
+			bad = (snprintf(msg, sizeof(msg), "row %lld: the label is empty", (long long)l.line), msg);
+		d->bad[rows] = bad != NULL;
+		ids[rows] = -1;
+		if (bad) {
+			memset(d->x + rows * d->features, 0, (size_t)d->features * sizeof(float));
+			if (d->nbad % 64 == 0)
+				d->bads = dt_realloc(d->bads, (size_t)(d->nbad + 64) * sizeof(*d->bads));
+			d->bads[d->nbad].record = rows;
+			d->bads[d->nbad++].msg = dt_strdup(msg);
+		} else {
+			ids[rows] = csv_intern(&labels, fields[L.label_col]);
+			good++;
+		}
+		rows++;
+	}
+	if (rows == 0) {
+		dt_error("'%s' has a header but no rows", s->name);
+		goto out;
+	}
+	if (good == 0) {
+		dt_error("'%s' has no readable row; the first: %s", s->name, d->bads[0].msg);
+		goto out;
+	}
+	s->count = rows;
+	s->sample = shape.ndim ? shape : dt_shape_make(1, (int[]){ (int)d->features });
+	s->label = dt_shape_make(1, (int[]){ 1 });
+	csv_label_values(s, d, &labels, ids);
+	rc = 0;
+out:
+	if (l.gz)
+		gzclose(l.gz);
+	free(l.buf);
+	free(fields);
+	free(ids);
+	free(path);
+	csv_free_names(&L);
+	csv_labels_free(&labels);
+	return rc;
+}
+
+static const char *csv_bad_msg(const struct csv *d, int64_t record)
+{
+	int64_t lo = 0, hi = d->nbad - 1;
+	while (lo <= hi) {
+		int64_t mid = (lo + hi) / 2;
+		if (d->bads[mid].record == record)
+			return d->bads[mid].msg;
+		if (d->bads[mid].record < record)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return "unreadable row";
+}
+
+static int csv_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad)
+{
+	const struct csv *d = s->priv;
+	for (int i = 0; i < n; i++) {
+		int64_t r = idx[i];
+		if (r < 0 || r >= s->count)
+			return dt_error("record %lld is out of range in '%s' (%lld records)", (long long)r, s->name,
+					(long long)s->count);
+		if (d->bad[r] && !bad)
+			return dt_error("'%s', %s", s->name, csv_bad_msg(d, r));
+		memcpy(x + i * d->features, d->x + r * d->features, (size_t)d->features * sizeof(float));
+		y[i] = d->y[r];
+		if (bad)
+			bad[i] = d->bad[r];
+	}
+	return 0;
+}
+
+const struct dt_source_type dt_csv_source = {
+	.name = "csv",
+	.open = csv_open,
+	.read = csv_read,
+	.close = csv_close,
+};
+
+/* ---- the stream reader ---- */
+
+struct csv_stream {
+	struct csv_lines l;
+	struct csv_layout L;
+	char **fields;
+	int cap;
+	int pending; /* the first row is data, already split in fields */
+	int64_t features;
+};
+
+static void csv_stream_close(struct dt_reader *r)
+{
+	struct csv_stream *c = r->priv;
+	if (!c)
+		return;
+	if (c->l.gz)
+		gzclose(c->l.gz);
+	free(c->l.buf);
+	free(c->fields);
+	csv_free_names(&c->L);
+	free(c);
+	r->priv = NULL;
+}
+
+/*
+ * The first row decides the layout: features only (as many fields as the
+ * model's input), or one more field, the label column of the training
+ * layout (data.train's label, else the last). It is a header when a feature
+ * field is not a number, or when it holds the label column's name.
+ */
+static int csv_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
+{
+	struct csv_stream *c = dt_calloc(1, sizeof(*c));
+	const struct dt_node *train = o->train, *label = NULL;
+	const char *format = NULL;
+	long index = 0;
+	int k, rc, by_index = 0, header = 0;
+	float v;
+
+	r->priv = c;
+	r->sample = o->sample;
+	c->features = dt_shape_count(&o->sample);
+	c->L.delim = ',';
+	c->L.label_col = -1;
+	if (train && dt_cfg_string(train, "format", NULL, &format) >= 0 && format && !strcmp(format, "csv")) {
+		if (csv_delimiter(train, &c->L.delim) < 0)
+			return -1;
+		label = dt_node_get(train, "label");
+		by_index = csv_label_index(label, &index);
+	}
+	c->l.name = r->name;
+	if (!(c->l.gz = dt_gz_open(path)))
+		return -1;
+	if ((rc = csv_getline(&c->l)) <= 0)
+		return rc; /* empty input: no samples */
+	k = csv_split(c->l.buf, c->L.delim, &c->fields, &c->cap);
+	if (k < 0)
+		return dt_error("'%s', row %lld: a quoted field has no closing quote", r->name, (long long)c->l.line);
+	c->L.ncols = k;
+	if (k == c->features + 1) {
+		c->L.label_col = k - 1;
+		if (by_index && index >= -k && index < k)
+			c->L.label_col = (int)(index < 0 ? k + index : index);
+		else if (label && !by_index && label->kind == DT_NODE_SCALAR) {
+			for (c->L.label_col = 0; c->L.label_col < k; c->L.label_col++)
+				if (!strcmp(c->fields[c->L.label_col], label->value))
+					break;
+			if (c->L.label_col == k)
+				return dt_error("'%s' has %d fields per row, the features and a label column, but no "
+						"header naming the label column '%s'",
+						r->name, k, label->value);
+			header = 1;
+		}
+	} else if (k != c->features) {
+		return dt_error("'%s', row %lld: expected %lld fields (the model's input), or %lld with a label "
+				"column, found %d",
+				r->name, (long long)c->l.line, (long long)c->features, (long long)c->features + 1, k);
+	}
+	for (int i = 0; i < k && !header; i++)
+		if (i != c->L.label_col && csv_number(c->fields[i], &v) < 0)
+			header = 1;
+	if (header) {
+		c->L.names = dt_calloc(k + 1, sizeof(char *));
+		for (int i = 0; i < k; i++)
+			c->L.names[i] = dt_strdup(c->fields[i]);
+	}
+	c->pending = !header;
+	return 0;
+}
+
+static int csv_stream_next(struct dt_reader *r, int n, float *x)
+{
+	struct csv_stream *c = r->priv;
+	char msg[512];
+	int i;
+
+	if (!c->l.gz || !c->L.ncols)
+		return 0;
+	for (i = 0; i < n; i++) {
+		int k;
+		if (c->pending) {
+			k = c->L.ncols;
+			c->pending = 0;
+		} else {
+			int rc = csv_getline(&c->l);
+			if (rc < 0)
+				return -1;
+			if (rc == 0)
+				break;
+			k = csv_split(c->l.buf, c->L.delim, &c->fields, &c->cap);
+		}
+		if (csv_features(&c->L, c->fields, k, c->l.line, x + i * c->features, msg, sizeof(msg)))
+			return dt_error("'%s', %s", r->name, msg);
+	}
+	r->records += i;
+	return i;
+}
+
+const struct dt_reader_type dt_csv_reader = {
+	.name = "csv",
+	.needs_shape = 1,
+	.open = csv_stream_open,
+	.next = csv_stream_next,
+	.close = csv_stream_close,
+};
