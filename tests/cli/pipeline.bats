@@ -167,3 +167,29 @@ same_weights() {
 	status_is 1
 	stderr_has "no preprocessing metadata"
 }
+
+@test "on_error: skip drops unreadable CSV rows, counts them and names them every epoch" {
+	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 2;
+		if (i == 7) print "1.0,oops,a"; else if (i == 20) print "2.0,,b";
+		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), (c ? "b" : "a") } }' >t.csv
+	cat >m.yaml <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 2, activation: softmax}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: csv, path: t.csv, label: kind}
+		  batch_size: 8
+		  on_error: skip
+		fit: {epochs: 2}
+		checkpoint: {enabled: false}
+	EOF
+	run --separate-stderr "$DTRAIN" fit m.yaml --json
+	status_is 0
+	[ "$(grep -c "dtrain: warning: skipped 2 unreadable records in epoch [12] of 't.csv': records 7, 20" <<<"$stderr")" -eq 2 ]
+	jq -se '[.[] | select(.event == "epoch") | .skipped] == [2, 2]' <<<"$output"
+	# the default stops at the first one, naming it
+	run --separate-stderr "$DTRAIN" fit -q m.yaml --set data.on_error=error
+	status_is 1
+	stderr_has "'t.csv'" "'oops' is not a number"
+}
