@@ -290,7 +290,7 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 		}
 		if (configure_pipeline(a, &a->train, 1) < 0 || (a->have_val && configure_pipeline(a, &a->val, 0) < 0))
 			return dt_exit_status();
-		if (c->pipeline.normalize == DT_NORMALIZE_AUTO && normalize_auto(a) < 0)
+		if (c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only && normalize_auto(a) < 0)
 			return dt_exit_status();
 	}
 	if (need_test) {
@@ -342,7 +342,10 @@ int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)
 		*in = a->cfg.input_shape;
 		return 0;
 	}
-	if ((rc = dt_app_data(a, 1, 0)))
+	a->shape_only = 1; /* no data.normalize: auto pass for a shape */
+	rc = dt_app_data(a, 1, 0);
+	a->shape_only = 0;
+	if (rc)
 		return rc;
 	*in = a->train_src.sample;
 	return 0;

@@ -61,6 +61,7 @@ struct dt_app {
 	struct dt_optimizer *opts;
 	struct dt_trainer trainer;
 	int nreplicas;
+	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
 };
 
 /* Each returns 0 or an exit status (1 or 2) after printing the error. */

@@ -239,6 +239,9 @@ static int time_data(struct dt_app *a, struct report *r)
 
 	if (!a->have_train_src && (rc = dt_app_data(a, 1, 0)))
 		return rc;
+	/* Opened for the input shape only: the normalization fit would compute, untimed. */
+	if (a->cfg.pipeline.normalize == DT_NORMALIZE_AUTO && !p->pre.nchan && dt_pipeline_normalize_auto(p) < 0)
+		return DT_EXIT_FAIL;
 	steps = dt_pipeline_steps(p);
 	if (a->cfg.steps_per_epoch > 0 && a->cfg.steps_per_epoch < steps)
 		steps = a->cfg.steps_per_epoch;
