@@ -10,7 +10,8 @@
 # Switches: V=1 (show commands), DEBUG=1 (-O0 -g), SANITIZE=1 (ASan + UBSan,
 # objects under build/san/), NATIVE=0 (a binary for any x86-64, without this
 # CPU's vector instructions in dtrain's own loops; oneDNN dispatches at run
-# time either way).
+# time either way). CUDA=0 leaves the CUDA backend out, CUDA=1 requires it;
+# by default it is built when nvcc is found (PATH, then /usr/local/cuda/bin).
 
 VERSION := 0.1.0
 PREFIX ?= /usr/local
@@ -19,7 +20,7 @@ CC ?= cc
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin
-DEPS_TEST := libcmocka-dev bats jq groff-base
+DEPS_TEST := libcmocka-dev bats jq groff-base python3
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
@@ -54,8 +55,41 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wno-unused-parameter -Wshadow \
 	-fopenmp -fno-math-errno $(SANFLAGS) -I. $(PKG_CFLAGS) -DDT_VERSION='"$(VERSION)"' -MMD -MP
-LDLIBS += $(PKG_LIBS) -ldnnl -fopenmp -lm -lpthread
+LDLIBS += $(PKG_LIBS) -ldnnl -fopenmp -lm -lpthread -ldl
 LDFLAGS += $(SANFLAGS)
+
+# ---- CUDA backend: build/libdtrain_cuda.so, dlopen()ed by dtrain on first GPU use (core/cuda.h) ----
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(CUDA),0)
+CUDA_ON := 0
+else ifeq ($(CUDA),1)
+ifeq ($(NVCC),)
+$(error CUDA=1 but nvcc was not found (PATH, /usr/local/cuda/bin); install the CUDA toolkit or use CUDA=0)
+endif
+CUDA_ON := 1
+else
+CUDA_ON := $(if $(NVCC),1,0)
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# Hopper code, plus PTX for compute 8.0 that the driver compiles for any newer GPU.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
+NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall -I. -MMD -MP
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudnn -lnccl -Xlinker -rpath=$(CUDA_HOME)/lib64
+CUDA_SRC := $(wildcard core/*.cu)
+# Objects under build/cuda/ whatever SANITIZE says: the .cu files are compiled once.
+CUDA_OBJ := $(CUDA_SRC:%.cu=build/cuda/%.o)
+CUDA_SO := build/libdtrain_cuda.so
+ifeq ($(CUDA_ON),1)
+CUDA_TARGETS := $(CUDA_SO) $(if $(filter-out build,$(BUILD)),$(BUILD)/libdtrain_cuda.so) \
+	$(BUILD)/tests/unit/libdtrain_cuda.so
+endif
+ifeq ($(MAKELEVEL),0)
+ifeq ($(CUDA_ON),1)
+$(info CUDA backend: on ($(NVCC), $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')))
+else
+$(info CUDA backend: off ($(if $(filter 0,$(CUDA)),CUDA=0,nvcc not found)))
+endif
+endif
 
 LIB_SRC := $(wildcard core/*.c layers/*.c data/*.c strategies/*.c)
 CMD_SRC := $(wildcard cmd/*.c)
@@ -67,7 +101,32 @@ LIB := $(BUILD)/libdtrain.a
 BIN := $(BUILD)/dtrain
 
 .PHONY: all deps demo check test install clean found
-all: $(BIN)
+all: $(BIN) $(CUDA_TARGETS)
+
+# Only the loader needs to know whether the backend was built.
+$(BUILD)/core/cuda.o: CFLAGS += -DDT_CUDA_BUILT=$(CUDA_ON)
+$(BUILD)/core/cuda.o: $(if $(filter 1,$(CUDA_ON)),build/cuda/.on,build/cuda/.off)
+build/cuda/.on build/cuda/.off:
+	@mkdir -p build/cuda && rm -f build/cuda/.on build/cuda/.off && touch $@
+
+build/cuda/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CUDA_SO): $(CUDA_OBJ)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(NVCC) -shared -o $@ $(CUDA_OBJ) $(CUDA_LIBS)
+
+# Sanitizer builds and test binaries find the one shared object through a link.
+ifneq ($(BUILD),build)
+$(BUILD)/libdtrain_cuda.so: $(CUDA_SO)
+	@mkdir -p $(dir $@)
+	$(Q)ln -sf $(CURDIR)/$(CUDA_SO) $@
+endif
+$(BUILD)/tests/unit/libdtrain_cuda.so: $(CUDA_SO)
+	@mkdir -p $(dir $@)
+	$(Q)ln -sf $(CURDIR)/$(CUDA_SO) $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -105,7 +164,7 @@ found:
 	@echo "dtrain $(VERSION) build:"
 	@for p in $(PKGS); do pkg-config --exists $$p && echo "  ✓ $$p $$(pkg-config --modversion $$p)" || echo "  ✗ $$p"; done
 	@test -f /usr/include/oneapi/dnnl/dnnl.h && echo "  ✓ oneDNN" || echo "  ✗ oneDNN (libdnnl-dev)"
-	@command -v nvcc >/dev/null 2>&1 || test -x /usr/local/cuda/bin/nvcc && echo "  ✓ nvcc (CUDA backend: not built yet)" || echo "  ✗ nvcc (CUDA backend off)"
+	@$(if $(filter 1,$(CUDA_ON)),echo "  ✓ nvcc $(NVCC) (CUDA backend: $(CUDA_SO))",echo "  ✗ CUDA backend off ($(if $(filter 0,$(CUDA)),CUDA=0,nvcc not found))")
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -126,6 +185,7 @@ test-bins: $(TEST_BIN)
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/dtrain
+	$(if $(filter 1,$(CUDA_ON)),install -d $(DESTDIR)$(PREFIX)/lib/dtrain && install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/dtrain/)
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "core/cuda.h"
 #include "core/error.h"
 #include "data/sources.h"
 #include "layers/layers.h"
@@ -369,18 +370,43 @@ static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in
 	return 0;
 }
 
+int dt_app_precision(struct dt_app *a)
+{
+	const struct dt_run_config *c = &a->cfg;
+	char why[512], dev[32];
+	int gpu = 0;
+
+	for (int r = 0; r < a->strategy.nreplicas; r++) {
+		if (a->strategy.devices[r].kind == DT_DEVICE_CUDA) {
+			gpu = 1;
+		} else if (c->precision != DT_PRECISION_FP32) {
+			dt_device_format(a->strategy.devices[r], dev, sizeof(dev));
+			return dt_node_error(c->precision_node,
+					     "precision '%s' needs a GPU, and the model runs on %s (use fp32, or "
+					     "distribute: {device: gpu:N})",
+					     dt_precision_names[c->precision], dev),
+			       DT_EXIT_USAGE;
+		}
+	}
+	if (gpu && dt_set_precision((enum dt_precision)c->precision, why, sizeof(why)) < 0)
+		return dt_node_error(c->precision_node, "%s", why), DT_EXIT_USAGE;
+	return 0;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
 	const struct dt_source *src = a->have_train_src ? &a->train_src : a->have_test_src ? &a->test_src : NULL;
 	const struct dt_pipeline *labels = a->have_train_src ? &a->train : &a->test;
 	struct dt_shape in;
-	int per_replica;
+	int per_replica, rc;
 
 	if (input_shape(a, &in, src) < 0)
 		return DT_EXIT_USAGE;
 	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
 		return dt_exit_status();
+	if ((rc = dt_app_precision(a)))
+		return rc;
 	a->nreplicas = a->strategy.nreplicas;
 	per_replica = (c->batch_size + a->nreplicas - 1) / a->nreplicas;
 	a->models = dt_calloc(a->nreplicas, sizeof(*a->models));
@@ -409,7 +435,19 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.epochs = c->epochs;
 	a->trainer.seed = c->seed;
 	a->trainer.steps_per_epoch = c->steps_per_epoch;
+	a->trainer.accumulate_steps = c->accumulate_steps;
+	a->trainer.log_learning_rate = dt_schedule_varies(&c->optimizer.schedule) || c->callback_cfg.reduce_lr_on_plateau;
 	dt_trainer_init(&a->trainer);
+	if (c->class_weight) {
+		int k = dt_objective_num_classes(&a->models[0]);
+		float *w = dt_malloc((size_t)k * sizeof(float));
+		int bad = dt_class_weight_read(c->class_weight, k, w) < 0;
+		if (!bad)
+			dt_trainer_set_class_weights(&a->trainer, w, k);
+		free(w);
+		if (bad)
+			return DT_EXIT_USAGE;
+	}
 	return 0;
 }
 

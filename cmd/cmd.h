@@ -83,6 +83,12 @@ int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, cons
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
 int dt_app_build(struct dt_app *a);
+/*
+ * compile.precision for the strategy's devices (after dt_strategy_create,
+ * before any plan is made): tf32 and bf16 need every replica on a GPU. 0, or
+ * an exit status after printing the error at the key.
+ */
+int dt_app_precision(struct dt_app *a);
 void dt_app_release(struct dt_app *a);
 /* The exit status for the last error: 2 if it points into a config file, else 1. */
 int dt_exit_status(void);

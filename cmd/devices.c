@@ -4,11 +4,13 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include "cmd.h"
+#include "core/cuda.h"
 #include "core/ops.h"
 
 static const char usage[] =
@@ -20,12 +22,54 @@ static const char usage[] =
 	"  --json                 one JSON object on stdout\n"
 	"  -h, --help             this help\n";
 
+/* The GPUs and library versions, from the CUDA backend (loaded only when there are GPUs). */
+struct gpus {
+	const struct dt_cuda_api *api;
+	int n;
+	struct dt_gpu_info info[16];
+	char runtime[16], cudnn[16], nccl[16];
+};
+
+static void version3(char *buf, size_t size, int v)
+{
+	snprintf(buf, size, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+}
+
+static void gpus_find(struct gpus *g, int count)
+{
+	memset(g, 0, sizeof(*g));
+	if (count == 0 || !(g->api = dt_cuda()))
+		return;
+	for (int i = 0; i < count && i < 16; i++)
+		if (g->api->device_info(i, &g->info[g->n]) == 0)
+			g->n++;
+	snprintf(g->runtime, sizeof(g->runtime), "%d.%d", g->api->runtime_version() / 1000,
+		 g->api->runtime_version() % 1000 / 10);
+	version3(g->cudnn, sizeof(g->cudnn), g->api->cudnn_version());
+	version3(g->nccl, sizeof(g->nccl), g->api->nccl_version());
+}
+
+/* "(this build has no CUDA backend)", "(CUDA 13.0, cuDNN 9.19.0, NCCL 2.28.9)", ... */
+static void gpus_note(const struct gpus *g, int count, char *buf, size_t size)
+{
+	if (!dt_cuda_built())
+		snprintf(buf, size, "this build has no CUDA backend");
+	else if (count == 0)
+		snprintf(buf, size, "CUDA backend built; no NVIDIA driver or GPU found");
+	else if (!g->api)
+		snprintf(buf, size, "%s", dt_cuda_why());
+	else
+		snprintf(buf, size, "CUDA %s, cuDNN %s, NCCL %s", g->runtime, g->cudnn, g->nccl);
+}
+
 int cmd_devices(int argc, char **argv)
 {
 	struct dt_opts o;
 	struct dt_system s;
 	const dnnl_version_t *v = dnnl_version();
 	const char *why, *strategy;
+	struct gpus g;
+	char note[1024];
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "json", usage)) >= 0) {
@@ -34,6 +78,8 @@ int cmd_devices(int argc, char **argv)
 	}
 	dt_system_detect(&s);
 	strategy = dt_strategy_auto(&s, &why);
+	gpus_find(&g, s.gpus);
+	gpus_note(&g, s.gpus, note, sizeof(note));
 	if (o.json) {
 		cJSON *j = cJSON_CreateObject();
 		char *text, onednn[32];
@@ -44,7 +90,23 @@ int cmd_devices(int argc, char **argv)
 		cJSON_AddStringToObject(j, "isa", dt_ops_cpu_isa());
 		cJSON_AddNumberToObject(j, "threads", dt_ops_get_threads());
 		cJSON_AddNumberToObject(j, "gpus", s.gpus);
-		cJSON_AddBoolToObject(j, "cuda_backend", 0);
+		cJSON_AddBoolToObject(j, "cuda_backend", dt_cuda_built());
+		if (g.api) {
+			cJSON *list = cJSON_AddArrayToObject(j, "gpu_list");
+			for (int i = 0; i < g.n; i++) {
+				cJSON *d = cJSON_CreateObject();
+				char cc[16];
+				snprintf(cc, sizeof(cc), "%d.%d", g.info[i].cc_major, g.info[i].cc_minor);
+				cJSON_AddNumberToObject(d, "index", i);
+				cJSON_AddStringToObject(d, "name", g.info[i].name);
+				cJSON_AddNumberToObject(d, "memory_bytes", (double)g.info[i].memory);
+				cJSON_AddStringToObject(d, "compute_capability", cc);
+				cJSON_AddItemToArray(list, d);
+			}
+			cJSON_AddStringToObject(j, "cuda_runtime", g.runtime);
+			cJSON_AddStringToObject(j, "cudnn", g.cudnn);
+			cJSON_AddStringToObject(j, "nccl", g.nccl);
+		}
 		cJSON_AddNumberToObject(j, "mpi_world_size", s.mpi_world);
 		cJSON_AddNumberToObject(j, "mpi_rank", s.mpi_rank);
 		cJSON_AddStringToObject(j, "strategy", strategy);
@@ -57,7 +119,10 @@ int cmd_devices(int argc, char **argv)
 		printf("CPU:       %s, %d cores\n", s.cpu_model, s.cpu_cores);
 		printf("oneDNN:    %d.%d.%d, dispatching to %s, %d thread%s\n", v->major, v->minor, v->patch,
 		       dt_ops_cpu_isa(), dt_ops_get_threads(), dt_ops_get_threads() == 1 ? "" : "s");
-		printf("GPUs:      %d (this build has no CUDA backend)\n", s.gpus);
+		printf("GPUs:      %d (%s)\n", s.gpus, note);
+		for (int i = 0; i < g.n; i++)
+			printf("  gpu:%-6d%s, %.1f GiB, compute capability %d.%d\n", i, g.info[i].name,
+			       (double)g.info[i].memory / (1 << 30), g.info[i].cc_major, g.info[i].cc_minor);
 		printf("MPI:       world size %d, rank %d\n", s.mpi_world, s.mpi_rank);
 		printf("Strategy:  %s (%s)\n", strategy, why);
 	}

@@ -3,6 +3,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -10,6 +11,7 @@
 #include "cmd.h"
 #include "core/callbacks.h"
 #include "core/error.h"
+#include "core/fit_callbacks.h"
 #include "core/snapshot.h"
 
 static const char usage[] =
@@ -54,6 +56,11 @@ int cmd_fit(int argc, char **argv)
 	struct dt_progress progress;
 	struct dt_json_log json;
 	struct dt_checkpointer ckpt;
+	struct dt_early_stopping early;
+	struct dt_reduce_lr plateau;
+	struct dt_terminate_on_nan nan_stop;
+	struct dt_csv_logger csv;
+	const struct dt_callbacks_config *cbc;
 	char dir[4096];
 	char *config_json = NULL, *class_names = NULL;
 	char *preprocessing_json = NULL;
@@ -61,6 +68,8 @@ int cmd_fit(int argc, char **argv)
 	int nextra = 0;
 	int rc;
 
+	memset(&early, 0, sizeof(early));
+	memset(&csv, 0, sizeof(csv));
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights", usage)) >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
@@ -78,6 +87,15 @@ int cmd_fit(int argc, char **argv)
 			}
 		dt_checkpoint_free(c);
 	}
+	cbc = &a.cfg.callback_cfg;
+	if (a.cfg.checkpoint_dir)
+		snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
+	else
+		snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
+	if (dt_callbacks_config_check(cbc, a.cfg.accuracy, a.trainer.val != NULL) < 0) {
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
 	if (a.strategy.is_chief) {
 		enum dt_progress_mode mode = o.quiet ? DT_PROGRESS_OFF
 					   : isatty(STDERR_FILENO) ? DT_PROGRESS_BAR : DT_PROGRESS_LINES;
@@ -87,11 +105,34 @@ int cmd_fit(int argc, char **argv)
 			dt_json_log_init(&json, stdout, a.cfg.epochs);
 			dt_trainer_add_callback(&a.trainer, &json.cb);
 		}
+	}
+	/* fit.callbacks: the deciding ones on every rank (they see reduced metrics), the writer on the chief. */
+	if (cbc->terminate_on_nan) {
+		dt_terminate_on_nan_init(&nan_stop, &a.trainer);
+		dt_trainer_add_callback(&a.trainer, &nan_stop.cb);
+	}
+	if (cbc->early_stopping) {
+		dt_early_stopping_init(&early, &cbc->early, &a.trainer, a.strategy.is_chief && !o.quiet ? stderr : NULL);
+		if (a.strategy.is_chief && a.cfg.checkpoint_enabled) {
+			char best[4200];
+			snprintf(best, sizeof(best), "%s/early_stopping_best.safetensors", dir);
+			dt_early_stopping_keep_file(&early, best);
+		}
+		dt_trainer_add_callback(&a.trainer, &early.cb);
+	}
+	if (cbc->reduce_lr_on_plateau) {
+		dt_reduce_lr_init(&plateau, &cbc->plateau, &a.trainer, a.strategy.is_chief && !o.quiet ? stderr : NULL);
+		dt_trainer_add_callback(&a.trainer, &plateau.cb);
+	}
+	if (cbc->csv_logger && a.strategy.is_chief) {
+		rc = DT_EXIT_FAIL;
+		if (dt_mkdir_p(dir) < 0)
+			goto out;
+		dt_csv_logger_init(&csv, &cbc->csv, dir);
+		dt_trainer_add_callback(&a.trainer, &csv.cb);
+	}
+	if (a.strategy.is_chief) {
 		if (a.cfg.checkpoint_enabled) {
-			if (a.cfg.checkpoint_dir)
-				snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
-			else
-				snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
 			config_json = dt_node_to_json(dt_doc_root(a.cfg.doc));
 			rc = DT_EXIT_FAIL;
 			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
@@ -124,6 +165,8 @@ int cmd_fit(int argc, char **argv)
 	}
 	rc = DT_EXIT_OK;
 out:
+	dt_early_stopping_release(&early);
+	dt_csv_logger_release(&csv);
 	free(config_json);
 	free(class_names);
 	free(preprocessing_json);

@@ -134,6 +134,8 @@ static int build(struct dt_app *a, int *batch, struct dt_shape *label, int *clas
 		return rc;
 	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
 		return dt_exit_status();
+	if ((rc = dt_app_precision(a)))
+		return rc;
 	a->nreplicas = 1;
 	a->models = dt_calloc(1, sizeof(*a->models));
 	a->opts = dt_calloc(1, sizeof(*a->opts));
@@ -178,6 +180,7 @@ static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct r
 		for (int i = 0; i < m->nlayers; i++) {
 			t0 = dt_now();
 			pred = dt_model_forward_layer(m, i, n, &ctx);
+			dt_device_synchronize(m->dev); /* a GPU runs asynchronously */
 			t1 = dt_now();
 			if (timed)
 				r->layers[i].fwd_ms += t1 - t0;
@@ -185,12 +188,14 @@ static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct r
 		dpred = dt_model_output_grad(m, n);
 		t0 = dt_now();
 		dt_objective_loss(&a->trainer.objective, &pred, labels, &dpred, 1.0f / n);
+		dt_device_synchronize(m->dev);
 		t1 = dt_now();
 		if (timed)
 			r->loss_ms += t1 - t0;
 		for (int i = m->nlayers - 1; i >= first; i--) {
 			t0 = dt_now();
 			dt_model_backward_layer(m, i, n);
+			dt_device_synchronize(m->dev);
 			t1 = dt_now();
 			if (timed)
 				r->layers[i].bwd_ms += t1 - t0;
@@ -198,6 +203,7 @@ static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct r
 		t0 = dt_now();
 		dt_model_regularize(m, 1.0f);
 		dt_optimizer_apply(&a->opts[0], m);
+		dt_device_synchronize(m->dev);
 		t1 = dt_now();
 		if (timed)
 			r->update_ms += t1 - t0;

@@ -30,7 +30,8 @@ struct dt_backend {
 	void (*dropout)(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
 			float rate, uint64_t key);
 	double (*loss)(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
-		       const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
+		       const struct dt_tensor *target, const struct dt_tensor *class_weight,
+		       struct dt_tensor *dpred, float grad_scale);
 	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
 				 const struct dt_tensor *target, float threshold);
 	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,

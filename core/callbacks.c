@@ -29,6 +29,8 @@ void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size
 	/* Keras 3 lists metrics in alphabetical order. */
 	if (logs->has_accuracy)
 		k = add_metric(buf, size, k, "accuracy", logs->accuracy);
+	if (logs->has_learning_rate)
+		k = add_metric(buf, size, k, "learning_rate", logs->learning_rate);
 	k = add_metric(buf, size, k, "loss", logs->loss);
 	if (with_val && logs->has_val) {
 		if (logs->has_accuracy)
@@ -156,7 +158,7 @@ static int json_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, co
 	if (logs->skipped)
 		cJSON_AddNumberToObject(o, "skipped", (double)logs->skipped);
 	/* The float's shortest decimal form: 0.001, not 0.0010000000474974513. */
-	snprintf(lr, sizeof(lr), "%.7g", t->opts[0].learning_rate);
+	snprintf(lr, sizeof(lr), "%.7g", (float)logs->learning_rate);
 	cJSON_AddNumberToObject(o, "learning_rate", strtod(lr, NULL));
 	text = cJSON_PrintUnformatted(o);
 	fprintf(j->out, "%s\n", text);

@@ -63,6 +63,43 @@ double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *p
 	return dt_op_loss(o->loss, o->input, pred, target, dpred, grad_scale);
 }
 
+double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_tensor *pred,
+				  const struct dt_tensor *target, const struct dt_tensor *class_weight,
+				  struct dt_tensor *dpred, float grad_scale)
+{
+	return dt_op_loss_weighted(o->loss, o->input, pred, target, class_weight, dpred, grad_scale);
+}
+
+int dt_objective_num_classes(const struct dt_model *m)
+{
+	int64_t c = dt_shape_count(&m->output);
+	return c > 1 ? (int)c : 2;
+}
+
+int dt_class_weight_read(const struct dt_node *map, int k, float *w)
+{
+	for (int i = 0; i < k; i++)
+		w[i] = 1;
+	if (!map)
+		return 0;
+	if (dt_node_expect(map, DT_NODE_MAP, "class_weight") < 0)
+		return -1;
+	for (int i = 0; i < map->n; i++) {
+		const struct dt_node *key = map->key_nodes[i];
+		int64_t cls;
+		double v;
+		if (dt_node_int(key, INT64_MIN, INT64_MAX, &cls) < 0)
+			return -1;
+		if (cls < 0 || cls >= k)
+			return dt_node_error(key, "class %lld is not one of the model's %d classes (0 to %d)",
+					     (long long)cls, k, k - 1);
+		if (dt_node_float(map->items[i], 0, 1e30, &v) < 0)
+			return -1;
+		w[cls] = (float)v;
+	}
+	return 0;
+}
+
 int64_t dt_objective_correct(const struct dt_objective *o, const struct dt_tensor *pred,
 			     const struct dt_tensor *target)
 {

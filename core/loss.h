@@ -36,6 +36,22 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits
  */
 double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *pred,
 			 const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
+/* dt_objective_loss with per-class weights (see dt_op_loss_weighted); class_weight may be NULL. */
+double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_tensor *pred,
+				  const struct dt_tensor *target, const struct dt_tensor *class_weight,
+				  struct dt_tensor *dpred, float grad_scale);
+/*
+ * The classes class weights index for model m: its output width, or 2 for a
+ * single output (binary).
+ */
+int dt_objective_num_classes(const struct dt_model *m);
+/*
+ * Reads Keras' class_weight, a mapping `{0: 1.0, 3: 2.5}` of class index to
+ * weight, into w (k floats, 1 for classes it leaves out). Errors name the
+ * key or value (an index outside [0, k), a negative weight). 0 or -1.
+ */
+int dt_class_weight_read(const struct dt_node *map, int k, float *w);
+
 /* Correct predictions in the batch (elements for binary accuracy). */
 int64_t dt_objective_correct(const struct dt_objective *o, const struct dt_tensor *pred,
 			     const struct dt_tensor *target);

@@ -3,6 +3,7 @@
  * shape checks that are the same on every backend.
  */
 #include "backend.h"
+#include "cuda.h"
 #include "error.h"
 #include "ops.h"
 
@@ -18,6 +19,9 @@ static const struct dt_backend *backend_of(struct dt_device dev)
 {
 	if (dev.kind == DT_DEVICE_CPU)
 		return &dt_cpu_backend;
+	/* CUDA tensors exist only once the backend has loaded (dt_device_alloc). */
+	if (dev.kind == DT_DEVICE_CUDA && dt_cuda())
+		return dt_cuda()->backend;
 	DT_BUG("no backend for device kind %d in this build", (int)dev.kind);
 }
 
@@ -120,6 +124,13 @@ void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_ten
 double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
 		  const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale)
 {
+	return dt_op_loss_weighted(loss, input, pred, target, NULL, dpred, grad_scale);
+}
+
+double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
+			   const struct dt_tensor *target, const struct dt_tensor *class_weight,
+			   struct dt_tensor *dpred, float grad_scale)
+{
 	int64_t rows = dt_tensor_rows(pred);
 	DT_ASSERT(dt_tensor_rows(target) == rows);
 	if (loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
@@ -129,7 +140,9 @@ double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_t
 	if (dpred)
 		same_count(pred, dpred);
 	same_device(pred, target);
-	return backend(pred)->loss(loss, input, pred, target, dpred, grad_scale);
+	if (class_weight)
+		same_device(pred, class_weight);
+	return backend(pred)->loss(loss, input, pred, target, class_weight, dpred, grad_scale);
 }
 
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,

@@ -103,6 +103,17 @@ void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_ten
  */
 double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
 		  const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
+/*
+ * dt_op_loss with Keras' class_weight: each sample's loss and gradient are
+ * multiplied by class_weight[k] (K floats on pred's device), k being the
+ * sample's class: the index for the sparse loss, the argmax of a target row
+ * of several columns, the rounded target of a single column; classes outside
+ * [0, K) weigh 1. class_weight NULL is dt_op_loss. The sum is not divided by
+ * the weights (Keras' sum_over_batch_size: the caller scales by 1/batch).
+ */
+double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
+			   const struct dt_tensor *target, const struct dt_tensor *class_weight,
+			   struct dt_tensor *dpred, float grad_scale);
 
 enum dt_accuracy {
 	DT_ACC_SPARSE,      /* argmax(pred) == target class */

@@ -338,11 +338,22 @@ static double xent_row(enum dt_loss_input input, const float *p, const float *t,
 	return loss;
 }
 
-static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *predt,
-		       const struct dt_tensor *targett, struct dt_tensor *dpredt, float scale)
+static int64_t argmax(const float *x, int64_t c);
+
+/* Keras' class_weight_to_sample_weights for one target row of tc columns. */
+static float class_weight_of(const float *cw, int64_t k, const float *t, int64_t tc)
 {
-	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
-	const float *p = predt->data, *t = targett->data;
+	int64_t cls = tc > 1 ? argmax(t, tc) : (int64_t)lrintf(t[0]);
+	return cls >= 0 && cls < k ? cw[cls] : 1.0f;
+}
+
+static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *predt,
+		       const struct dt_tensor *targett, const struct dt_tensor *cwt, struct dt_tensor *dpredt,
+		       float grad_scale)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), tc = dt_tensor_cols(targett);
+	int64_t k = cwt ? dt_tensor_count(cwt) : 0;
+	const float *p = predt->data, *t = targett->data, *cw = cwt ? cwt->data : NULL;
 	float *dp = dpredt ? dpredt->data : NULL;
 	double total = 0;
 
@@ -350,6 +361,7 @@ static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct
 	for (int64_t r = 0; r < rows; r++) {
 		const float *pr = p + r * c;
 		float *dr = dp ? dp + r * c : NULL;
+		float w = cw ? class_weight_of(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
 		double l = 0;
 		switch (loss) {
 		case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
@@ -390,7 +402,7 @@ static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct
 		default:
 			break;
 		}
-		total += l;
+		total += l * w;
 	}
 	return total;
 }

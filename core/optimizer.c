@@ -26,6 +26,7 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	int kind;
 
 	defaults(c, DT_OPT_RMSPROP);
+	dt_schedule_read(&c->schedule, NULL, c->learning_rate);
 	if (!n)
 		return 0;
 	if (n->kind == DT_NODE_SCALAR) {
@@ -52,7 +53,7 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	}
 	defaults(c, (enum dt_opt_kind)kind);
 	if (dt_cfg_check_keys(args, name, kind == DT_OPT_SGD ? sgd_keys : kind == DT_OPT_RMSPROP ? rms_keys : adam_keys) < 0 ||
-	    dt_cfg_float(args, "learning_rate", c->learning_rate, 0, 1e6, &c->learning_rate) < 0 ||
+	    dt_schedule_read(&c->schedule, dt_node_get(args, "learning_rate"), c->learning_rate) < 0 ||
 	    dt_cfg_float(args, "momentum", 0, 0, 1, &c->momentum) < 0 ||
 	    dt_cfg_bool(args, "nesterov", 0, &c->nesterov) < 0 ||
 	    dt_cfg_float(args, "rho", c->rho, 0, 1, &c->rho) < 0 ||
@@ -62,6 +63,7 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	    dt_cfg_float(args, "weight_decay", c->weight_decay, 0, 1e6, &c->weight_decay) < 0 ||
 	    dt_cfg_float(args, "clipnorm", 0, 0, 1e30, &c->clipnorm) < 0)
 		return -1;
+	c->learning_rate = dt_schedule_value(&c->schedule, 0);
 	return 0;
 }
 
@@ -119,8 +121,17 @@ static struct dt_opt_step step_of(const struct dt_optimizer *o, float grad_scale
 	return s;
 }
 
+double dt_optimizer_lr(const struct dt_optimizer *o)
+{
+	return dt_schedule_varies(&o->cfg.schedule) ? dt_schedule_value(&o->cfg.schedule, o->iterations)
+						    : o->learning_rate;
+}
+
 void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 {
+	/* Keras: the schedule is called with the count of updates before this one. */
+	if (dt_schedule_varies(&o->cfg.schedule))
+		o->learning_rate = (float)dt_schedule_value(&o->cfg.schedule, o->iterations);
 	o->iterations++;
 	if (o->cfg.clipnorm <= 0) {
 		struct dt_opt_step s = step_of(o, 1);

@@ -13,10 +13,12 @@
 
 #include "config.h"
 #include "model.h"
+#include "schedule.h"
 
 struct dt_optimizer_config {
 	enum dt_opt_kind kind;
-	double learning_rate;
+	double learning_rate;   /* the schedule's value at step 0 */
+	struct dt_schedule schedule; /* learning_rate: a number or a schedule (core/schedule.h) */
 	double momentum;     /* sgd, rmsprop */
 	int nesterov;        /* sgd */
 	double rho;          /* rmsprop */
@@ -31,7 +33,7 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 
 struct dt_optimizer {
 	struct dt_optimizer_config cfg;
-	float learning_rate;      /* current; schedules change it */
+	float learning_rate;      /* of the latest update; schedules and callbacks change it */
 	int64_t iterations;       /* updates applied */
 	int nslots;
 	const char *slot_names[2];
@@ -41,6 +43,12 @@ struct dt_optimizer {
 void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config *cfg, const struct dt_model *m);
 /* Applies the model's gradient buffer to its parameters: one step. */
 void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m);
+/*
+ * The learning rate the next update will use: the schedule's value at
+ * `iterations` when the rate is scheduled, else learning_rate (which
+ * reduce_lr_on_plateau may lower).
+ */
+double dt_optimizer_lr(const struct dt_optimizer *o);
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m);
 /* The slot view of parameter p: same shape, same offset as its value. */
 struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev);

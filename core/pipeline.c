@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuda.h"
 #include "pipeline.h"
 #include "rng.h"
 
@@ -927,14 +928,14 @@ int64_t dt_pipeline_steps(const struct dt_pipeline *p)
 void dt_batch_alloc(struct dt_batch *b, const struct dt_pipeline *p)
 {
 	b->n = 0;
-	b->x = dt_device_alloc(DT_CPU, p->batch_size * dt_shape_count(&p->sample));
-	b->y = dt_device_alloc(DT_CPU, p->batch_size * dt_shape_count(&p->label));
+	b->x = dt_host_alloc_pinned(p->batch_size * dt_shape_count(&p->sample));
+	b->y = dt_host_alloc_pinned(p->batch_size * dt_shape_count(&p->label));
 }
 
 void dt_batch_free(struct dt_batch *b)
 {
-	dt_device_free(DT_CPU, b->x);
-	dt_device_free(DT_CPU, b->y);
+	dt_host_free_pinned(b->x);
+	dt_host_free_pinned(b->y);
 	b->x = b->y = NULL;
 	b->n = 0;
 }

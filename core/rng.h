@@ -13,6 +13,13 @@
 
 #include <stdint.h>
 
+/* Functions both the CPU and the CUDA backend (device code) call. */
+#ifdef __CUDACC__
+#define DT_HOST_DEVICE __host__ __device__
+#else
+#define DT_HOST_DEVICE
+#endif
+
 struct dt_rng {
 	uint64_t s[4];
 };
@@ -32,9 +39,10 @@ uint64_t dt_hash64(uint64_t a, uint64_t b);
 /*
  * Uniform float in [0, 1) from (key, counter), counter < 2^32: a 32-bit
  * integer hash (lowbias32) of the counter mixed with both halves of the key,
- * cheap enough to vectorize inside elementwise loops.
+ * cheap enough to vectorize inside elementwise loops. The CUDA backend's
+ * dropout kernel calls this same function: masks agree across devices.
  */
-static inline float dt_hash_uniform(uint64_t key, uint32_t counter)
+static inline DT_HOST_DEVICE float dt_hash_uniform(uint64_t key, uint32_t counter)
 {
 	uint32_t x = counter ^ (uint32_t)key;
 	x ^= x >> 16;

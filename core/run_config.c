@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cuda.h"
 #include "error.h"
 #include "run_config.h"
 
@@ -26,7 +27,7 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 
 static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", NULL };
+	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
 	static const char *const metrics[] = { "accuracy", "acc", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	int loss;
@@ -36,10 +37,12 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_require(s, "loss", "compile") < 0 ||
 	    dt_cfg_enum(s, "loss", dt_loss_names, 0, &loss) < 0 ||
 	    dt_cfg_bool(s, "from_logits", 0, &c->from_logits) < 0 ||
+	    dt_cfg_enum(s, "precision", dt_precision_names, DT_PRECISION_FP32, &c->precision) < 0 ||
 	    dt_optimizer_config_read(&c->optimizer, s) < 0)
 		return -1;
 	c->loss = (enum dt_loss)loss;
 	c->loss_node = dt_node_get(s, "loss");
+	c->precision_node = dt_node_get(s, "precision");
 	list = dt_node_get(s, "metrics");
 	if (list) {
 		if (dt_node_expect(list, DT_NODE_SEQ, "metrics") < 0)
@@ -101,16 +104,28 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", NULL };
+	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
+					    "class_weight", "callbacks", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
-	int64_t epochs, seed, threads;
+	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
 		return -1;
 	if (dt_cfg_int(s, "epochs", 1, 1, 1000000, &epochs) < 0 ||
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
-	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0)
+	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||
+	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0)
 		return -1;
+	c->accumulate_steps = (int)accumulate;
+	c->class_weight = dt_node_get(s, "class_weight");
+	if (c->class_weight && dt_node_expect(c->class_weight, DT_NODE_MAP, "class_weight") < 0)
+		return -1;
+	c->callbacks = dt_node_get(s, "callbacks");
+	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0)
+		return -1;
+	if (c->callback_cfg.reduce_lr_on_plateau && dt_schedule_varies(&c->optimizer.schedule))
+		return dt_node_error(c->callback_cfg.plateau.where, "'reduce_lr_on_plateau' cannot change a learning rate "
+				     "that follows a schedule (compile.optimizer's learning_rate); use one or the other");
 	c->epochs = (int)epochs;
 	c->seed = (uint64_t)seed;
 	c->threads = (int)threads;

@@ -10,6 +10,7 @@
 #define DT_RUN_CONFIG_H
 
 #include "config.h"
+#include "fit_callbacks.h"
 #include "ops.h"
 #include "optimizer.h"
 #include "pipeline.h"
@@ -31,6 +32,8 @@ struct dt_run_config {
 	int accuracy;                /* metrics: [accuracy] */
 	struct dt_optimizer_config optimizer;
 	const struct dt_node *loss_node; /* position for loss/label errors */
+	int precision;               /* enum dt_precision (core/cuda.h): fp32, tf32, bf16 */
+	const struct dt_node *precision_node; /* its position, or NULL */
 
 	/* data */
 	const struct dt_node *train, *validation, *test; /* source mappings or NULL */
@@ -47,6 +50,10 @@ struct dt_run_config {
 	uint64_t seed;
 	int64_t steps_per_epoch;     /* 0: the whole training set */
 	int threads;                 /* 0: all cores */
+	int accumulate_steps;        /* 1: an update per batch */
+	const struct dt_node *class_weight; /* the mapping or NULL; checked against the model by dt_class_weight_read */
+	const struct dt_node *callbacks;    /* the list or NULL */
+	struct dt_callbacks_config callback_cfg; /* what fit.callbacks asks for */
 
 	/* checkpoint */
 	const char *checkpoint_dir;  /* default runs/<name> */

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "error.h"
 #include "tensor.h"
 
@@ -84,6 +85,12 @@ float *dt_device_alloc(struct dt_device dev, int64_t n)
 {
 	size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
 	float *p;
+	if (dev.kind == DT_DEVICE_CUDA) {
+		/* The strategy checked the GPU (dt_cuda_check_device) before any allocation. */
+		if (!dt_cuda())
+			DT_BUG("allocation on gpu:%d without the CUDA backend: %s", dev.index, dt_cuda_why());
+		return dt_cuda()->alloc(dev.index, n);
+	}
 	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
 	p = aligned_alloc(64, bytes);
 	if (!p)
@@ -94,8 +101,18 @@ float *dt_device_alloc(struct dt_device dev, int64_t n)
 
 void dt_device_free(struct dt_device dev, float *p)
 {
-	(void)dev;
+	if (dev.kind == DT_DEVICE_CUDA) {
+		if (p)
+			dt_cuda()->free(dev.index, p);
+		return;
+	}
 	free(p);
+}
+
+void dt_device_synchronize(struct dt_device dev)
+{
+	if (dev.kind == DT_DEVICE_CUDA)
+		dt_cuda()->synchronize(dev.index);
 }
 
 char *dt_device_format(struct dt_device dev, char *buf, size_t size)

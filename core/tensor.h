@@ -58,6 +58,8 @@ int64_t dt_tensor_cols(const struct dt_tensor *t);
 /* Device memory of n floats, 64-byte aligned, zeroed. Aborts on out-of-memory. */
 float *dt_device_alloc(struct dt_device dev, int64_t n);
 void dt_device_free(struct dt_device dev, float *p);
+/* Waits for the work queued on dev (a GPU's stream); nothing on the CPU. For timing. */
+void dt_device_synchronize(struct dt_device dev);
 /* "cpu:0", "gpu:1" */
 char *dt_device_format(struct dt_device dev, char *buf, size_t size);
 

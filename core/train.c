@@ -22,6 +22,25 @@ void dt_trainer_init(struct dt_trainer *t)
 	t->labels = dt_calloc(s->nreplicas, sizeof(float *));
 	for (int r = 0; r < s->nreplicas; r++)
 		t->labels[r] = dt_device_alloc(s->devices[r], (int64_t)max * dt_shape_count(&t->label));
+	if (t->accumulate_steps < 1)
+		t->accumulate_steps = 1;
+	if (t->accumulate_steps > 1) {
+		t->accum = dt_calloc(s->nreplicas, sizeof(float *));
+		for (int r = 0; r < s->nreplicas; r++)
+			t->accum[r] = dt_device_alloc(s->devices[r], t->models[r].ntrainable);
+	}
+}
+
+void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_classes)
+{
+	struct dt_strategy *s = t->strategy;
+	t->num_classes = num_classes;
+	t->class_weights = dt_calloc(s->nreplicas, sizeof(float *));
+	for (int r = 0; r < s->nreplicas; r++) {
+		struct dt_tensor cw = dt_tensor_flat(dt_device_alloc(s->devices[r], num_classes), s->devices[r], num_classes);
+		dt_op_from_host(&cw, w);
+		t->class_weights[r] = cw.data;
+	}
 }
 
 void dt_trainer_release(struct dt_trainer *t)
@@ -31,6 +50,14 @@ void dt_trainer_release(struct dt_trainer *t)
 		dt_device_free(t->strategy->devices[r], t->labels[r]);
 	free(t->labels);
 	t->labels = NULL;
+	for (int r = 0; t->accum && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->accum[r]);
+	free(t->accum);
+	t->accum = NULL;
+	for (int r = 0; t->class_weights && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->class_weights[r]);
+	free(t->class_weights);
+	t->class_weights = NULL;
 }
 
 int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
@@ -42,11 +69,12 @@ int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
 
 /*
  * Forward (and with train, backward) of replica r on rows [begin, end) of the
- * host batch; adds its loss sum and correct count to sums. The loss is scaled
- * by 1/b->n, the whole global batch.
+ * host batch; adds its loss sum and correct count to sums. The gradient is
+ * scaled by 1/(b->n * group), b->n the whole global batch and group the
+ * batches accumulated into one update (1 without accumulation).
  */
 static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
-			 int train, const struct dt_step_ctx *ctx, double sums[2])
+			 int train, const struct dt_step_ctx *ctx, double sums[2], int group)
 {
 	struct dt_model *m = &t->models[r];
 	int n = end - begin;
@@ -66,14 +94,20 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 	dt_op_from_host(&y, b->y + (int64_t)begin * ys);
 	pred = dt_model_forward(m, n, ctx);
 	dpred = dt_model_output_grad(m, n);
-	sums[0] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL, 1.0f / b->n);
+	if (train && t->class_weights) {
+		struct dt_tensor cw = dt_tensor_flat(t->class_weights[r], m->dev, t->num_classes);
+		sums[0] += dt_objective_loss_weighted(&t->objective, &pred, &y, &cw, &dpred, 1.0f / ((float)b->n * group));
+	} else {
+		sums[0] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL,
+					     1.0f / ((float)b->n * group));
+	}
 	if (t->accuracy)
 		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
 	if (train) {
 		int R = t->strategy->nreplicas;
 		dt_model_backward(m, n);
 		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
-		sums[0] += dt_model_regularize(m, 1.0f / R) * b->n / R;
+		sums[0] += dt_model_regularize(m, 1.0f / ((float)R * group)) * b->n / R;
 	}
 }
 
@@ -99,7 +133,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 			return -1;
 		/* Inference on replica 0, in chunks of its batch capacity. */
 		for (int k = 0; k < b->n; k += m->max_batch)
-			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums);
+			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
 		sums[2] += b->n;
 	}
 	dt_pipeline_report_skipped(p, -1);
@@ -107,6 +141,43 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 	*loss = logs.loss;
 	*accuracy = logs.accuracy;
 	return 0;
+}
+
+/* Batches in the accumulation group of `step`: k, or fewer for an epoch's last group. */
+static int group_size(const struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps > 1 ? t->accumulate_steps : 1, first = step / k * k;
+	return (int)(steps - first < k ? steps - first : k);
+}
+
+int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps > 1 ? t->accumulate_steps : 1;
+	return step % k == group_size(t, step, steps) - 1;
+}
+
+/*
+ * After the backward of `step`: keeps the replicas' gradients in the
+ * accumulation buffers, or at a group's last batch adds the buffers back.
+ * 1 when the gradient buffers now hold a whole group: time to apply them.
+ */
+static int accumulate(struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps, pos = step % k;
+	int last = dt_trainer_ends_update(t, step, steps);
+	if (k == 1 || (last && pos == 0))
+		return 1;
+	for (int r = 0; r < t->strategy->nreplicas; r++) {
+		struct dt_model *m = &t->models[r];
+		struct dt_tensor g = dt_model_grads(m), acc = dt_tensor_flat(t->accum[r], m->dev, m->ntrainable);
+		if (last)
+			dt_op_axpy(1, &acc, &g);
+		else if (pos == 0)
+			dt_op_copy(&g, &acc);
+		else
+			dt_op_axpy(1, &g, &acc);
+	}
+	return last;
 }
 
 static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
@@ -123,15 +194,15 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 	for (int64_t step = 0; step < steps; step++) {
 		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
 			return -1;
-		/* Every record of the batch was unreadable (data.on_error: skip): no update. */
-		for (int r = 0; t->batch.n > 0 && r < s->nreplicas; r++) {
+		for (int r = 0; r < s->nreplicas; r++) {
 			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
 							      (uint64_t)step * DT_MAX_REPLICAS + r) };
 			int begin, end;
 			dt_batch_slice(t->batch.n, r, s->nreplicas, &begin, &end);
-			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums);
+			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
 		}
-		if (t->batch.n > 0)
+		/* A batch whose every record was unreadable (data.on_error: skip) adds no gradient; alone, no update. */
+		if (accumulate(t, step, steps) && (t->batch.n > 0 || t->accumulate_steps > 1))
 			s->type->apply_gradients(s, t->models, t->opts);
 		sums[2] += t->batch.n;
 		logs->step = step + 1;
@@ -140,6 +211,8 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_batch_end)
 				t->callbacks[i]->on_batch_end(t->callbacks[i], t, logs);
+		if (t->stop_training)
+			break;
 	}
 	s->type->reduce_sum(s, sums, 3);
 	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
@@ -149,15 +222,29 @@ static int run_epoch(struct dt_trainer *t, int epoch, struct dt_logs *logs)
 	return 0;
 }
 
+static int train_end(struct dt_trainer *t, int rc)
+{
+	for (int i = 0; i < t->ncallbacks; i++)
+		if (t->callbacks[i]->on_train_end && t->callbacks[i]->on_train_end(t->callbacks[i], t) < 0)
+			rc = -1;
+	return rc;
+}
+
 int dt_fit(struct dt_trainer *t)
 {
 	struct dt_logs logs;
+	t->stop_training = 0;
 	for (int epoch = t->initial_epoch; epoch < t->epochs; epoch++) {
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_epoch_begin)
 				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, epoch);
 		if (run_epoch(t, epoch, &logs) < 0)
 			return -1;
+		if (t->stop_training < 0)
+			return train_end(t, -1);
+		/* The rate of the next update, before callbacks change it (Keras' logs). */
+		logs.has_learning_rate = t->log_learning_rate;
+		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
 		if (t->val) {
 			if (dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy) < 0)
 				return -1;
@@ -170,8 +257,8 @@ int dt_fit(struct dt_trainer *t)
 				return -1;
 			stop |= rc > 0;
 		}
-		if (stop)
+		if (stop || t->stop_training)
 			break;
 	}
-	return 0;
+	return train_end(t, 0);
 }

@@ -25,6 +25,8 @@ struct dt_logs {
 	double val_loss, val_accuracy;
 	double seconds;        /* wall time of the epoch's training steps so far */
 	double samples_per_sec;
+	int has_learning_rate; /* the rate varies (a schedule, reduce_lr_on_plateau): show it */
+	double learning_rate;  /* at the epoch's end (always set): the rate of the next update, before callbacks */
 	int64_t skipped;       /* unreadable records skipped in the epoch (data.on_error: skip) */
 };
 
@@ -43,9 +45,11 @@ struct dt_callback {
 	 */
 	char *(*state_save)(struct dt_callback *cb);
 	int (*state_load)(struct dt_callback *cb, const char *json);
+	/* Optional: after the last epoch or a stop (early stopping restores its best weights here). 0 or -1. */
+	int (*on_train_end)(struct dt_callback *cb, const struct dt_trainer *t);
 };
 
-#define DT_MAX_CALLBACKS 8
+#define DT_MAX_CALLBACKS 16
 
 struct dt_trainer {
 	struct dt_strategy *strategy;
@@ -59,16 +63,48 @@ struct dt_trainer {
 	int64_t steps_per_epoch;          /* 0: all */
 	int ncallbacks;
 	struct dt_callback *callbacks[DT_MAX_CALLBACKS];
+	/*
+	 * fit.accumulate_steps (1: off): the gradients of k consecutive batches
+	 * are summed, each batch's scaled by 1/(its size * k), so one update
+	 * applies the mean of the k batch means (Keras 3's
+	 * gradient_accumulation_steps). Groups do not cross epochs: an epoch's
+	 * last group of m < k batches applies the mean of its m batch means.
+	 * The optimizer's iterations count applied updates.
+	 */
+	int accumulate_steps;
+	float **class_weights;            /* per replica, on its device, num_classes floats; NULL: none */
+	int num_classes;                  /* entries of class_weights */
+	int log_learning_rate;            /* put the rate in the logs (it varies) */
+	/*
+	 * Keras' stop_training: a callback's on_batch_end sets 1 to end the
+	 * epoch there and stop normally, -1 to stop with its error printed.
+	 */
+	int stop_training;
 	/* owned by dt_trainer_init: */
 	struct dt_batch batch;
 	float **labels;                   /* per replica, on its device */
+	float **accum;                    /* per replica, ntrainable: the gradients accumulated so far */
 	struct dt_shape label;
 };
 
-/* Sizes the trainer's buffers; models and optimizers must be allocated. */
+/*
+ * Sizes the trainer's buffers; models and optimizers must be allocated, and
+ * accumulate_steps set (0 is taken as 1).
+ */
 void dt_trainer_init(struct dt_trainer *t);
 void dt_trainer_release(struct dt_trainer *t);
 int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb);
+/*
+ * Copies num_classes weights (host) to every replica's device, for the loss
+ * of training steps (evaluation is unweighted, as Keras' class_weight).
+ */
+void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_classes);
+/*
+ * 1 when an update is applied after batch `step` (0-based) of an epoch of
+ * `steps` batches: the end of an accumulation group (every batch when
+ * accumulate_steps is 1). A checkpoint between steps is exact only there.
+ */
+int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps);
 /* Trains from initial_epoch to epochs. 0, or -1 after an error. */
 int dt_fit(struct dt_trainer *t);
 /* Loss and accuracy over a whole pipeline with replica 0, inference mode. */

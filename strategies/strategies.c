@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cuda.h"
 #include "core/error.h"
 #include "strategies.h"
 
@@ -55,7 +56,7 @@ void dt_system_detect(struct dt_system *s)
 	if (f)
 		fclose(f);
 	s->cpu_cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	s->gpus = 0;
+	s->gpus = dt_cuda_device_count(); /* the driver only: no CUDA library is loaded for this */
 	s->mpi_world = env_int(size_vars, 1, 1);
 	s->mpi_rank = env_int(rank_vars, 0, 0);
 }

@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# GPUs: the CUDA backend end to end. Where there is a GPU, fits of
+# fashion_mlp and fashion_cnn on gpu:0 follow the CPU's loss curve (same
+# initial weights, batches and dropout masks; only float rounding differs).
+# Everywhere: gpu:N without a GPU, and tf32/bf16 on the CPU, are clear config
+# errors; `dtrain devices` reports the GPUs it found.
+
+load helpers
+
+setup() {
+	common_setup
+	GPUS=$("$DTRAIN" devices --json | jq -r .gpus)
+}
+
+need_gpu() {
+	if [ "$GPUS" -eq 0 ]; then
+		skip "no GPU here ($("$DTRAIN" devices | sed -n 's/^GPUs: *//p'))"
+	fi
+}
+
+need_fashion() {
+	[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+		skip "Fashion-MNIST is not installed (make deps)"
+}
+
+# curve YAML DEVICE: the per-epoch losses (3 epochs of 10 steps) of a fit on DEVICE, one per line.
+curve() {
+	"$DTRAIN" fit "$1" -q --json --set fit.epochs=3 --set fit.steps_per_epoch=10 \
+		--set checkpoint.enabled=false --set distribute.strategy=one_device \
+		--set distribute.device="$2" | jq -r 'select(.event == "epoch") | .loss'
+}
+
+# same_curve A B TOL: two loss curves agree within relative TOL at every epoch.
+same_curve() {
+	paste <(echo "$1") <(echo "$2") | awk -v tol="$3" '
+		{ n++; d = $1 - $2; if (d < 0) d = -d; if (d > tol * $2) { print "epoch " n ": " $1 " vs " $2; bad = 1 } }
+		END { exit bad || n != 3 }'
+}
+
+@test "fashion_mlp on gpu:0 follows the CPU's loss curve" {
+	need_gpu
+	need_fashion
+	local cpu gpu
+	cpu=$(curve "$REPO/models/fashion_mlp.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/fashion_mlp.yaml" gpu:0)
+	echo "cpu: $cpu"
+	echo "gpu: $gpu"
+	same_curve "$gpu" "$cpu" 0.01
+}
+
+@test "fashion_cnn on gpu:0 follows the CPU's loss curve" {
+	need_gpu
+	need_fashion
+	local cpu gpu
+	cpu=$(curve "$REPO/models/fashion_cnn.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
+	echo "cpu: $cpu"
+	echo "gpu: $gpu"
+	same_curve "$gpu" "$cpu" 0.01
+}
+
+@test "the batch-normalized CNN on gpu:0 follows the CPU's loss curve" {
+	need_gpu
+	need_fashion
+	local cpu gpu
+	cpu=$(curve "$REPO/models/fashion_cnn_bn.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/fashion_cnn_bn.yaml" gpu:0)
+	echo "cpu: $cpu"
+	echo "gpu: $gpu"
+	same_curve "$gpu" "$cpu" 0.02
+}
+
+@test "tf32 on gpu:0 trains to a loss close to fp32's" {
+	need_gpu
+	need_fashion
+	local fp32 tf32
+	fp32=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
+	tf32=$("$DTRAIN" fit "$REPO/models/fashion_cnn.yaml" -q --json --set fit.epochs=3 --set fit.steps_per_epoch=10 \
+		--set checkpoint.enabled=false --set distribute.device=gpu:0 --set compile.precision=tf32 |
+		jq -r 'select(.event == "epoch") | .loss')
+	same_curve "$tf32" "$fp32" 0.05
+}
+
+@test "a GPU that does not exist: a config error naming the device" {
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set distribute.device=gpu:$((GPUS + 3))
+	status_is 2
+	stderr_has "device 'gpu:$((GPUS + 3))'"
+	[[ $stderr =~ :[0-9]+:[0-9]+:\ error: ]]
+	if [ "$GPUS" -eq 0 ]; then
+		stderr_has "no GPU found"
+	else
+		stderr_has "there is no gpu:"
+	fi
+}
+
+@test "CUDA_VISIBLE_DEVICES empty: 0 GPUs, and gpu:0 is refused" {
+	CUDA_VISIBLE_DEVICES= run "$DTRAIN" devices --json
+	status_is 0
+	jq -e '.gpus == 0 and .strategy == "one_device"' <<<"$output" >/dev/null
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set distribute.device=gpu:0
+	status_is 2
+	stderr_has "device 'gpu:0'"
+}
+
+@test "precision tf32 or bf16 on the CPU: a config error at the key" {
+	for p in tf32 bf16; do
+		cat >"$TMP/m.yaml" <<-EOF
+			model: {layers: [{dense: {units: 3, activation: softmax}}]}
+			compile:
+			  loss: sparse_categorical_crossentropy
+			  precision: $p
+			data:
+			  train: {format: synthetic, kind: blobs, samples: 60, classes: 3}
+			distribute: {strategy: one_device, device: cpu:0}
+		EOF
+		run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml"
+		status_is 2
+		stderr_has "m.yaml:4:14: error: precision '$p' needs a GPU" "cpu:0"
+	done
+}
+
+@test "precision fp32 is accepted on the CPU; an unknown precision is not" {
+	run "$DTRAIN" fit "$MODELS/blobs.yaml" --set compile.precision=fp32 --set fit.epochs=1 -q \
+		--set checkpoint.enabled=false
+	status_is 0
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set compile.precision=fp16
+	status_is 2
+	stderr_has "unknown precision 'fp16'" "fp32, tf32, bf16"
+}
+
+@test "DTRAIN_CUDA_LIB pointing nowhere: gpu:0 is refused with the reason" {
+	DTRAIN_CUDA_LIB=/nonexistent/libdtrain_cuda.so run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" \
+		--set distribute.device=gpu:0
+	status_is 2
+	not_crashed
+	stderr_has "device 'gpu:0'"
+	if [ "$("$DTRAIN" devices --json | jq -r .cuda_backend)" = true ]; then
+		stderr_has "DTRAIN_CUDA_LIB='/nonexistent/libdtrain_cuda.so'"
+	fi
+}
+
+@test "devices: the GPU line names the backend's state; one line per GPU" {
+	run "$DTRAIN" devices
+	status_is 0
+	[[ ${lines[2]} =~ ^GPUs:\ +$GPUS\ \(.+\)$ ]]
+	if [ "$GPUS" -gt 0 ]; then
+		[[ ${lines[2]} =~ cuDNN\ [0-9]+\.[0-9]+\.[0-9]+ ]]
+		[[ ${lines[3]} =~ ^\ \ gpu:0\ +.+,\ [0-9.]+\ GiB,\ compute\ capability\ [0-9]+\.[0-9]+$ ]]
+	fi
+	run "$DTRAIN" devices --json
+	jq -e --argjson n "$GPUS" '(.cuda_backend | type == "boolean") and
+		(if $n > 0 then (.gpu_list | length) == $n and (.cudnn | test("^[0-9]+\\.")) else true end)' \
+		<<<"$output" >/dev/null
+}
