@@ -186,6 +186,7 @@ bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
 	$(Q)DTRAIN=$(BIN) tests/bench/strategies.sh
+	$(Q)DTRAIN=$(BIN) tests/bench/data_bench.sh
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
 

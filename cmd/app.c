@@ -60,6 +60,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "format", required_argument, NULL, 'f' },
 		{ "all", no_argument, NULL, 'a' },
 		{ "header", no_argument, NULL, 'H' },
+		{ "data", no_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
@@ -111,6 +112,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'H':
 			o->header = 1;
 			break;
+		case 'd':
+			o->data = 1;
+			break;
 		default:
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);
@@ -157,6 +161,94 @@ static int open_source(struct dt_source *s, const struct dt_node *args)
 	return dt_source_open(s, args, dt_source_types) < 0 ? dt_exit_status() : 0;
 }
 
+/* Options of a pipeline from the data section; augmentation for training data only. */
+static int configure_pipeline(struct dt_app *a, struct dt_pipeline *p, int training)
+{
+	const struct dt_pipeline_config *pc = &a->cfg.pipeline;
+	struct dt_pipeline_options o = { pc->prefetch, pc->cache, pc->on_error,
+					 training && pc->has_augment ? &pc->augment : NULL,
+					 training ? a->cfg.steps_per_epoch : 0 };
+	char shape[64];
+	int want = dt_preprocess_channels(&p->sample);
+
+	if (o.augment && p->sample.ndim != 3)
+		return dt_node_error(pc->augment_node,
+				     "data.augment works on images (height, width, channels), but the samples of '%s' are %s",
+				     p->src->name, dt_shape_format(&p->sample, 0, shape, sizeof(shape)));
+	if (pc->normalize == DT_NORMALIZE_GIVEN && pc->nnorm != want && pc->nnorm != 1)
+		return dt_node_error(pc->normalize_node,
+				     "data.normalize gives %d channels but the samples of '%s' %s have %d (or give one value for all)",
+				     pc->nnorm, p->src->name, dt_shape_format(&p->sample, 0, shape, sizeof(shape)), want);
+	if (dt_pipeline_configure(p, &o) < 0)
+		return -1;
+	if (pc->normalize == DT_NORMALIZE_GIVEN && dt_pipeline_set_normalize(p, pc->nnorm, pc->mean, pc->std) < 0)
+		return -1;
+	return 0;
+}
+
+/* data.normalize: auto: computed on the training records, printed, used by every pipeline. */
+static int normalize_auto(struct dt_app *a)
+{
+	struct dt_preprocess *pp = &a->train.pre;
+	double t0 = dt_now();
+	if (dt_pipeline_normalize_auto(&a->train) < 0)
+		return -1;
+	fprintf(stderr, "normalize: mean [");
+	for (int c = 0; c < pp->nchan && c < 4; c++)
+		fprintf(stderr, "%s%.4g", c ? ", " : "", pp->mean[c]);
+	fprintf(stderr, "%s] std [", pp->nchan > 4 ? ", ..." : "");
+	for (int c = 0; c < pp->nchan && c < 4; c++)
+		fprintf(stderr, "%s%.4g", c ? ", " : "", pp->std[c]);
+	fprintf(stderr, "%s] over %d channel%s of %lld training records (%.1fs)\n", pp->nchan > 4 ? ", ..." : "",
+		pp->nchan, pp->nchan == 1 ? "" : "s", (long long)dt_pipeline_size(&a->train), dt_now() - t0);
+	if (a->have_val && dt_pipeline_set_normalize(&a->val, pp->nchan, pp->mean, pp->std) < 0)
+		return -1;
+	return 0;
+}
+
+int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, const struct dt_shape *sample,
+		      struct dt_preprocess *pp)
+{
+	const struct dt_pipeline_config *pc = &a->cfg.pipeline;
+	struct dt_preprocess got = { 0 };
+	int want = dt_preprocess_channels(sample), rc = -1;
+	char shape[64];
+
+	memset(pp, 0, sizeof(*pp));
+	pp->rescale = (float)a->cfg.rescale;
+	if (pc->normalize == DT_NORMALIZE_NONE)
+		return 0;
+	if (json) {
+		if (dt_preprocess_from_json(&got, json, what) < 0)
+			return -1;
+	} else if (pc->normalize == DT_NORMALIZE_AUTO) {
+		return dt_error("'%s' has no preprocessing metadata, which data.normalize: auto needs (write it with dtrain fit)",
+				what);
+	} else {
+		dt_preprocess_set(&got, pc->nnorm, pc->mean, pc->std);
+	}
+	if (got.nchan == 1 && want > 1) {
+		float *m = dt_malloc((size_t)want * sizeof(float)), *s = dt_malloc((size_t)want * sizeof(float));
+		for (int c = 0; c < want; c++) {
+			m[c] = got.mean[0];
+			s[c] = got.std[0];
+		}
+		dt_preprocess_set(pp, want, m, s);
+		free(m);
+		free(s);
+	} else if (got.nchan == want) {
+		dt_preprocess_set(pp, want, got.mean, got.std);
+	} else {
+		dt_error("the normalization of '%s' has %d channels but samples %s have %d", what, got.nchan,
+			 dt_shape_format(sample, 0, shape, sizeof(shape)), want);
+		goto out;
+	}
+	rc = 0;
+out:
+	dt_preprocess_release(&got);
+	return rc;
+}
+
 int dt_app_data(struct dt_app *a, int need_train, int need_test)
 {
 	struct dt_run_config *c = &a->cfg;
@@ -175,7 +267,11 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 				      c->validation_split, (long long)n);
 			return DT_EXIT_USAGE;
 		}
-		one_hot = c->one_hot ? a->train_src.num_classes : 0;
+		/* One-hot labels when asked, or when the loss needs them and the data has class indices. */
+		one_hot = c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY && a->train_src.label.ndim == 1 &&
+					  a->train_src.label.dim[0] == 1)
+				  ? a->train_src.num_classes
+				  : 0;
 		if (c->one_hot && !one_hot) {
 			dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name);
 			return DT_EXIT_USAGE;
@@ -197,6 +293,10 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 				return DT_EXIT_FAIL;
 			a->have_val = 1;
 		}
+		if (configure_pipeline(a, &a->train, 1) < 0 || (a->have_val && configure_pipeline(a, &a->val, 0) < 0))
+			return dt_exit_status();
+		if (c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only && normalize_auto(a) < 0)
+			return dt_exit_status();
 	}
 	if (need_test) {
 		if (!c->test) {
@@ -206,12 +306,18 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 		if ((rc = open_source(&a->test_src, c->test)))
 			return rc;
 		a->have_test_src = 1;
-		if (!need_train && c->one_hot)
+		if (!need_train && (c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY &&
+						   a->test_src.label.ndim == 1 && a->test_src.label.dim[0] == 1)))
 			one_hot = a->test_src.num_classes;
 		if (dt_pipeline_init(&a->test, &a->test_src, 0, a->test_src.count, c->batch_size, 0, c->seed,
 				     (float)c->rescale, one_hot) < 0)
 			return DT_EXIT_FAIL;
 		a->have_test = 1;
+		if (configure_pipeline(a, &a->test, 0) < 0)
+			return dt_exit_status();
+		if (need_train && c->pipeline.normalize == DT_NORMALIZE_AUTO &&
+		    dt_pipeline_set_normalize(&a->test, a->train.pre.nchan, a->train.pre.mean, a->train.pre.std) < 0)
+			return DT_EXIT_FAIL;
 	}
 	return 0;
 }
@@ -241,7 +347,10 @@ int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)
 		*in = a->cfg.input_shape;
 		return 0;
 	}
-	if ((rc = dt_app_data(a, 1, 0)))
+	a->shape_only = 1; /* no data.normalize: auto pass for a shape */
+	rc = dt_app_data(a, 1, 0);
+	a->shape_only = 0;
+	if (rc)
 		return rc;
 	*in = a->train_src.sample;
 	return 0;

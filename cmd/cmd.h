@@ -39,6 +39,7 @@ struct dt_opts {
 	const char *format;     /* predict --format */
 	int all;                /* predict --all */
 	int header;             /* predict --header */
+	int data;               /* time --data */
 };
 
 /*
@@ -61,12 +62,24 @@ struct dt_app {
 	struct dt_optimizer *opts;
 	struct dt_trainer trainer;
 	int nreplicas;
+	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
 };
 
 /* Each returns 0 or an exit status (1 or 2) after printing the error. */
 int dt_app_config(struct dt_app *a, const struct dt_opts *o);
 /* Opens the training data (with validation) and, when need_test, the test set. */
 int dt_app_data(struct dt_app *a, int need_train, int need_test);
+/*
+ * The preprocessing of inputs that fit trained with, for evaluate and
+ * predict: data.rescale, and the normalization saved by fit (the
+ * checkpoint's "preprocessing" metadata `json`, or NULL when it has none)
+ * instead of recomputing it; without metadata the values data.normalize
+ * gives (data.normalize: auto then is an error). One value is spread over
+ * every channel of `sample`. `what` names the checkpoint in errors. Fills pp
+ * (release with dt_preprocess_release). 0, or -1 with an error.
+ */
+int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, const struct dt_shape *sample,
+		      struct dt_preprocess *pp);
 /* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */

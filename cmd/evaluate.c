@@ -27,6 +27,7 @@ int cmd_evaluate(int argc, char **argv)
 	struct dt_ckpt *c = NULL;
 	char path[4096];
 	double loss, acc;
+	struct dt_preprocess pp = { 0 };
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json checkpoint", usage)) >= 0)
@@ -44,6 +45,11 @@ int cmd_evaluate(int argc, char **argv)
 	rc = DT_EXIT_FAIL;
 	c = dt_checkpoint_load(path);
 	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0)
+		goto out;
+	/* The normalization fit saved, not one recomputed here. */
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &a.test.sample, &pp) < 0)
+		goto out;
+	if (pp.nchan && dt_pipeline_set_normalize(&a.test, pp.nchan, pp.mean, pp.std) < 0)
 		goto out;
 	if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
 		goto out;
@@ -68,6 +74,7 @@ int cmd_evaluate(int argc, char **argv)
 	}
 	rc = DT_EXIT_OK;
 out:
+	dt_preprocess_release(&pp);
 	dt_checkpoint_free(c);
 	dt_app_release(&a);
 out_opts:

@@ -107,7 +107,8 @@ int cmd_fit(int argc, char **argv)
 	char mc_names[DT_MAX_MODEL_CHECKPOINTS][32];
 	int nmcs = 0, nextra = 0;
 	char *config_json = NULL, *class_names = NULL;
-	struct dt_ckpt_meta extra[1];
+	char *preprocessing_json = NULL;
+	struct dt_ckpt_meta extra[DT_MAX_EXTRA_META];
 	FILE *trace = NULL;
 	int rc, have_ckpt = 0;
 
@@ -210,6 +211,10 @@ int cmd_fit(int argc, char **argv)
 			cJSON_Delete(names);
 			extra[nextra++] = (struct dt_ckpt_meta){ "class_names", class_names };
 		}
+		/* The normalization fit used (given or computed), for evaluate and predict. */
+		if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
+			extra[nextra++] = (struct dt_ckpt_meta){ "preprocessing",
+								 preprocessing_json = dt_preprocess_to_json(&a.train.pre) };
 		/* fit.callbacks' model_checkpoint items: before the checkpoint section's writer, which stores their state. */
 		for (int i = 0; i < a.cfg.nmodel_checkpoints; i++) {
 			const struct dt_model_checkpoint_cfg *m = &a.cfg.model_checkpoints[i];
@@ -306,6 +311,7 @@ out:
 	dt_checkpoint_free(resume);
 	free(config_json);
 	free(class_names);
+	free(preprocessing_json);
 	dt_app_release(&a);
 out_opts:
 	dt_opts_release(&o);

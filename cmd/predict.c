@@ -6,7 +6,8 @@
  * time, so memory stays bounded whatever its length; the model is built from
  * the YAML alone (model.input_shape, or the shape the input file tells, or
  * else the training data's) and takes its weights from the checkpoint. The
- * preprocessing is training's: data.rescale.
+ * preprocessing is training's: data.rescale and the normalization that fit
+ * saved in the checkpoint (dt_app_preprocess).
  */
 #include <errno.h>
 #include <math.h>
@@ -156,18 +157,6 @@ static void probabilities(const float *y, int n, int C, int logits, float *probs
 	}
 }
 
-/*
- * The training's preprocessing of inputs, on count values of x (host):
- * data.rescale. Whatever the pipeline adds for training (normalization)
- * belongs here too.
- */
-static void preprocess(const struct dt_app *a, float *x, int64_t count)
-{
-	if (a->cfg.rescale != 1)
-		for (int64_t i = 0; i < count; i++)
-			x[i] *= (float)a->cfg.rescale;
-}
-
 /* Does the training source read standard input (a path, x or y of "-")? */
 static int train_reads_stdin(const struct dt_node *train)
 {
@@ -202,6 +191,7 @@ int cmd_predict(int argc, char **argv)
 	const char *format = NULL;
 	struct dt_ckpt *c = NULL;
 	struct dt_step_ctx ctx = { 0 };
+	struct dt_preprocess pp = { 0 };
 	float *x = NULL, *y = NULL, *probs = NULL;
 	char path[4096];
 	int rc, have_model = 0, quiet = 0, B, C;
@@ -257,6 +247,9 @@ int cmd_predict(int argc, char **argv)
 	c = dt_checkpoint_load(path);
 	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
 		goto out;
+	/* The training's preprocessing: data.rescale and the normalization fit saved. */
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &r.sample, &pp) < 0)
+		goto out;
 
 	C = (int)dt_shape_count(&m.output);
 	F = dt_shape_count(&r.sample);
@@ -276,7 +269,7 @@ int cmd_predict(int argc, char **argv)
 			goto out;
 		if (n == 0)
 			break;
-		preprocess(&a, x, n * F);
+		dt_preprocess_apply(&pp, x, n, F);
 		in = dt_model_input(&m, n);
 		dt_op_from_host(&in, x);
 		out = dt_model_forward(&m, n, &ctx);
@@ -294,6 +287,7 @@ int cmd_predict(int argc, char **argv)
 		goto out;
 	rc = DT_EXIT_OK;
 out:
+	dt_preprocess_release(&pp);
 	free(x);
 	free(y);
 	free(probs);

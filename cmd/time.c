@@ -30,6 +30,8 @@ static const char usage[] =
 	"\n"
 	"  --iterations N         timed training steps, averaged (default 20)\n"
 	"  --warmup N             untimed steps first (default 5)\n"
+	"  --data                 also read one epoch of the training data through the\n"
+	"                         pipeline alone and print data/training throughput\n"
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  --json                 one JSON object on stdout instead of the table\n"
 	"  -h, --help             this help\n";
@@ -54,6 +56,11 @@ struct report {
 	double forward_ms, loss_ms, backward_ms, update_ms, step_ms;
 	int64_t flops;        /* forward and backward, per sample */
 	double peak_gflops;
+	/* --data */
+	int data;
+	int64_t data_samples;
+	double data_seconds;
+	int prefetch;
 };
 
 /* Reads `value` of --opt as a whole number in [min, MAX_STEPS]. 0, or -1 after the error. */
@@ -223,6 +230,46 @@ static double gflops(int64_t flops, int batch, double ms)
 
 static double samples_per_sec(const struct report *r) { return r->step_ms > 0 ? r->batch * 1e3 / r->step_ms : 0; }
 
+/*
+ * --data: reads every batch of one training epoch (steps_per_epoch when set)
+ * through the configured pipeline (prefetch, cache, augmentation,
+ * normalization) without training, and times it.
+ */
+static int time_data(struct dt_app *a, struct report *r)
+{
+	struct dt_pipeline *p = &a->train;
+	struct dt_batch b;
+	int64_t steps;
+	double start;
+	int rc = 0;
+
+	if (!a->have_train_src && (rc = dt_app_data(a, 1, 0)))
+		return rc;
+	/* Opened for the input shape only: the normalization fit would compute, untimed. */
+	if (a->cfg.pipeline.normalize == DT_NORMALIZE_AUTO && !p->pre.nchan && dt_pipeline_normalize_auto(p) < 0)
+		return DT_EXIT_FAIL;
+	steps = dt_pipeline_steps(p);
+	if (a->cfg.steps_per_epoch > 0 && a->cfg.steps_per_epoch < steps)
+		steps = a->cfg.steps_per_epoch;
+	dt_batch_alloc(&b, p);
+	start = dt_now();
+	for (int64_t step = 0; step < steps; step++) {
+		if (dt_pipeline_read(p, 0, step, &b) < 0) {
+			rc = DT_EXIT_FAIL;
+			break;
+		}
+		r->data_samples += b.n;
+	}
+	r->data_seconds = dt_now() - start;
+	dt_pipeline_report_skipped(p, -1);
+	dt_batch_free(&b);
+	r->data = 1;
+	r->prefetch = p->prefetch;
+	return rc;
+}
+
+static double data_rate(const struct report *r) { return r->data_seconds > 0 ? r->data_samples / r->data_seconds : 0; }
+
 static void print_json(const struct report *r, const struct dt_model *m)
 {
 	cJSON *j = cJSON_CreateObject(), *layers = cJSON_CreateArray();
@@ -267,6 +314,14 @@ static void print_json(const struct report *r, const struct dt_model *m)
 	cJSON_AddNumberToObject(j, "peak_gemm", DT_PEAK_GEMM_SIZE);
 	cJSON_AddNumberToObject(j, "peak_fraction",
 				r->peak_gflops > 0 ? gflops(r->flops, r->batch, r->step_ms) / r->peak_gflops : 0);
+	if (r->data) {
+		cJSON_AddNumberToObject(j, "data_samples", (double)r->data_samples);
+		cJSON_AddNumberToObject(j, "data_seconds", r->data_seconds);
+		cJSON_AddNumberToObject(j, "data_samples_per_sec", data_rate(r));
+		cJSON_AddNumberToObject(j, "data_prefetch", r->prefetch);
+		cJSON_AddNumberToObject(j, "data_training_ratio",
+					samples_per_sec(r) > 0 ? data_rate(r) / samples_per_sec(r) : 0);
+	}
 	text = cJSON_PrintUnformatted(j);
 	printf("%s\n", text);
 	free(text);
@@ -336,6 +391,11 @@ static void print_table(const struct report *r, const struct dt_model *m)
 	printf(" Peak:     %.1f GFLOP/s (fp32 GEMM %dx%dx%d, %d thread%s)\n", r->peak_gflops, DT_PEAK_GEMM_SIZE,
 	       DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, r->threads, r->threads == 1 ? "" : "s");
 	printf(" Fraction: %.1f%% of peak\n", r->peak_gflops > 0 ? 100 * achieved / r->peak_gflops : 0);
+	if (r->data) {
+		printf(" Data:     %.0f samples/s (%lld samples in %.3f s, prefetch %d, no training)\n", data_rate(r),
+		       (long long)r->data_samples, r->data_seconds, r->prefetch);
+		printf(" data/training = %.1fx\n", samples_per_sec(r) > 0 ? data_rate(r) / samples_per_sec(r) : 0);
+	}
 }
 
 int cmd_time(int argc, char **argv)
@@ -350,7 +410,7 @@ int cmd_time(int argc, char **argv)
 	struct dt_model *m;
 	int rc, classes;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config set json iterations warmup", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config set json iterations warmup data", usage)) >= 0)
 		goto out_opts;
 	if (parse_count("iterations", o.iterations, 1, 20, &r.iterations) < 0 ||
 	    parse_count("warmup", o.warmup, 0, 5, &r.warmup) < 0) {
@@ -394,6 +454,8 @@ int cmd_time(int argc, char **argv)
 
 	run_steps(&a, &y, &r);
 	r.peak_gflops = dt_ops_peak_gflops();
+	if (o.data && (rc = time_data(&a, &r)))
+		goto out;
 	if (o.json)
 		print_json(&r, m);
 	else

@@ -159,6 +159,8 @@ static int json_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, co
 	}
 	cJSON_AddNumberToObject(o, "seconds", logs->seconds);
 	cJSON_AddNumberToObject(o, "samples_per_sec", logs->samples_per_sec);
+	if (logs->skipped)
+		cJSON_AddNumberToObject(o, "skipped", (double)logs->skipped);
 	/* The float's shortest decimal form: 0.001, not 0.0010000000474974513. */
 	snprintf(lr, sizeof(lr), "%.7g", (float)logs->learning_rate);
 	cJSON_AddNumberToObject(o, "learning_rate", strtod(lr, NULL));

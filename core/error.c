@@ -8,6 +8,7 @@ static char last[1024];
 static char last_where[512];
 static int quiet;
 static int rank = -1;
+static _Thread_local struct dt_error_capture *capture;
 
 const char *dt_error_last(void) { return last; }
 const char *dt_error_last_where(void) { return last_where; }
@@ -26,8 +27,21 @@ int dt_error_last_is_config(void)
 void dt_error_set_quiet(int q) { quiet = q; }
 void dt_error_set_rank(int r) { rank = r; }
 
+void dt_error_capture(struct dt_error_capture *c)
+{
+	capture = c;
+	if (c)
+		c->set = 0;
+}
+
 int dt_error_atv(const char *where, const char *fmt, va_list ap)
 {
+	if (capture) {
+		vsnprintf(capture->msg, sizeof(capture->msg), fmt, ap);
+		snprintf(capture->where, sizeof(capture->where), "%s", where);
+		capture->set = 1;
+		return -1;
+	}
 	vsnprintf(last, sizeof(last), fmt, ap);
 	snprintf(last_where, sizeof(last_where), "%s", where);
 	if (quiet)

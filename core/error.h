@@ -37,6 +37,21 @@ void dt_error_set_quiet(int quiet);
 /* Rank shown in messages of multi-process runs; -1 (default) hides it. */
 void dt_error_set_rank(int rank);
 
+/*
+ * Errors raised in a helper thread (the prefetch thread): while a thread has
+ * a capture set, its dt_error* calls store the message and place in it
+ * instead of printing or touching dt_error_last(); the thread hands it to the
+ * main thread, which raises it with dt_error_at(c->where, "%s", c->msg), so
+ * the user sees the same message as without the thread. NULL ends capturing.
+ * The capture is per thread.
+ */
+struct dt_error_capture {
+	char where[512];
+	char msg[1024];
+	int set;
+};
+void dt_error_capture(struct dt_error_capture *c);
+
 _Noreturn void dt_bug(const char *file, int line, const char *fmt, ...) DT_PRINTF(3, 4);
 
 #define DT_BUG(...) dt_bug(__FILE__, __LINE__, __VA_ARGS__)

@@ -30,7 +30,7 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits
 	case DT_LOSS_CATEGORICAL_CROSSENTROPY:
 		if (!dt_shape_equal(label, &m->output))
 			return dt_node_error(where, "'categorical_crossentropy' needs one-hot labels %s like the output, but the data's labels are %s%s",
-					     out, lab, num_classes ? " (class indices: set data.one_hot: true or use 'sparse_categorical_crossentropy')" : "");
+					     out, lab, num_classes ? " (one-hot vectors of the data's classes: give the model as many outputs or use 'sparse_categorical_crossentropy')" : "");
 		o->accuracy = DT_ACC_CATEGORICAL;
 		break;
 	case DT_LOSS_BINARY_CROSSENTROPY:

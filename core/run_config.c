@@ -69,7 +69,8 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 static int read_data(struct dt_run_config *c, struct dt_node *root)
 {
 	static const char *const keys[] = { "train", "validation", "test", "batch_size", "validation_split",
-					    "rescale", "shuffle", "one_hot", NULL };
+					    "rescale", "shuffle", "one_hot",
+					    "prefetch", "cache", "on_error", "normalize", "augment", NULL };
 	const struct dt_node *s;
 	int64_t batch;
 	/* Again, in case a --set replaced the data mapping by a file name. */
@@ -87,6 +88,8 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	    dt_cfg_bool(s, "shuffle", 1, &c->shuffle) < 0 || dt_cfg_bool(s, "one_hot", 0, &c->one_hot) < 0)
 		return -1;
 	c->batch_size = (int)batch;
+	if (dt_pipeline_config_read(&c->pipeline, s) < 0)
+		return -1;
 	c->train = dt_node_get(s, "train");
 	c->validation = dt_node_get(s, "validation");
 	c->test = dt_node_get(s, "test");
@@ -246,6 +249,7 @@ fail:
 
 void dt_run_config_release(struct dt_run_config *c)
 {
+	dt_pipeline_config_release(&c->pipeline);
 	dt_doc_free(c->doc);
 	memset(c, 0, sizeof(*c));
 }

@@ -14,6 +14,7 @@
 #include "model_checkpoint.h"
 #include "ops.h"
 #include "optimizer.h"
+#include "pipeline.h"
 
 struct dt_run_config {
 	struct dt_doc *doc;
@@ -43,6 +44,7 @@ struct dt_run_config {
 	double rescale;
 	int shuffle;
 	int one_hot;
+	struct dt_pipeline_config pipeline; /* prefetch, cache, on_error, normalize, augment */
 
 	/* fit */
 	int epochs;

@@ -132,13 +132,6 @@ int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
 	return 0;
 }
 
-/* Rows [begin, end) of the host batch that replica r of R computes. */
-static void replica_slice(int n, int r, int R, int *begin, int *end)
-{
-	*begin = (int)((int64_t)n * r / R);
-	*end = (int)((int64_t)n * (r + 1) / R);
-}
-
 /*
  * Forward (and with train, backward) of replica r on rows [begin, end) of the
  * host batch; adds its loss sum and correct count to sums. The gradient is
@@ -215,6 +208,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 		if (stop_signal)
 			return 1;
 	}
+	dt_pipeline_report_skipped(p, -1);
 	fill_logs(t, &logs, sums);
 	*loss = logs.loss;
 	*accuracy = logs.accuracy;
@@ -288,14 +282,15 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
 							      (uint64_t)step * DT_MAX_REPLICAS + g) };
 			int begin, end;
-			replica_slice(t->batch.n, g, s->global_replicas, &begin, &end);
+			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
 			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
 			sums[2] += end - begin;
 			if (t->trace)
 				for (int i = begin; i < end; i++)
-					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->train->idx[i]);
+					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->batch.records[i]);
 		}
-		if (accumulate(t, step, steps))
+		/* A batch whose every record was unreadable (data.on_error: skip) adds no gradient; alone, no update. */
+		if (accumulate(t, step, steps) && (t->batch.n > 0 || t->accumulate_steps > 1))
 			s->type->apply_gradients(s, t->models, t->opts);
 		logs->step = step + 1;
 		logs->seconds = dt_now() - start;
@@ -335,6 +330,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	/* Reduced in a copy: pos keeps this process's sums for a checkpoint taken in validation. */
 	memcpy(total, sums, sizeof(total));
 	s->type->reduce_sum(s, total, 3);
+	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
 	fill_logs(t, logs, total);
 	logs->seconds = dt_now() - start;
 	logs->samples_per_sec = logs->seconds > 0 ? total[2] / logs->seconds : 0;

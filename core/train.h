@@ -29,6 +29,7 @@ struct dt_logs {
 	double samples_per_sec;
 	int has_learning_rate; /* the rate varies (a schedule, reduce_lr_on_plateau): show it */
 	double learning_rate;  /* at the epoch's end (always set): the rate of the next update, before callbacks */
+	int64_t skipped;       /* unreadable records skipped in the epoch (data.on_error: skip) */
 };
 
 struct dt_trainer;

@@ -148,9 +148,9 @@ expect_error() {
 	expect_error input_shape_mismatch.yaml 3 16 "[3]" "input_shape" "(3,)" "(2,)"
 }
 
-@test "labels/loss mismatch: categorical_crossentropy with class-index labels" {
+@test "labels/loss mismatch: categorical_crossentropy with 3 classes and 4 outputs" {
 	expect_error labels_mismatch.yaml 7 9 categorical_crossentropy \
-		"'categorical_crossentropy' needs one-hot labels" "data.one_hot: true" "'sparse_categorical_crossentropy'"
+		"'categorical_crossentropy' needs one-hot labels (None, 4)" "(None, 3)" "data's classes" "'sparse_categorical_crossentropy'"
 }
 
 @test "duplicate key: batch_size twice, naming the first line" {

@@ -43,7 +43,7 @@ config_keys() {
 	(
 		cd "$ROOT" &&
 			code_strings 'static const char \*const (\w*keys|sections)\[\]' \
-				core/run_config.c core/optimizer.c core/schedule.c core/fit_callbacks.c \
+				core/run_config.c core/optimizer.c core/schedule.c core/fit_callbacks.c core/pipeline.c \
 				layers/*.c data/*.c strategies/*.c &&
 			perl -ne 'print "$1\n" while /keys\[n\+\+\] = "(\w+)"/g' core/layer.c
 	) | sort -u
@@ -56,7 +56,8 @@ config_names() {
 		cd "$ROOT" &&
 			code_strings 'const char \*const dt_\w+_names\[\]' core/ops.c core/schedule.c &&
 			code_strings 'static const char \*const (metrics|kinds|names|modes|monitors)\[\]' \
-				core/run_config.c core/fit_callbacks.c data/*.c strategies/*.c
+				core/run_config.c core/fit_callbacks.c data/*.c strategies/*.c &&
+			code_strings 'static const char \*const \w+_names\[\]' core/pipeline.c
 	) | sort -u
 }
 
