@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "source.h"
@@ -33,5 +34,10 @@ void dt_source_close(struct dt_source *s)
 {
 	if (s->type && s->type->close)
 		s->type->close(s);
+	if (s->class_names) {
+		for (int i = 0; i < s->num_classes; i++)
+			free(s->class_names[i]);
+		free(s->class_names);
+	}
 	memset(s, 0, sizeof(*s));
 }

@@ -23,8 +23,8 @@ struct dt_source {
 	struct dt_shape label;   /* shape of one y: (1,) for a class index, (C,) for a vector */
 	int num_classes;         /* classes when labels are class indices, else 0 */
 	/*
-	 * Class names (num_classes strings, owned by the source, freed by its
-	 * close) when the format knows them: CSV label strings, PNG folder names,
+	 * Class names (num_classes malloc'd strings in a malloc'd array, freed
+	 * by dt_source_close) when the format knows them: CSV label strings, PNG folder names,
 	 * CIFAR's meta file. NULL otherwise. Checkpoints store them for predict.
 	 */
 	char **class_names;

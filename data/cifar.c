@@ -80,12 +80,6 @@ static char *dir_of(const char *path)
 static void cifar_close(struct dt_source *s)
 {
 	struct cifar *d = s->priv;
-	if (s->class_names) {
-		for (int i = 0; i < s->num_classes; i++)
-			free(s->class_names[i]);
-		free(s->class_names);
-		s->class_names = NULL;
-	}
 	if (!d)
 		return;
 	free(d->data);

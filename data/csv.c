@@ -349,12 +349,6 @@ static void csv_label_values(struct dt_source *s, struct csv *d, struct csv_labe
 static void csv_close(struct dt_source *s)
 {
 	struct csv *d = s->priv;
-	if (s->class_names) {
-		for (int i = 0; i < s->num_classes; i++)
-			free(s->class_names[i]);
-		free(s->class_names);
-		s->class_names = NULL;
-	}
 	if (!d)
 		return;
 	for (int64_t i = 0; i < d->nbad; i++)

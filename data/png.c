@@ -698,12 +698,6 @@ static int pick_classes(const struct dt_node *args, const char *dir, struct strv
 static void folder_close(struct dt_source *s)
 {
 	struct png_folder *d = s->priv;
-	if (s->class_names) {
-		for (int i = 0; i < s->num_classes; i++)
-			free(s->class_names[i]);
-		free(s->class_names);
-		s->class_names = NULL;
-	}
 	if (!d)
 		return;
 	free(d->paths);
