@@ -16,7 +16,10 @@
 
 #include <cmocka.h>
 
+#include "core/config.h"
 #include "core/error.h"
+#include "core/source.h"
+#include "data/sources.h"
 
 /* Writes n bytes to a fresh file under $TMPDIR and returns its path (static buffer per call site is not safe: caller frees). */
 static inline char *dt_test_write_file(const char *suffix, const void *data, size_t n)
@@ -30,6 +33,25 @@ static inline char *dt_test_write_file(const char *suffix, const void *data, siz
 	assert_int_equal(write(fd, data, n), (ssize_t)n);
 	close(fd);
 	return path;
+}
+
+/* Opens a data source from YAML text built like printf; dt_source_open's result. */
+static inline int dt_test_open_source(struct dt_source *s, const char *fmt, ...) DT_PRINTF(2, 3);
+static inline int dt_test_open_source(struct dt_source *s, const char *fmt, ...)
+{
+	char text[8192];
+	struct dt_doc *d;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	d = dt_doc_parse("test.yaml", text, ".");
+	assert_non_null(d);
+	rc = dt_source_open(s, dt_doc_root(d), dt_source_types);
+	dt_doc_free(d);
+	return rc;
 }
 
 /* Asserts that the last error message contains `needle`. */

@@ -13,24 +13,6 @@
 #include "data/reader.h"
 #include "data/sources.h"
 
-static int open_yaml(struct dt_source *s, const char *fmt, ...) DT_PRINTF(2, 3);
-static int open_yaml(struct dt_source *s, const char *fmt, ...)
-{
-	char text[8192];
-	struct dt_doc *d;
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	d = dt_doc_parse("test.yaml", text, ".");
-	assert_non_null(d);
-	rc = dt_source_open(s, dt_doc_root(d), dt_source_types);
-	dt_doc_free(d);
-	return rc;
-}
-
 static char *write_text(const char *suffix, const char *text) { return dt_test_write_file(suffix, text, strlen(text)); }
 
 static char *write_gzip(const void *data, size_t n)
@@ -70,7 +52,7 @@ static void test_csv_categorical(void **state)
 	struct dt_source s;
 	float x[8], y[4];
 
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\nlabel: species\n", f), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nlabel: species\n", f), 0);
 	assert_int_equal(s.count, 4);
 	assert_int_equal(s.sample.ndim, 1);
 	assert_int_equal(s.sample.dim[0], 2);
@@ -86,10 +68,10 @@ static void test_csv_categorical(void **state)
 	dt_source_close(&s);
 
 	/* The default label is the last column; the same by index, from the end. */
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\n", f), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), 0);
 	assert_int_equal(s.num_classes, 3);
 	dt_source_close(&s);
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\nlabel: -1\n", f), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nlabel: -1\n", f), 0);
 	assert_int_equal(s.num_classes, 3);
 	dt_source_close(&s);
 	drop(f);
@@ -101,7 +83,7 @@ static void test_csv_numeric_labels_no_header(void **state)
 	struct dt_source s;
 	float x[6], y[3];
 
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\nheader: false\nlabel: 0\ndelimiter: \";\"\n", f), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nheader: false\nlabel: 0\ndelimiter: \";\"\n", f), 0);
 	assert_int_equal(s.count, 3);
 	assert_int_equal(s.sample.dim[0], 2);
 	assert_int_equal(s.num_classes, 5); /* whole numbers stay as given: classes 0..4 */
@@ -112,7 +94,7 @@ static void test_csv_numeric_labels_no_header(void **state)
 	dt_source_close(&s);
 
 	/* Label in the middle, by negative index; fractional labels are values, not classes. */
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\nheader: false\nlabel: -2\ndelimiter: \";\"\n", f),
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nheader: false\nlabel: -2\ndelimiter: \";\"\n", f),
 			 0);
 	assert_int_equal(s.num_classes, 0);
 	read_all(&s, x, y);
@@ -128,7 +110,7 @@ static void test_csv_gzip_tab_quotes_shape(void **state)
 	struct dt_source s;
 	float x[8], y[2];
 
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\ndelimiter: \"\\t\"\nshape: [2, 2, 1]\n", f), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\ndelimiter: \"\\t\"\nshape: [2, 2, 1]\n", f), 0);
 	assert_int_equal(s.count, 2);
 	assert_int_equal(s.sample.ndim, 3);
 	assert_int_equal(s.sample.dim[0], 2);
@@ -139,7 +121,7 @@ static void test_csv_gzip_tab_quotes_shape(void **state)
 	assert_true(x[7] == 8 && y[0] == 1 && y[1] == 0);
 	dt_source_close(&s);
 
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\ndelimiter: \"\\t\"\nshape: [3]\n", f), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\ndelimiter: \"\\t\"\nshape: [3]\n", f), -1);
 	assert_error_contains("shape (3,) holds 3 values");
 	assert_error_contains("4 features");
 	drop(f);
@@ -153,7 +135,7 @@ static void test_csv_bad_rows(void **state)
 	float x[10], y[5];
 	uint8_t bad[5];
 
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\n", f), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), 0);
 	assert_int_equal(s.count, 5); /* bad rows stay records */
 	assert_int_equal(s.type->read(&s, idx, 5, x, y, bad), 0);
 	assert_true(bad[0] == 0 && bad[1] == 1 && bad[2] == 1 && bad[3] == 1 && bad[4] == 0);
@@ -177,7 +159,7 @@ static void expect_csv_error(const char *text, const char *args, const char *con
 {
 	char *f = write_text(".csv", text);
 	struct dt_source s;
-	assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\n%s", f, args), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n%s", f, args), -1);
 	assert_null(s.priv);
 	for (; *needles; needles++)
 		assert_error_contains(*needles);
@@ -202,14 +184,14 @@ static void test_csv_errors(void **state)
 	expect_csv_error("\"a,b\n1,2\n", "", (const char *[]){ "row 1", "closing quote", NULL });
 	expect_csv_error("a\n1\n", "", (const char *[]){ "expected features and a label", NULL });
 
-	assert_int_equal(open_yaml(&s, "format: csv\npath: /nonexistent/x.csv\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: /nonexistent/x.csv\n"), -1);
 	assert_error_contains("cannot open '/nonexistent/x.csv'");
 
 	/* Garbage bytes: an error or bad rows, never a crash. */
 	for (size_t i = 0; i < sizeof(garbage); i++)
 		garbage[i] = (uint8_t)(i * 2654435761u >> 13);
 	f = dt_test_write_file(".csv", garbage, sizeof(garbage));
-	if (open_yaml(&s, "format: csv\npath: \"%s\"\n", f) == 0)
+	if (dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f) == 0)
 		dt_source_close(&s);
 	else
 		assert_error_contains(f);
@@ -230,7 +212,7 @@ static void test_csv_errors(void **state)
 		size = ftell(fp);
 		fclose(fp);
 		assert_int_equal(truncate(f, size / 2), 0);
-		assert_int_equal(open_yaml(&s, "format: csv\npath: \"%s\"\n", f), -1);
+		assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), -1);
 		assert_error_contains(f);
 		assert_error_contains("truncated");
 		drop(f);
@@ -302,7 +284,7 @@ static void test_npy_dtypes_versions(void **state)
 			char *xf = write_npy(v, descrs[k], "False", "(3, 2)", xd, n);
 			char *yf = write_npy(v, "|u1", "False", "(3,)", yd, 3);
 			struct dt_source s;
-			if (open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", xf, yf) != 0)
+			if (dt_test_open_source(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", xf, yf) != 0)
 				fail_msg("version %d, %s: %s", v, descrs[k], dt_error_last());
 			assert_int_equal(s.count, 3);
 			assert_int_equal(s.sample.ndim, 1);
@@ -332,7 +314,7 @@ static void test_npy_shapes_and_vectors(void **state)
 		xd[i] = (float)i;
 	xf = write_npy(1, "<f4", "False", "(3, 2, 4, 1)", xd, sizeof(xd));
 	yf = write_npy(1, "<f4", "False", "(3, 2)", yd, sizeof(yd));
-	assert_int_equal(open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", xf, yf), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", xf, yf), 0);
 	assert_int_equal(s.sample.ndim, 3);
 	assert_int_equal(s.sample.dim[1], 4);
 	assert_int_equal(s.label.dim[0], 2);
@@ -347,7 +329,7 @@ static void test_npy_shapes_and_vectors(void **state)
 static void expect_npy_error(const char *xf, const char *yf, const char *const *needles)
 {
 	struct dt_source s;
-	assert_int_equal(open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", xf, yf), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", xf, yf), -1);
 	assert_null(s.priv);
 	for (; *needles; needles++)
 		assert_error_contains(*needles);
@@ -420,7 +402,7 @@ static void test_npy_every_truncation_and_flip(void **state)
 	fclose(fp);
 	for (size_t k = 0; k < n; k++) {
 		char *f = dt_test_write_file(".npy", bytes, k);
-		assert_int_equal(open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", f, yf), -1);
+		assert_int_equal(dt_test_open_source(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", f, yf), -1);
 		assert_error_contains(f);
 		drop(f);
 	}
@@ -430,7 +412,7 @@ static void test_npy_every_truncation_and_flip(void **state)
 		memcpy(b, bytes, n);
 		b[k] ^= (uint8_t)(0x5a + k);
 		f = dt_test_write_file(".npy", b, n);
-		if (open_yaml(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", f, yf) == 0)
+		if (dt_test_open_source(&s, "format: npy\nx: \"%s\"\ny: \"%s\"\n", f, yf) == 0)
 			dt_source_close(&s);
 		else
 			assert_error_contains(f);

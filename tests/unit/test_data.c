@@ -13,28 +13,9 @@
 
 #define FASHION "/usr/share/datasets/fashion-mnist/"
 
-/* Opens a source from YAML text built like printf. */
-static int open_yaml(struct dt_source *s, const char *fmt, ...) DT_PRINTF(2, 3);
-static int open_yaml(struct dt_source *s, const char *fmt, ...)
-{
-	char text[8192];
-	struct dt_doc *d;
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	d = dt_doc_parse("test.yaml", text, ".");
-	assert_non_null(d);
-	rc = dt_source_open(s, dt_doc_root(d), dt_source_types);
-	dt_doc_free(d);
-	return rc;
-}
-
 static int open_idx(struct dt_source *s, const char *images, const char *labels)
 {
-	return open_yaml(s, "format: idx\nimages: \"%s\"\nlabels: \"%s\"\n", images, labels);
+	return dt_test_open_source(s, "format: idx\nimages: \"%s\"\nlabels: \"%s\"\n", images, labels);
 }
 
 /* Bytes of an IDX file: the header for `magic` and dims, then n bytes of data. */
@@ -337,16 +318,16 @@ static void test_idx_bad_arguments(void **state)
 	struct dt_source s;
 	struct dt_doc *d;
 
-	assert_int_equal(open_yaml(&s, "format: idx\nimages: a.gz\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: idx\nimages: a.gz\n"), -1);
 	assert_error_contains("labels");
-	assert_int_equal(open_yaml(&s, "format: idx\nimages: a.gz\nlabels: b.gz\nimagez: c.gz\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: idx\nimages: a.gz\nlabels: b.gz\nimagez: c.gz\n"), -1);
 	assert_error_contains("imagez");
-	assert_int_equal(open_yaml(&s, "format: idz\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: idz\n"), -1);
 	assert_error_contains("idz");
 	assert_error_contains("synthetic");
-	assert_int_equal(open_yaml(&s, "images: a.gz\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "images: a.gz\n"), -1);
 	assert_error_contains("format");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nsamples: 10\n"), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nsamples: 10\n"), 0);
 	dt_source_close(&s);
 	assert_null(s.type);
 
@@ -379,7 +360,7 @@ static void test_synthetic_defaults(void **state)
 	float *x, *y;
 	int per_class[3] = { 0 };
 
-	assert_int_equal(open_yaml(&s, "format: synthetic\n"), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\n"), 0);
 	assert_int_equal(s.count, 1000);
 	assert_int_equal(s.sample.ndim, 1);
 	assert_int_equal(s.sample.dim[0], 2);
@@ -406,9 +387,9 @@ static void test_synthetic_deterministic(void **state)
 		float *xa, *ya, *xb, *yb, *xc, *yc;
 		const char *fmt = "format: synthetic\nkind: %s\nsamples: 300\nseed: %d\n";
 
-		assert_int_equal(open_yaml(&a, fmt, kinds[k], 5), 0);
-		assert_int_equal(open_yaml(&b, fmt, kinds[k], 5), 0);
-		assert_int_equal(open_yaml(&c, fmt, kinds[k], 6), 0);
+		assert_int_equal(dt_test_open_source(&a, fmt, kinds[k], 5), 0);
+		assert_int_equal(dt_test_open_source(&b, fmt, kinds[k], 5), 0);
+		assert_int_equal(dt_test_open_source(&c, fmt, kinds[k], 6), 0);
 		read_all(&a, &xa, &ya);
 		read_all(&b, &xb, &yb);
 		read_all(&c, &xc, &yc);
@@ -475,26 +456,26 @@ static void test_synthetic_learnable(void **state)
 	struct dt_source s;
 	float *x, *y;
 
-	assert_int_equal(open_yaml(&s, "format: synthetic\n"), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\n"), 0);
 	read_all(&s, &x, &y);
 	assert_true(nearest_mean_accuracy(x, y, 1000, 2, 3) >= 0.95);
 	free(x), free(y);
 	dt_source_close(&s);
 
-	assert_int_equal(open_yaml(&s, "format: synthetic\nclasses: 10\nfeatures: 8\nsamples: 2000\n"), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nclasses: 10\nfeatures: 8\nsamples: 2000\n"), 0);
 	assert_int_equal(s.sample.dim[0], 8);
 	read_all(&s, &x, &y);
 	assert_true(nearest_mean_accuracy(x, y, 2000, 8, 10) >= 0.95);
 	free(x), free(y);
 	dt_source_close(&s);
 
-	assert_int_equal(open_yaml(&s, "format: synthetic\nfeatures: 1\n"), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nfeatures: 1\n"), 0);
 	read_all(&s, &x, &y);
 	assert_true(nearest_mean_accuracy(x, y, 1000, 1, 3) >= 0.95);
 	free(x), free(y);
 	dt_source_close(&s);
 
-	assert_int_equal(open_yaml(&s, "format: synthetic\nkind: spirals\n"), 0);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nkind: spirals\n"), 0);
 	read_all(&s, &x, &y);
 	assert_true(nearest_neighbour_accuracy(x, y, 1000) >= 0.95);
 	assert_true(nearest_mean_accuracy(x, y, 1000, 2, 3) < 0.8);
@@ -506,19 +487,19 @@ static void test_synthetic_errors(void **state)
 {
 	struct dt_source s;
 
-	assert_int_equal(open_yaml(&s, "format: synthetic\nkind: spirals\nfeatures: 3\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nkind: spirals\nfeatures: 3\n"), -1);
 	assert_error_contains("exactly 2 features");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nkind: circles\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nkind: circles\n"), -1);
 	assert_error_contains("circles");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nsamples: 2\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nsamples: 2\n"), -1);
 	assert_error_contains("3 classes");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nclasses: 1\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nclasses: 1\n"), -1);
 	assert_error_contains("classes");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nnoise: -1\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nnoise: -1\n"), -1);
 	assert_error_contains("noise");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nsamples: 100000000\nfeatures: 100\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nsamples: 100000000\nfeatures: 100\n"), -1);
 	assert_error_contains("too many");
-	assert_int_equal(open_yaml(&s, "format: synthetic\nsampels: 10\n"), -1);
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nsampels: 10\n"), -1);
 	assert_error_contains("sampels");
 }
 

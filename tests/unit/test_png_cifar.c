@@ -71,25 +71,6 @@ static void mkdirf(const char *fmt, const char *a, const char *b)
 	assert_int_equal(mkdir(p, 0755), 0);
 }
 
-/* Opens a source from YAML text built like printf. */
-static int open_yaml(struct dt_source *s, const char *fmt, ...) DT_PRINTF(2, 3);
-static int open_yaml(struct dt_source *s, const char *fmt, ...)
-{
-	char text[8192];
-	struct dt_doc *d;
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	d = dt_doc_parse("test.yaml", text, ".");
-	assert_non_null(d);
-	rc = dt_source_open(s, dt_doc_root(d), dt_source_types);
-	dt_doc_free(d);
-	return rc;
-}
-
 /* ---- PNG files through libpng ---- */
 
 struct img {
@@ -618,7 +599,7 @@ static void test_folder_order(void **state)
 	/* Byte order: C < a_cls < b_cls; in a_cls: its files, then sub/, then sub-x/ ("a_cls/sub" < "a_cls/sub-x"). */
 	static const int want_v[] = { 7, 6, 3, 4, 5, 2, 1 }, want_y[] = { 0, 1, 1, 1, 1, 2, 2 };
 
-	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: false}", dir), 0);
+	assert_int_equal(dt_test_open_source(&s, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: false}", dir), 0);
 	assert_int_equal(s.count, 7);
 	assert_int_equal(s.num_classes, 3);
 	assert_int_equal(s.sample.ndim, 3);
@@ -636,7 +617,7 @@ static void test_folder_order(void **state)
 	dt_source_close(&s);
 
 	/* class_names: a subset in the order given; rgb and a resize. */
-	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', class_names: [b_cls, C], image_size: [3, 5], shuffle: false}",
+	assert_int_equal(dt_test_open_source(&s, "{format: png_folder, directory: '%s', class_names: [b_cls, C], image_size: [3, 5], shuffle: false}",
 				   dir), 0);
 	assert_int_equal(s.count, 3);
 	assert_int_equal(s.num_classes, 2);
@@ -672,7 +653,7 @@ static void test_folder_shuffle(void **state)
 		}
 	}
 	for (int run = 0; run < 3; run++) {
-		assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale%s}", dir,
+		assert_int_equal(dt_test_open_source(&s, "{format: png_folder, directory: '%s', color_mode: grayscale%s}", dir,
 					   run == 2 ? ", seed: 7" : ""), 0);
 		assert_int_equal(s.count, 40);
 		read_all(&s, x[run], y[run]);
@@ -707,7 +688,7 @@ static void expect_folder_error(const char *yaml_fmt, const char *dir, const cha
 {
 	struct dt_source s;
 	dt_error_set_quiet(1);
-	assert_int_equal(open_yaml(&s, yaml_fmt, dir), -1);
+	assert_int_equal(dt_test_open_source(&s, yaml_fmt, dir), -1);
 	dt_error_set_quiet(0);
 	for (int i = 0; needles[i]; i++) {
 		if (needles[i][0] == '@') /* the position of a config error */
@@ -769,7 +750,7 @@ static void test_folder_bad_records(void **state)
 	snprintf(p, sizeof(p), "%s/b/1.png", dir);
 	put_file(p, cut, ncut);        /* IDAT cut: record 3 */
 
-	assert_int_equal(open_yaml(&s, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: no}", dir), 0);
+	assert_int_equal(dt_test_open_source(&s, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: no}", dir), 0);
 	assert_int_equal(s.count, 4);
 	dt_error_set_quiet(1);
 	assert_int_equal(s.type->read(&s, idx, 4, x, y, NULL), -1);
@@ -855,7 +836,7 @@ static void test_cifar10(void **state)
 		put_cifar(dir, name, 1, (b - 1) * 2, 2, 10, 10);
 	}
 	put_cifar(dir, "test_batch.bin", 1, 100, 3, 10, 10);
-	assert_int_equal(open_yaml(&s, "{format: cifar10, directory: '%s'}", dir), 0);
+	assert_int_equal(dt_test_open_source(&s, "{format: cifar10, directory: '%s'}", dir), 0);
 	assert_int_equal(s.count, 10);
 	assert_int_equal(s.num_classes, 10);
 	assert_int_equal(s.sample.ndim, 3);
@@ -869,7 +850,7 @@ static void test_cifar10(void **state)
 	f = fopen(p, "w");
 	fputs("airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n\n", f);
 	fclose(f);
-	assert_int_equal(open_yaml(&s, "{format: cifar10, directory: '%s', split: test}", dir), 0);
+	assert_int_equal(dt_test_open_source(&s, "{format: cifar10, directory: '%s', split: test}", dir), 0);
 	assert_int_equal(s.count, 3);
 	assert_non_null(s.class_names);
 	assert_string_equal(s.class_names[0], "airplane");
@@ -877,7 +858,7 @@ static void test_cifar10(void **state)
 	check_cifar_records(&s, 100, 10);
 	dt_source_close(&s);
 
-	assert_int_equal(open_yaml(&s, "{format: cifar10, files: ['%s/data_batch_3.bin', '%s/data_batch_4.bin']}", dir, dir),
+	assert_int_equal(dt_test_open_source(&s, "{format: cifar10, files: ['%s/data_batch_3.bin', '%s/data_batch_4.bin']}", dir, dir),
 			 0);
 	assert_int_equal(s.count, 4);
 	check_cifar_records(&s, 4, 10);
@@ -900,7 +881,7 @@ static void test_cifar100(void **state)
 	fclose(f);
 
 	/* Fine labels are the second byte; the pixels follow both. */
-	assert_int_equal(open_yaml(&s, "{format: cifar100, directory: '%s'}", dir), 0);
+	assert_int_equal(dt_test_open_source(&s, "{format: cifar100, directory: '%s'}", dir), 0);
 	assert_int_equal(s.count, 5);
 	assert_int_equal(s.num_classes, 100);
 	assert_string_equal(s.class_names[42], "fine42");
@@ -913,7 +894,7 @@ static void test_cifar100(void **state)
 	}
 	dt_source_close(&s);
 
-	assert_int_equal(open_yaml(&s, "{format: cifar100, directory: '%s', split: test, label_mode: coarse}", dir), 0);
+	assert_int_equal(dt_test_open_source(&s, "{format: cifar100, directory: '%s', split: test, label_mode: coarse}", dir), 0);
 	assert_int_equal(s.count, 2);
 	assert_int_equal(s.num_classes, 20);
 	assert_null(s.class_names); /* no coarse_label_names.txt */
@@ -926,7 +907,7 @@ static void expect_cifar_error(const char *fmt, const char *dir, const char *con
 {
 	struct dt_source s;
 	dt_error_set_quiet(1);
-	assert_int_equal(open_yaml(&s, fmt, dir, dir), -1);
+	assert_int_equal(dt_test_open_source(&s, fmt, dir, dir), -1);
 	dt_error_set_quiet(0);
 	for (int i = 0; needles[i]; i++)
 		assert_error_contains(needles[i]);
