@@ -265,10 +265,11 @@ killed_run() {
 
 @test "multi_worker_mirrored: a killed rank (worker, then chief) fails the job; --resume ends as the uninterrupted run" {
 	need_mpi
-	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=3 --set checkpoint.every=7 \
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=3 --set checkpoint.every=7 \
 		--set checkpoint.dir="$TMP/ref"
 	status_is 0
 	local ref=$output
+	echo "$stderr"
 	for rank in 1 0; do
 		killed_run "$rank" "k$rank"
 		echo "$output"
