@@ -357,7 +357,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	snprintf(step, sizeof(step), "%lld", (long long)pos->step);
 	snprintf(gstep, sizeof(gstep), "%lld", (long long)pos->global_step);
 	/* %.17g: the doubles come back bit for bit, so a resumed epoch reports the same metrics. */
-	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->sums[0], pos->sums[1], pos->sums[2]);
+	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->all_sums[0], pos->all_sums[1], pos->all_sums[2]);
 	snprintf(lr, sizeof(lr), "%.9g", t->opts[0].learning_rate);
 	meta[nmeta++] = (struct dt_ckpt_meta){ "format", "dtrain" };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "dtrain_version", DT_VERSION };
@@ -493,6 +493,9 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 		if (strcmp(buf, dt_checkpoint_meta(f, "sums")))
 			return dt_error("'%s': metadata 'sums' is not three numbers", path);
 	}
+	/* The file's sums are over every training process: the chief carries them, the others start from 0. */
+	if (!t->strategy->is_chief)
+		memset(t->initial_sums, 0, sizeof(t->initial_sums));
 	if (t->initial_epoch < 0 || t->initial_step < 0 || t->initial_global_step < 0)
 		return dt_error("'%s': its position (epoch %d, step %lld) is not valid", path, t->initial_epoch,
 				(long long)t->initial_step);

@@ -63,6 +63,12 @@ struct dt_strategy_type {
 	 */
 	int (*epoch_end)(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts, int epoch);
 	/*
+	 * Optional: called on the chief before a checkpoint taken within an
+	 * epoch (the only process with checkpoint writers), to make replica 0
+	 * and opts[0] hold the whole state as epoch_end does. 0 or -1.
+	 */
+	int (*sync_state)(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts);
+	/*
 	 * Optional: a process that does not train (a parameter server) runs its
 	 * whole job here and returns 1 when the workers are done; a training
 	 * process gets 0 at once. -1 after an error.

@@ -49,14 +49,22 @@ void dt_fit_signals_install(void)
 /*
  * The signal flags, the same on every process (a SIGINT may reach only some
  * of an MPI job): [0] stop signal, [1] save request. Clears save_request.
+ * With pos (after a training step), also pos->all_sums, in the same
+ * all-reduce.
  */
-static void poll_signals(struct dt_trainer *t, double flags[2])
+static void poll_signals(struct dt_trainer *t, double flags[2], struct dt_fit_pos *pos)
 {
-	flags[0] = stop_signal;
-	flags[1] = save_request;
+	double v[5] = { stop_signal, save_request, 0, 0, 0 };
+	int n = pos ? 5 : 2;
 	save_request = 0;
+	if (pos)
+		memcpy(v + 2, pos->sums, sizeof(pos->sums));
 	if (t->strategy->world > 1)
-		t->strategy->type->reduce_sum(t->strategy, flags, 2);
+		t->strategy->type->reduce_sum(t->strategy, v, n);
+	flags[0] = v[0];
+	flags[1] = v[1];
+	if (pos)
+		memcpy(pos->all_sums, v + 2, sizeof(pos->all_sums));
 }
 
 /* Writes pos with every saver, or with those that keep latest.safetensors (the resumable ones). */
@@ -305,7 +313,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		if (t->stop_training) /* a callback ends training at this batch (terminate_on_nan) */
 			break;
 		/* What is due waits for the end of an update: stop, signal checkpoint, each saver's `every`. */
-		poll_signals(t, flags);
+		poll_signals(t, flags, pos);
 		stop |= flags[0] != 0;
 		signal_save |= flags[1] != 0 || flags[0] != 0;
 		/* At the epoch's last step, a writer that also writes at epoch ends waits for that one. */
@@ -316,6 +324,9 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		/* Step checkpoints and signal stops only where the optimizer has applied every gradient. */
 		if (!dt_trainer_ends_update(t, step, steps))
 			continue;
+		/* A parameter server's chief first gathers the shards: the file holds the whole state. */
+		if (s->type->sync_state && (due || (signal_save && t->nsavers)) && s->type->sync_state(s, t->models, t->opts) < 0)
+			return -1;
 		for (int i = 0; i < t->nsavers; i++)
 			if (((due >> i & 1) || (signal_save && t->savers[i]->write_latest)) &&
 			    dt_checkpointer_save(t->savers[i], t, pos) < 0)
@@ -330,6 +341,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	/* Reduced in a copy: pos keeps this process's sums for a checkpoint taken in validation. */
 	memcpy(total, sums, sizeof(total));
 	s->type->reduce_sum(s, total, 3);
+	memcpy(pos->all_sums, total, sizeof(total));
 	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
 	fill_logs(t, logs, total);
 	logs->seconds = dt_now() - start;
@@ -365,7 +377,7 @@ int dt_fit(struct dt_trainer *t)
 	struct dt_strategy *s = t->strategy;
 	struct dt_logs logs;
 	struct dt_fit_pos pos = { t->initial_epoch, t->initial_step, t->initial_global_step,
-				  { t->initial_sums[0], t->initial_sums[1], t->initial_sums[2] }, NULL, 0, 0 };
+				  { t->initial_sums[0], t->initial_sums[1], t->initial_sums[2] }, NULL, 0, 0, { 0, 0, 0 } };
 	double flags[2];
 	int rc;
 
@@ -373,6 +385,17 @@ int dt_fit(struct dt_trainer *t)
 		rc = s->type->serve(s, t->models, t->opts);
 		if (rc)
 			return rc < 0 ? -1 : 0;
+	}
+	/* Every training process resumes where the chief does: the same checkpoint (a shared run directory). */
+	if (s->world > 1 && s->type->agree) {
+		double mine[3] = { pos.epoch, (double)pos.step, (double)pos.global_step }, chief[3];
+		memcpy(chief, mine, sizeof(chief));
+		s->type->agree(s, chief, 3);
+		if (memcmp(mine, chief, sizeof(mine)))
+			return dt_error("rank %d would start at epoch %d, step %lld, but the chief at epoch %.0f, step %.0f: "
+					"every rank must read the chief's checkpoint (with --resume, the run directory "
+					"must be the same on every host, e.g. on a shared filesystem)",
+					s->rank, pos.epoch + 1, (long long)pos.step, chief[0] + 1, chief[1]);
 	}
 	t->stop_training = 0;
 	for (; pos.epoch < t->epochs; pos.epoch++) {
@@ -395,7 +418,7 @@ int dt_fit(struct dt_trainer *t)
 				return -1;
 			logs.has_val = 1;
 		}
-		poll_signals(t, flags);
+		poll_signals(t, flags, NULL);
 		if (rc > 0 || flags[0]) {
 			/* Stopped during validation: resume at the end of this epoch's steps. */
 			t->stop_signal = stop_signal ? stop_signal : SIGTERM;
@@ -410,7 +433,7 @@ int dt_fit(struct dt_trainer *t)
 		if (stop < 0)
 			return -1;
 		{
-			struct dt_fit_pos end = { pos.epoch + 1, 0, pos.global_step, { 0, 0, 0 }, &logs, 1, stop };
+			struct dt_fit_pos end = { pos.epoch + 1, 0, pos.global_step, { 0, 0, 0 }, &logs, 1, stop, { 0, 0, 0 } };
 			if (save_all(t, &end, 0) < 0)
 				return -1;
 		}

@@ -67,6 +67,13 @@ struct dt_fit_pos {
 	const struct dt_logs *logs; /* metrics: running, or the finished epoch's with epoch_end */
 	int epoch_end;           /* an epoch just ended (validation and callbacks done) */
 	int stopped;             /* a callback stopped training */
+	/*
+	 * sums over every training process (sums itself with one process), kept
+	 * after each step and at the epoch's end: what a checkpoint stores, so
+	 * that a resumed MPI run's chief carries them and the other ranks start
+	 * from 0.
+	 */
+	double all_sums[3];
 };
 
 struct dt_checkpointer;

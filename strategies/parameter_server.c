@@ -271,18 +271,11 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 	return 1;
 }
 
-/* Epoch end on the workers: staleness over the workers; the chief gathers the shards. */
-static int ps_epoch_end(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts, int epoch)
+/* The chief: the servers' shards (parameters, slots, step count) into its replica 0 and optimizer. */
+static int gather_shards(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {
 	struct ps *p = s->priv;
 	struct dt_model *m = &replicas[0];
-	double sums[2] = { p->stale_sum, p->stale_n }, max = p->stale_max;
-
-	dt_mpi_allreduce_double(&p->worker_group, sums, 2, "the staleness all-reduce", p->step);
-	dt_mpi_allreduce_max(&p->worker_group, &max, 1, "the staleness all-reduce", p->step);
-	p->stale_sum = p->stale_n = p->stale_max = 0;
-	if (!s->is_chief)
-		return 0;
 	for (int k = 0; k < p->servers; k++) {
 		int64_t n = p->hi[k] - p->lo[k];
 		size_t shard = (size_t)n * sizeof(float), len = sizeof(struct reply_header) + 3 * shard;
@@ -304,6 +297,21 @@ static int ps_epoch_end(struct dt_strategy *s, struct dt_model *replicas, struct
 		opts[0].iterations = h.version;
 		free(buf);
 	}
+	return 0;
+}
+
+/* Epoch end on the workers: staleness over the workers; the chief gathers the shards. */
+static int ps_epoch_end(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts, int epoch)
+{
+	struct ps *p = s->priv;
+	double sums[2] = { p->stale_sum, p->stale_n }, max = p->stale_max;
+
+	dt_mpi_allreduce_double(&p->worker_group, sums, 2, "the staleness all-reduce", p->step);
+	dt_mpi_allreduce_max(&p->worker_group, &max, 1, "the staleness all-reduce", p->step);
+	p->stale_sum = p->stale_n = p->stale_max = 0;
+	if (!s->is_chief)
+		return 0;
+	gather_shards(s, replicas, opts);
 	snprintf(p->report, sizeof(p->report),
 		 "parameter_server: epoch %d: %d workers, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
 		 epoch + 1, p->workers, p->servers, p->servers == 1 ? "" : "s", sums[1] > 0 ? sums[0] / sums[1] : 0, max);
@@ -370,6 +378,7 @@ const struct dt_strategy_type dt_parameter_server_strategy = {
 	.reduce_sum = ps_reduce,
 	.agree = ps_agree,
 	.epoch_end = ps_epoch_end,
+	.sync_state = gather_shards,
 	.serve = ps_serve,
 	.release = ps_release,
 };

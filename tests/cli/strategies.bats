@@ -245,3 +245,93 @@ stalled() {
 	[ "$(wc -l <<<"$output")" -eq 1 ]
 	jq -e '.mpi_world_size == 2 and (.ranks | length) == 2 and .ranks[1].role == "worker"' <<<"$output" >/dev/null
 }
+
+# killed_run RANK DIR ARGS...: 3 epochs of blobs over 2 ranks with checkpoints
+# every 7 steps, rank RANK killing itself (SIGKILL) after its 30th step (epoch 2,
+# step 5: the last checkpoint is epoch 2, step 3); sets status, output, seconds.
+killed_run() {
+	local rank=$1 dir=$2 start=$SECONDS
+	shift 2
+	local args=("$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=3 --set checkpoint.every=7
+		--set checkpoint.dir="$TMP/$dir" --set distribute.timeout=5 "$@")
+	local crash=(env DTRAIN_TEST_CRASH_AT=step:30)
+	if [ "$rank" -eq 0 ]; then
+		run mpi 1 "${crash[@]}" "${args[@]}" : -np 1 "${args[@]}"
+	else
+		run mpi 1 "${args[@]}" : -np 1 "${crash[@]}" "${args[@]}"
+	fi
+	seconds=$((SECONDS - start))
+}
+
+@test "multi_worker_mirrored: a killed rank (worker, then chief) fails the job; --resume ends as the uninterrupted run" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=3 --set checkpoint.every=7 \
+		--set checkpoint.dir="$TMP/ref"
+	status_is 0
+	local ref=$output
+	echo "$stderr"
+	for rank in 1 0; do
+		killed_run "$rank" "k$rank"
+		echo "$output"
+		[ "$status" -ne 0 ]
+		[ "$seconds" -le 20 ]
+		[[ $output == *"rank $rank"*"signal 9"* ]]
+		[ "$(readlink "$TMP/k$rank/latest.safetensors")" = ckpt-002-00003.safetensors ]
+		run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=3 --set checkpoint.every=7 \
+			--set checkpoint.dir="$TMP/k$rank" --resume
+		status_is 0
+		local resumed=$output
+		# The same weights and optimizer state, bit for bit.
+		run "$DIFF" "$TMP/ref/latest.safetensors" "$TMP/k$rank/latest.safetensors"
+		status_is 0
+		[[ $output == *"worst 0 "* ]]
+		# Epoch 2's metrics count both ranks' samples before the kill (the file's sums are over the ranks).
+		local a b
+		[[ $resumed != *'"epoch":1,'* ]]
+		a=$(jq -c 'select(.epoch == 2) | [.loss, .accuracy]' <<<"$ref")
+		b=$(jq -c 'select(.epoch == 2) | [.loss, .accuracy]' <<<"$resumed")
+		echo "epoch 2: $a uninterrupted, $b resumed after rank $rank was killed"
+		jq -en --argjson a "$a" --argjson b "$b" '(($a[0] - $b[0]) | fabs) < 1e-9 and $a[1] == $b[1]' >/dev/null
+	done
+}
+
+@test "multi_worker_mirrored --resume: a rank that reads another checkpoint than the chief's fails the job, saying why" {
+	need_mpi
+	DTRAIN_TEST_CRASH_AT=step:30 run "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=3 --set checkpoint.every=7 \
+		--set checkpoint.dir="$TMP/a"
+	[ "$status" -ne 0 ]
+	# Rank 1's "run directory": an older copy (a directory that is not shared).
+	cp -a "$TMP/a" "$TMP/b"
+	ln -sfn ckpt-001-00014.safetensors "$TMP/b/latest.safetensors"
+	local args=("$DTRAIN" fit "$BLOBS" -q --set fit.epochs=3 --set checkpoint.every=7 --set distribute.timeout=20 --resume)
+	run mpi 1 "${args[@]}" --set checkpoint.dir="$TMP/a" : -np 1 "${args[@]}" --set checkpoint.dir="$TMP/b"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ $output == *"rank 1 would start at epoch 1, step 14, but the chief at epoch 2, step 3"*"shared filesystem"* ]]
+	# No checkpoint on rank 1's side: the same, at once.
+	rm -r "$TMP/b"
+	mkdir "$TMP/b"
+	run mpi 1 "${args[@]}" --set checkpoint.dir="$TMP/a" : -np 1 "${args[@]}" --set checkpoint.dir="$TMP/b"
+	[ "$status" -eq 1 ]
+	[[ $output == *"nothing to resume: '$TMP/b' holds no checkpoint"* ]]
+}
+
+@test "parameter_server: a killed chief worker fails the job; --resume from its step checkpoint completes" {
+	need_mpi
+	local args=("$DTRAIN" fit "$BLOBS" -q --set fit.epochs=3 --set checkpoint.every=7 --set checkpoint.dir="$TMP/ps"
+		--set distribute.strategy=parameter_server --set distribute.timeout=5)
+	local start=$SECONDS
+	run mpi 1 env DTRAIN_TEST_CRASH_AT=step:20 "${args[@]}" : -np 2 "${args[@]}"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ $((SECONDS - start)) -le 20 ]
+	[ "$(readlink "$TMP/ps/latest.safetensors")" = ckpt-001-00014.safetensors ]
+	# The step checkpoints hold the servers' optimizer slots (gathered), not the chief's idle copy.
+	run "$DIFF" "$TMP/ps/ckpt-001-00007.safetensors" "$TMP/ps/ckpt-001-00014.safetensors"
+	[[ $output =~ "optimizer/dense/kernel/m: max relative difference "0\.[0-9]*[1-9] ]]
+	run --separate-stderr mpi 3 "${args[@]}" --resume --json
+	status_is 0
+	[ "$(jq -s '[.[] | select(.event == "epoch") | .epoch]' <<<"$output" | jq -c .)" = "[1,2,3]" ]
+	[ "$(readlink "$TMP/ps/latest.safetensors")" = ckpt-003-00025.safetensors ]
+	jq -se '.[-1].event == "test" and .[-1].accuracy > 0.8' <<<"$output" >/dev/null
+}
