@@ -20,19 +20,21 @@
 #include "cmd.h"
 #include "core/error.h"
 #include "core/snapshot.h"
+#include "data/png.h"
 #include "data/reader.h"
 #include "layers/layers.h"
 
 static const char usage[] =
 	"usage: dtrain predict [options] MODEL.yaml [INPUT|-]\n"
 	"\n"
-	"Predicts the class of every sample of INPUT (a CSV, .npy or IDX file; '-' or\n"
-	"nothing: standard input) with a checkpoint of the model; one line per sample\n"
-	"on stdout, as it goes: index,class,probability.\n"
+	"Predicts the class of every sample of INPUT (a CSV, .npy or IDX file, or a list\n"
+	"of PNG paths, one per line; '-' or nothing: standard input) with a checkpoint\n"
+	"of the model; one line per sample on stdout, as it goes: index,class,probability\n"
+	"(PNG paths: index,path,class,probability).\n"
 	"\n"
 	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/latest.safetensors)\n"
-	"  --format FORMAT        the input's format: csv, npy or idx (default: from its\n"
-	"                         name, else data.train's format, else csv)\n"
+	"  --format FORMAT        the input's format: csv, npy, idx or png (default: from\n"
+	"                         its name, else data.train's format, else csv)\n"
 	"  --all                  every class's probability too\n"
 	"  --json                 one JSON object per sample instead of CSV\n"
 	"  --header               a header line first (CSV output)\n"
@@ -41,6 +43,7 @@ static const char usage[] =
 
 struct predict_out {
 	int json, all, ncls; /* ncls: classes in the output lines */
+	int named;           /* samples have names (PNG paths): a path column / field */
 	char **names;        /* ncls labels, ready to print (CSV-quoted, or JSON strings) */
 };
 
@@ -101,22 +104,25 @@ static void class_labels(struct predict_out *p, const struct dt_ckpt *c)
 
 static void print_header(const struct predict_out *p)
 {
-	fputs("index,class,probability", stdout);
+	fputs(p->named ? "index,path,class,probability" : "index,class,probability", stdout);
 	for (int i = 0; p->all && i < p->ncls; i++) /* p_NAME, inside the quotes of a quoted name */
 		printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
 	putchar('\n');
 }
 
-/* One line: probs (ncls) of sample index. */
-static void print_line(const struct predict_out *p, int64_t index, const float *probs)
+/* One line: probs (ncls) of sample index, named name (or NULL). */
+static void print_line(const struct predict_out *p, int64_t index, const char *name, const float *probs)
 {
+	char *q = p->named ? quote(name ? name : "", p->json) : NULL;
 	int best = 0;
 	for (int i = 1; i < p->ncls; i++)
 		if (probs[i] > probs[best])
 			best = i;
 	if (p->json) {
-		printf("{\"index\":%lld,\"class\":%s,\"probability\":%.6g", (long long)index, p->names[best],
-		       probs[best]);
+		printf("{\"index\":%lld", (long long)index);
+		if (q)
+			printf(",\"path\":%s", q);
+		printf(",\"class\":%s,\"probability\":%.6g", p->names[best], probs[best]);
 		if (p->all) {
 			fputs(",\"probabilities\":[", stdout);
 			for (int i = 0; i < p->ncls; i++)
@@ -124,9 +130,14 @@ static void print_line(const struct predict_out *p, int64_t index, const float *
 			putchar(']');
 		}
 		fputs("}\n", stdout);
+		free(q);
 		return;
 	}
-	printf("%lld,%s,%.6g", (long long)index, p->names[best], probs[best]);
+	printf("%lld,", (long long)index);
+	if (q)
+		printf("%s,", q);
+	printf("%s,%.6g", p->names[best], probs[best]);
+	free(q);
 	for (int i = 0; p->all && i < p->ncls; i++)
 		printf(",%.6g", probs[i]);
 	putchar('\n');
@@ -169,6 +180,15 @@ static int train_reads_stdin(const struct dt_node *train)
 	return 0;
 }
 
+/* Does path end in .txt (or .txt.gz)? */
+static int is_txt(const char *path)
+{
+	size_t n = strlen(path);
+	if (n >= 3 && !strcasecmp(path + n - 3, ".gz"))
+		n -= 3;
+	return n >= 4 && !strncasecmp(path + n - 4, ".txt", 4);
+}
+
 /* stdout failed: quiet when the reader went away (EPIPE), else an error. 0 or -1. */
 static int output_failed(int *quiet)
 {
@@ -188,7 +208,7 @@ int cmd_predict(int argc, char **argv)
 	struct dt_reader_opts ro = { 0 };
 	struct predict_out p = { 0 };
 	const struct dt_reader_type *type;
-	const char *format = NULL;
+	const char *format = NULL, *train_format = NULL;
 	struct dt_ckpt *c = NULL;
 	struct dt_step_ctx ctx = { 0 };
 	struct dt_preprocess pp = { 0 };
@@ -202,19 +222,27 @@ int cmd_predict(int argc, char **argv)
 	if ((rc = dt_app_config(&a, &o)))
 		goto out;
 	rc = DT_EXIT_USAGE;
-	if (o.format)
+	/* A model trained on a png_folder reads lists of PNG paths (format png). */
+	if (dt_cfg_string(a.cfg.train, "format", NULL, &train_format) >= 0 && train_format &&
+	    !strcmp(train_format, "png_folder"))
+		train_format = "png";
+	if (o.format) {
 		format = o.format;
-	else if (strcmp(o.input, "-"))
+	} else if (strcmp(o.input, "-")) {
 		format = dt_reader_guess(o.input);
-	if (!format && dt_cfg_string(a.cfg.train, "format", NULL, &format) >= 0 && !dt_reader_find(format))
-		format = NULL;
+		if (format && !strcmp(format, "csv") && is_txt(o.input) && train_format && !strcmp(train_format, "png"))
+			format = "png";
+	}
+	if (!format && train_format && dt_reader_find(train_format))
+		format = train_format;
 	if (!format)
 		format = "csv";
 	if (!(type = dt_reader_find(format))) {
-		dt_error("unknown input format '%s' (expected one of: csv, npy, idx)", format);
+		dt_error("unknown input format '%s' (expected one of: csv, npy, idx, png)", format);
 		goto out;
 	}
 	ro.train = a.cfg.train;
+	ro.skip_bad = a.cfg.pipeline.on_error == DT_ON_ERROR_SKIP;
 	ro.sample = a.cfg.input_shape;
 	if (!ro.sample.ndim && type->needs_shape) {
 		/* The shape comes from the training data: it must not be the stream to predict. */
@@ -225,6 +253,8 @@ int cmd_predict(int argc, char **argv)
 		if ((rc = dt_app_input_shape(&a, &ro.sample)))
 			goto out;
 	}
+	if (type == &dt_png_reader && dt_png_reader_check(&ro.sample) < 0)
+		goto out; /* a model whose input is not an image: a config error */
 	rc = DT_EXIT_FAIL;
 	if (dt_reader_open(&r, type, o.input, &ro) < 0)
 		goto out;
@@ -255,6 +285,7 @@ int cmd_predict(int argc, char **argv)
 	F = dt_shape_count(&r.sample);
 	p.json = o.json;
 	p.all = o.all;
+	p.named = r.type->sample_name != NULL;
 	p.ncls = C == 1 ? 2 : C;
 	class_labels(&p, c);
 	x = dt_malloc((size_t)(B * F) * sizeof(float));
@@ -276,7 +307,8 @@ int cmd_predict(int argc, char **argv)
 		dt_op_to_host(&out, y);
 		probabilities(y, n, C, a.cfg.from_logits, probs);
 		for (int i = 0; i < n; i++)
-			print_line(&p, index++, probs + (int64_t)i * p.ncls);
+			print_line(&p, index++, p.named ? r.type->sample_name(&r, i) : NULL,
+				   probs + (int64_t)i * p.ncls);
 		if (ferror(stdout)) {
 			if (output_failed(&quiet) < 0)
 				goto out;

@@ -28,6 +28,7 @@
 #include "core/rng.h"
 #include "core/source.h"
 #include "png.h"
+#include "reader.h"
 #include "sources.h"
 
 #define PNG_MAX_SIDE 65536              /* pixels per side */
@@ -865,4 +866,177 @@ const struct dt_source_type dt_png_folder_source = {
 	.open = folder_open,
 	.read = folder_read,
 	.close = folder_close,
+};
+
+/*
+ * The stream reader for `dtrain predict`: a list of PNG paths, one per line
+ * (a file or standard input, gzip or plain), each decoded to the model's
+ * input shape (H, W, C) as png_folder decodes its records (C channels: 1
+ * grayscale, 3 rgb, 4 rgba; resized bilinearly when the image is of another
+ * size). Paths are used as written (relative ones to the current directory);
+ * blank lines are skipped; line numbers count every line. A path that cannot
+ * be decoded stops with an error naming it and its line, or, with
+ * skip_bad (data.on_error: skip), is skipped with a warning. The paths of the
+ * samples of the last chunk are kept for sample_name().
+ */
+
+struct png_stream {
+	gzFile gz;
+	struct dt_png_decoder *dec;
+	char *buf;         /* the current line */
+	size_t cap;
+	int64_t line;      /* lines read so far */
+	char **names;      /* (ncap) the paths of the last chunk's samples */
+	size_t *name_cap;
+	int ncap;
+	int h, w, c, skip;
+};
+
+/* The next non-blank line into s->buf, without its line end. 1, 0 at the end, -1 after an error. */
+static int png_getline(struct dt_reader *r, struct png_stream *s)
+{
+	for (;;) {
+		size_t len = 0;
+		int code, got = 0;
+		for (;;) {
+			if (s->cap - len < 64) {
+				s->cap = s->cap ? 2 * s->cap : 4096;
+				s->buf = dt_realloc(s->buf, s->cap);
+			}
+			if (!gzgets(s->gz, s->buf + len, (int)(s->cap - len))) {
+				const char *msg = gzerror(s->gz, &code);
+				if (code == Z_ERRNO)
+					return dt_error("cannot read '%s': %s", r->name, strerror(errno));
+				if (code == Z_BUF_ERROR)
+					return dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer",
+							r->name);
+				if (code != Z_OK)
+					return dt_error("cannot read '%s': corrupt gzip stream: %s", r->name, msg);
+				break;
+			}
+			got = 1;
+			len += strlen(s->buf + len);
+			if (len > 0 && s->buf[len - 1] == '\n')
+				break;
+			if (len >= 1 << 20)
+				return dt_error("'%s', line %lld: longer than 1 MiB, not a path", r->name,
+						(long long)s->line + 1);
+		}
+		if (!got)
+			return 0;
+		while (len > 0 && (s->buf[len - 1] == '\n' || s->buf[len - 1] == '\r'))
+			s->buf[--len] = 0;
+		s->line++;
+		if (strlen(s->buf) != len)
+			return dt_error("'%s', line %lld: the path holds a NUL byte", r->name, (long long)s->line);
+		for (size_t i = 0; i < len; i++)
+			if (s->buf[i] != ' ' && s->buf[i] != '\t')
+				return 1;
+	}
+}
+
+int dt_png_reader_check(const struct dt_shape *in)
+{
+	char shape[64];
+	if (in->ndim != 3 || (in->dim[2] != 1 && in->dim[2] != 3 && in->dim[2] != 4) || in->dim[0] < 1 ||
+	    in->dim[1] < 1 || in->dim[0] > PNG_MAX_SIDE || in->dim[1] > PNG_MAX_SIDE ||
+	    dt_shape_count(in) > FOLDER_MAX_VALUES)
+		return dt_error("reading PNG paths needs a model input of (height, width, channels) with 1, 3 or 4 "
+				"channels, but it is %s",
+				dt_shape_format(in, 0, shape, sizeof(shape)));
+	return 0;
+}
+
+static int png_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
+{
+	struct png_stream *s;
+	const struct dt_shape *in = &o->sample;
+
+	if (dt_png_reader_check(in) < 0)
+		return -1;
+	s = dt_calloc(1, sizeof(*s));
+	r->priv = s;
+	r->sample = *in;
+	s->h = in->dim[0];
+	s->w = in->dim[1];
+	s->c = in->dim[2];
+	s->skip = o->skip_bad;
+	s->dec = dt_png_decoder_new();
+	if (!(s->gz = dt_gz_open(path)))
+		return -1;
+	return 0;
+}
+
+static int png_stream_next(struct dt_reader *r, int n, float *x)
+{
+	struct png_stream *s = r->priv;
+	int64_t rec = (int64_t)s->h * s->w * s->c;
+	int i = 0;
+
+	if (!s->gz)
+		return 0;
+	if (n > s->ncap) {
+		s->names = dt_realloc(s->names, (size_t)n * sizeof(char *));
+		s->name_cap = dt_realloc(s->name_cap, (size_t)n * sizeof(size_t));
+		for (int k = s->ncap; k < n; k++)
+			s->names[k] = NULL, s->name_cap[k] = 0;
+		s->ncap = n;
+	}
+	while (i < n) {
+		size_t len;
+		int rc = png_getline(r, s);
+		if (rc < 0)
+			return -1;
+		if (rc == 0)
+			break;
+		if (dt_png_decoder_decode(s->dec, s->buf, s->h, s->w, s->c, x + i * rec) < 0) {
+			if (!s->skip)
+				return dt_error("cannot decode '%s' (line %lld of '%s'): %s", s->buf, (long long)s->line,
+						r->name, dt_png_decoder_error(s->dec));
+			dt_warn("skipping '%s' (line %lld of '%s'): %s", s->buf, (long long)s->line, r->name,
+				dt_png_decoder_error(s->dec));
+			continue;
+		}
+		len = strlen(s->buf) + 1;
+		if (len > s->name_cap[i]) {
+			s->names[i] = dt_realloc(s->names[i], len);
+			s->name_cap[i] = len;
+		}
+		memcpy(s->names[i], s->buf, len);
+		i++;
+	}
+	r->records += i;
+	return i;
+}
+
+static const char *png_stream_name(struct dt_reader *r, int i)
+{
+	struct png_stream *s = r->priv;
+	return s && i >= 0 && i < s->ncap ? s->names[i] : NULL;
+}
+
+static void png_stream_close(struct dt_reader *r)
+{
+	struct png_stream *s = r->priv;
+	if (!s)
+		return;
+	if (s->gz)
+		gzclose(s->gz);
+	dt_png_decoder_free(s->dec);
+	for (int k = 0; k < s->ncap; k++)
+		free(s->names[k]);
+	free(s->names);
+	free(s->name_cap);
+	free(s->buf);
+	free(s);
+	r->priv = NULL;
+}
+
+const struct dt_reader_type dt_png_reader = {
+	.name = "png",
+	.needs_shape = 1,
+	.open = png_stream_open,
+	.next = png_stream_next,
+	.close = png_stream_close,
+	.sample_name = png_stream_name,
 };

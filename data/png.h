@@ -59,4 +59,12 @@ const char *dt_png_decoder_error(const struct dt_png_decoder *d);
  */
 int dt_png_decode(const char *path, int h, int w, int c, float *out);
 
+/*
+ * The PNG-paths stream reader (dt_png_reader of data/reader.h) decodes to
+ * the model's input shape, which must be (height, width, channels) with 1,
+ * 3 or 4 channels. 0, or -1 after an error saying what the shape is.
+ */
+struct dt_shape;
+int dt_png_reader_check(const struct dt_shape *sample);
+
 #endif

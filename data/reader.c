@@ -9,6 +9,7 @@ const struct dt_reader_type *const dt_reader_types[] = {
 	&dt_csv_reader,
 	&dt_npy_reader,
 	&dt_idx_reader,
+	&dt_png_reader,
 	NULL,
 };
 
@@ -37,6 +38,8 @@ const char *dt_reader_guess(const char *path)
 		return "npy";
 	if (ends_with(path, n, "-ubyte") || ends_with(path, n, ".idx"))
 		return "idx";
+	if (ends_with(path, n, ".lst"))
+		return "png";
 	return NULL;
 }
 

@@ -5,9 +5,10 @@
  * bounded however long the input (a pipe of millions of CSV rows).
  *
  * One reader type per input format, next to its source in the format's file
- * (data/csv.c, data/npy.c, data/idx.c), listed in dt_reader_types of
- * data/reader.c. A new format adds one `struct dt_reader_type` and one line
- * there (PNG paths, one per line, will be one more).
+ * (data/csv.c, data/npy.c, data/idx.c, data/png.c), listed in dt_reader_types
+ * of data/reader.c. A new format adds one `struct dt_reader_type` and one line
+ * there. The PNG reader reads a list of paths, one per line, and names each
+ * sample by its path (sample_name).
  *
  * Also here: the path-or-standard-input opening every format shares. A path
  * of "-" is standard input; zlib reads gzip or plain data from either.
@@ -36,6 +37,12 @@ struct dt_reader_opts {
 	 * same format takes its layout from it (CSV: delimiter, label column).
 	 */
 	const struct dt_node *train;
+	/*
+	 * 1 (data.on_error: skip): a record that cannot be decoded is skipped
+	 * with a warning naming it instead of stopping the read. Only the PNG
+	 * reader has such records (a path it cannot decode); the others ignore it.
+	 */
+	int skip_bad;
 };
 
 struct dt_reader {
@@ -58,11 +65,18 @@ struct dt_reader_type {
 	 */
 	int (*next)(struct dt_reader *r, int n, float *x);
 	void (*close)(struct dt_reader *r); /* frees priv; r may be half-open */
+	/*
+	 * Optional (NULL: samples have no names): the name of sample i of the
+	 * chunk the last next() returned (PNG: its path), valid until the next
+	 * call of next() or close().
+	 */
+	const char *(*sample_name)(struct dt_reader *r, int i);
 };
 
 extern const struct dt_reader_type dt_csv_reader;
 extern const struct dt_reader_type dt_npy_reader;
 extern const struct dt_reader_type dt_idx_reader;
+extern const struct dt_reader_type dt_png_reader;
 /* NULL-terminated. */
 extern const struct dt_reader_type *const dt_reader_types[];
 
@@ -70,8 +84,10 @@ extern const struct dt_reader_type *const dt_reader_types[];
 const struct dt_reader_type *dt_reader_find(const char *format);
 /*
  * The format of a path by its name: *.csv, *.tsv, *.txt (also .gz) → csv,
- * *.npy → npy, *-ubyte, *.idx (also .gz) → idx; NULL when the name does not
- * tell (and for "-").
+ * *.npy → npy, *-ubyte, *.idx (also .gz) → idx, *.lst (also .gz) → png (a list
+ * of PNG paths); NULL when the name does not tell (and for "-"). A .txt may
+ * also be a list of PNG paths: dtrain predict reads it as one when the model
+ * trains on a png_folder.
  */
 const char *dt_reader_guess(const char *path);
 /* Opens a reader of `type` on path. 0, or -1 after the error (r is then closed). */

@@ -70,3 +70,88 @@ fit_png() {
 	status_is 1
 	stderr_has "class folder '$TMP/fp/train/Zebra' holds no .png files"
 }
+
+# predict_png [ARGS...]: dtrain predict with the model fit_png wrote.
+predict_png() {
+	run --separate-stderr "$DTRAIN" predict "$REPO/models/fashion_png.yaml" --checkpoint "$TMP/ck/latest.safetensors" \
+		--set data.train.directory="$TMP/fp/train" "$@"
+}
+
+@test "predict a piped list of PNG paths: one line per path naming it, valid classes, JSON with a path" {
+	fit_png --set fit.epochs=1
+	status_is 0
+	export OMP_NUM_THREADS=1
+	classes=" $(ls fp/train | tr '\n' ' ')"
+	# find | dtrain predict -: index,path,class,probability, in the order of the list.
+	run --separate-stderr bash -c "find fp/test -name '*.png' | sort | '$DTRAIN' predict '$REPO/models/fashion_png.yaml' \
+		--checkpoint '$TMP/ck/latest.safetensors' --set data.train.directory='$TMP/fp/train' --header -"
+	status_is 0
+	[ "${#lines[@]}" -eq 151 ]
+	[ "${lines[0]}" = "index,path,class,probability" ]
+	find fp/test -name '*.png' | sort >want
+	paste -d' ' <(printf '%s\n' "${lines[@]:1}") want >got
+	while read -r line path; do
+		IFS=, read -r i p c pr <<<"$line"
+		[ "$p" = "$path" ] || { echo "line '$line' for '$path'"; false; }
+		[[ $classes == *" $c "* ]] || { echo "class '$c' in '$line'"; false; }
+		jq -en "$pr > 0 and $pr <= 1" >/dev/null || { echo "probability in '$line'"; false; }
+	done <got
+	[ "$(printf '%s\n' "${lines[@]:1}" | cut -d, -f1 | tr '\n' ' ')" = "$(seq -s ' ' 0 149) " ]
+	# The model learned something: better than chance on the held-out images.
+	right=$(printf '%s\n' "${lines[@]:1}" | awk -F, '{ split($2, d, "/"); if (d[3] == $3) n++ } END { print n + 0 }')
+	[ "$right" -gt 30 ] || { echo "right: $right"; false; }
+	# JSON: a path field; blank lines are ignored; a list file read by name (.lst).
+	{ echo fp/test/Bag/$(ls fp/test/Bag | head -1); echo; echo '   '; echo "$TMP/fp/train/Coat/$(ls fp/train/Coat | head -1)"; } >imgs.lst
+	predict_png --json --all imgs.lst
+	status_is 0
+	[ "${#lines[@]}" -eq 2 ]
+	[ "$(jq -r .path <<<"${lines[0]}")" = "fp/test/Bag/$(ls fp/test/Bag | head -1)" ]
+	[ "$(jq -r .path <<<"${lines[1]}")" = "$TMP/fp/train/Coat/$(ls fp/train/Coat | head -1)" ]
+	[ "$(jq -r '.index' <<<"${lines[1]}")" -eq 1 ]
+	for l in "${lines[@]}"; do
+		c=$(jq -r .class <<<"$l")
+		[[ $classes == *" $c "* ]]
+		jq -e '(.probabilities | length) == 10 and ((.probabilities | add) - 1 | fabs) < 1e-4' <<<"$l" >/dev/null
+	done
+	# A .txt list is PNG paths for a model that trains on a png_folder; --format png says so for any name.
+	cp imgs.lst imgs.txt
+	cp imgs.lst imgs.dat
+	predict_png imgs.txt
+	status_is 0
+	[[ ${lines[0]} == 0,fp/test/Bag/*.png,* ]]
+	predict_png --format png imgs.dat
+	status_is 0
+	[ "${#lines[@]}" -eq 2 ]
+	# A model input that is not an image is refused.
+	predict_png --set 'model.input_shape=[784]' imgs.lst
+	not_crashed
+	status_is 2
+	stderr_has "(height, width, channels)"
+}
+
+@test "predict PNG paths: a missing or corrupt path is exit 1 naming it and its line; on_error: skip skips it" {
+	fit_png --set fit.epochs=1
+	status_is 0
+	export OMP_NUM_THREADS=1
+	good=fp/test/Bag/$(ls fp/test/Bag | head -1)
+	echo "not an image" >bad.png
+	printf '%s\n\n%s\n%s\n' "$good" missing.png "$good" >missing.lst
+	predict_png missing.lst
+	not_crashed
+	status_is 1
+	stderr_has "cannot decode 'missing.png' (line 3 of 'missing.lst')" "No such file"
+	printf '%s\nbad.png\n' "$good" | {
+		run --separate-stderr "$DTRAIN" predict "$REPO/models/fashion_png.yaml" --checkpoint "$TMP/ck/latest.safetensors" \
+			--set data.train.directory="$TMP/fp/train" -
+		not_crashed
+		status_is 1
+		stderr_has "'bad.png' (line 2 of '<stdin>')" "not a PNG file"
+	}
+	# With data.on_error: skip, a warning names each and the other lines are predicted.
+	printf '%s\nbad.png\n' "$good" >>missing.lst
+	predict_png --set data.on_error=skip missing.lst
+	status_is 0
+	[ "${#lines[@]}" -eq 3 ]
+	stderr_has "warning: skipping 'missing.png' (line 3 of 'missing.lst')" "warning: skipping 'bad.png' (line 6"
+	[[ ${lines[0]} == "0,$good,"* && ${lines[2]} == "2,$good,"* ]]
+}

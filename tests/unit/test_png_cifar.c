@@ -16,6 +16,7 @@
 #include "core/config.h"
 #include "core/source.h"
 #include "data/png.h"
+#include "data/reader.h"
 #include "data/sources.h"
 
 /* ---- files and folders ---- */
@@ -975,6 +976,73 @@ static void test_cifar_errors(void **state)
 	rm_tree(dir);
 }
 
+/* ---- the PNG-paths stream reader (dtrain predict) ---- */
+
+static void test_reader_png_paths(void **state)
+{
+	char *dir = make_dir(), list[4200], p[4200];
+	struct dt_reader r;
+	struct dt_reader_opts o = { 0 };
+	float x[2 * 2 * 2 * 3];
+	FILE *f;
+
+	put_png(dir, "a.png", 10);
+	put_png(dir, "b.png", 20);
+	put_png(dir, "c.png", 30);
+	snprintf(p, sizeof(p), "%s/bad.png", dir);
+	put_file(p, "not a png", 9);
+	snprintf(list, sizeof(list), "%s/imgs.lst", dir);
+	assert_non_null(f = fopen(list, "w"));
+	/* Blank lines (empty, spaces, CRLF) are skipped but counted. */
+	fprintf(f, "%s/a.png\n\n  \t\n%s/b.png\r\n%s/missing.png\n%s/c.png\n%s/bad.png\n%s/a.png", dir, dir, dir, dir, dir,
+		dir);
+	fclose(f);
+	assert_string_equal(dt_reader_guess(list), "png");
+	assert_string_equal(dt_reader_guess("x.LST.gz"), "png");
+	assert_ptr_equal(dt_reader_find("png"), &dt_png_reader);
+
+	/* Not an image shape: refused. */
+	o.sample = dt_shape_make(1, (int[]){ 12 });
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, list, &o), -1);
+	assert_error_contains("(height, width, channels)");
+	o.sample = dt_shape_make(3, (int[]){ 2, 2, 2 });
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, list, &o), -1);
+	assert_error_contains("1, 3 or 4 channels");
+
+	/* (2, 2, 3): gray to RGB; two per chunk, named by their paths; the missing path stops it, naming its line. */
+	o.sample = dt_shape_make(3, (int[]){ 2, 2, 3 });
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, list, &o), 0);
+	assert_int_equal(r.sample.ndim, 3);
+	assert_int_equal(r.type->next(&r, 2, x), 2);
+	assert_true(x[0] == 10 && x[11] == 10 && x[12] == 20 && x[23] == 20);
+	snprintf(p, sizeof(p), "%s/b.png", dir);
+	assert_string_equal(r.type->sample_name(&r, 1), p);
+	assert_int_equal(r.type->next(&r, 2, x), -1);
+	assert_error_contains("/missing.png' (line 5 of '");
+	assert_error_contains("imgs.lst'): No such file");
+	dt_reader_close(&r);
+
+	/* skip_bad: the missing and the corrupt paths are skipped; the rest fill the chunks. */
+	o.skip_bad = 1;
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, list, &o), 0);
+	assert_int_equal(r.type->next(&r, 2, x), 2);
+	assert_int_equal(r.type->next(&r, 2, x), 2);
+	assert_true(x[0] == 30 && x[12] == 10);
+	snprintf(p, sizeof(p), "%s/c.png", dir);
+	assert_string_equal(r.type->sample_name(&r, 0), p);
+	snprintf(p, sizeof(p), "%s/a.png", dir);
+	assert_string_equal(r.type->sample_name(&r, 1), p);
+	assert_int_equal(r.type->next(&r, 2, x), 0);
+	assert_int_equal(r.records, 4);
+	dt_reader_close(&r);
+
+	/* A list that does not exist. */
+	snprintf(p, sizeof(p), "%s/none.lst", dir);
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, p, &o), -1);
+	assert_error_contains("none.lst'");
+	rm_tree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -992,6 +1060,7 @@ int main(void)
 		cmocka_unit_test(test_cifar10),
 		cmocka_unit_test(test_cifar100),
 		cmocka_unit_test(test_cifar_errors),
+		cmocka_unit_test(test_reader_png_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
