@@ -411,6 +411,8 @@ int dt_app_build(struct dt_app *a)
 		return dt_exit_status();
 	if ((rc = dt_app_precision(a)))
 		return rc;
+	/* Every rank reads the whole global batches: the chief alone names skipped records. */
+	a->train.quiet_skips = a->val.quiet_skips = a->test.quiet_skips = !a->strategy.is_chief;
 	a->nreplicas = a->strategy.nreplicas;
 	per_replica = (c->batch_size + a->nreplicas - 1) / a->nreplicas;
 	a->models = dt_calloc(a->nreplicas, sizeof(*a->models));

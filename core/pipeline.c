@@ -986,7 +986,9 @@ int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 	for (int64_t i = 0; i < shown && len < sizeof(list); i++)
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "",
 					(long long)p->skipped_list[i]);
-	if (epoch >= 0)
+	if (p->quiet_skips)
+		; /* the chief warns */
+	else if (epoch >= 0)
 		dt_warn("skipped %lld unreadable record%s in epoch %d of '%s': record%s %s%s", (long long)n,
 			n == 1 ? "" : "s", epoch + 1, p->src->name, n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
 	else

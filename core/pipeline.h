@@ -124,6 +124,7 @@ struct dt_pipeline {
 	struct dt_cache *cache;
 	/* records skipped (on_error: skip) in the batches returned since the last report */
 	int64_t skipped;
+	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which reads the same batches) */
 	int64_t skipped_list[DT_SKIP_LIST];
 };
 

@@ -335,3 +335,25 @@ killed_run() {
 	[ "$(readlink "$TMP/ps/latest.safetensors")" = ckpt-003-00025.safetensors ]
 	jq -se '.[-1].event == "test" and .[-1].accuracy > 0.8' <<<"$output" >/dev/null
 }
+
+@test "on_error: skip under mpirun: the chief alone names the skipped records, once per epoch" {
+	need_mpi
+	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 2;
+		if (i == 7) print "1.0,oops,a";
+		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), (c ? "b" : "a") } }' >"$TMP/t.csv"
+	cat >"$TMP/m.yaml" <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 2, activation: softmax}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: csv, path: t.csv, label: kind}
+		  batch_size: 8
+		  on_error: skip
+		fit: {epochs: 2, threads: 1}
+		checkpoint: {enabled: false}
+	EOF
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$TMP/m.yaml" -q
+	status_is 0
+	[ "$(grep -c "warning: skipped 1 unreadable record in epoch [12] of" <<<"$stderr")" -eq 2 ]
+}
