@@ -165,6 +165,7 @@ int cmd_fit(int argc, char **argv)
 		}
 		a.trainer.trace = trace;
 	}
+	a.strategy.quiet = o.quiet;
 	if (a.strategy.is_chief) {
 		enum dt_progress_mode mode = o.quiet ? DT_PROGRESS_OFF
 					   : isatty(STDERR_FILENO) ? DT_PROGRESS_BAR : DT_PROGRESS_LINES;

@@ -21,6 +21,7 @@ struct dt_strategy {
 	struct dt_device devices[DT_MAX_REPLICAS];
 	int rank, world;                        /* processes: 0 and 1 without MPI */
 	int is_chief;                           /* prints progress, writes checkpoints */
+	int quiet;                              /* the chief prints no per-epoch report (fit -q) */
 	/*
 	 * The data slices: a global batch is cut into global_replicas contiguous
 	 * slices (dt_batch_slice) and this process's replica r takes slice

@@ -330,7 +330,8 @@ static void ps_agree(struct dt_strategy *s, double *v, int n)
 	dt_mpi_bcast(&p->worker_group, v, (int64_t)n * (int64_t)sizeof(double), "the chief's decision broadcast", p->step);
 	/* After the epoch-end callbacks: the progress line is complete. */
 	if (p->report[0]) {
-		fputs(p->report, stderr);
+		if (!s->quiet)
+			fputs(p->report, stderr);
 		p->report[0] = '\0';
 	}
 }

@@ -150,6 +150,11 @@ same() {
 	[ "$(grep -c 'parameter_server: epoch [0-9]*: 2 workers, 1 server, staleness mean [0-9.]*, max [0-9]* steps behind' <<<"$stderr")" -eq 5 ]
 	# The chief's checkpoint holds the gathered optimizer state.
 	safetensors_header "$TMP/ps/latest.safetensors" | jq -e '.__metadata__["optimizer.iterations"] | tonumber > 100' >/dev/null
+	# -q: no progress, and no staleness lines either
+	run --separate-stderr mpi 3 "$DTRAIN" fit "$BLOBS" -q --set checkpoint.enabled=false --set fit.epochs=1 \
+		--set distribute.strategy=parameter_server --set distribute.num_ps=1
+	status_is 0
+	! grep -q staleness <<<"$stderr"
 }
 
 @test "parameter_server needs num_ps + 1 processes" {
