@@ -65,9 +65,12 @@ same() {
 	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:0]'
 	status_is 2
 	stderr_has "device 'cpu:0' is listed twice"
-	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[gpu:0]'
+	# No GPU visible, on any machine: GPU replicas are refused at the item (gpu.bats has the rest).
+	CUDA_VISIBLE_DEVICES= run --separate-stderr fit_blobs x --set distribute.strategy=mirrored \
+		--set 'distribute.devices=[gpu:0, gpu:1]'
 	status_is 2
-	stderr_has "not wired yet"
+	stderr_has "device 'gpu:0': "
+	[[ $stderr =~ :[0-9]+:[0-9]+:\ error: ]]
 	run --separate-stderr fit_blobs x --set distribute.timeout=0
 	status_is 2
 	stderr_has timeout
