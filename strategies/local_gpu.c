@@ -161,11 +161,13 @@ int dt_local_devices(struct dt_strategy *s, const struct dt_distribute *d)
 		s->devices[0] = DT_CPU;
 		return 0;
 	}
+	for (int i = 1; i < d->ndevices; i++)
+		if (d->devices[i].kind != d->devices[0].kind)
+			return dt_node_error(d->devices_node->items[i],
+					     "device '%s': the replicas are all CPUs or all GPUs, not both",
+					     d->devices_node->items[i]->value);
 	for (int i = 0; i < d->ndevices; i++) {
 		const struct dt_node *item = d->devices_node->items[i];
-		if (d->devices[i].kind != d->devices[0].kind)
-			return dt_node_error(item, "device '%s': the replicas are all CPUs or all GPUs, not both",
-					     item->value);
 		if (d->devices[i].kind == DT_DEVICE_CUDA && dt_cuda_check_device(d->devices[i].index, why, sizeof(why)) < 0)
 			return dt_node_error(item, "device '%s': %s", item->value, why);
 	}

@@ -116,7 +116,7 @@ static void test_gpu_devices(void **state)
 	} bad[] = {
 		{ "strategy: mirrored\ndevices: [gpu:63]\n", "device 'gpu:63': " },
 		{ "strategy: mirrored\ndevices: [cpu:0, gpu:0]\n", "device 'gpu:0': the replicas are all CPUs or all GPUs" },
-		{ "strategy: mirrored\ndevices: [gpu:0, cpu:1]\n", "all CPUs or all GPUs" },
+		{ "strategy: mirrored\ndevices: [gpu:0, cpu:1]\n", "device 'cpu:1': the replicas are all CPUs or all GPUs" },
 		{ "strategy: multi_worker_mirrored\ndevices: [gpu:63]\n", "device 'gpu:63': " },
 		{ "strategy: parameter_server\ndevices: [gpu:0]\n", "devices is [cpu:0] or auto" },
 	};
