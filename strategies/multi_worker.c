@@ -83,6 +83,17 @@ static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 	if (w->mpi)
 		dt_mpi_group_init(&w->group, MPI_COMM_WORLD, s->timeout, who);
 	w->gpu = dt_local_is_gpu(s);
+	if (w->mpi) {
+		/* Every rank must have the same kind and number of replicas (NCCL member k * R + l, the data slices). */
+		double v[4] = { w->gpu, !w->gpu, s->nreplicas, -s->nreplicas };
+		dt_mpi_allreduce_max(&w->group, v, 4, "the replica check", -1);
+		if (v[0] > 0 && v[1] > 0)
+			return dt_error("strategy '%s': some ranks have GPU replicas and others CPU replicas (rank %d: %s); "
+					"give every rank the same kind of devices", who, s->rank, w->gpu ? "GPUs" : "CPUs");
+		if (v[2] != -v[3])
+			return dt_error("strategy '%s': the ranks have from %d to %d replicas (rank %d: %d); every rank "
+					"needs the same number of devices", who, (int)-v[3], (int)v[2], s->rank, s->nreplicas);
+	}
 	if (w->gpu && !w->mpi)
 		return dt_local_nccl_init_all(&w->nccl, s, who);
 	if (w->gpu) {

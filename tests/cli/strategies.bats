@@ -338,3 +338,13 @@ killed_run() {
 	[ "$(readlink "$TMP/ps/latest.safetensors")" = ckpt-003-00025.safetensors ]
 	jq -se '.[-1].event == "test" and .[-1].accuracy > 0.8' <<<"$output" >/dev/null
 }
+
+@test "multi_worker_mirrored: ranks with different numbers of replicas fail at start, saying so" {
+	need_mpi
+	local args=("$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.enabled=false
+		--set distribute.strategy=multi_worker_mirrored --set distribute.timeout=20)
+	run mpi 1 "${args[@]}" --set 'distribute.devices=[cpu:0, cpu:1]' : -np 1 "${args[@]}"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ $output == *"the ranks have from 1 to 2 replicas"*"every rank needs the same number of devices"* ]]
+}
