@@ -65,7 +65,7 @@ struct dt_cuda_api {
 	void (*synchronize)(int index);
 
 	/*
-	 * NCCL, for the mirrored strategies (not called by any strategy yet).
+	 * NCCL, for the mirrored strategies (strategies/local_gpu.c).
 	 * A communicator is one GPU's member of a clique: all of this process's
 	 * GPUs at once (nccl_comm_init_all: mirrored), or one GPU of one rank
 	 * among nranks, from a unique id that rank 0 made and broadcast over MPI

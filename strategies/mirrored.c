@@ -7,26 +7,20 @@
  * the parameters are copied back to the other replicas, so every replica
  * holds the same weights as one_device would on the same global batches (up
  * to the order of float additions).
+ *
+ * `devices: [gpu:0, gpu:1]` (or auto with several GPUs) makes GPU replicas
+ * that meet through NCCL (local_gpu.c): replica 0's parameters and optimizer
+ * state are broadcast at start, and each step every replica's gradient
+ * buffer is all-reduced (summed) in place, then every replica's optimizer
+ * applies the same update, so no parameter copy is needed.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "local.h"
 
 static struct dt_tensor host_flat(float *p, int64_t n) { return dt_tensor_flat(p, DT_CPU, n); }
-
-int dt_local_devices(struct dt_strategy *s, const struct dt_distribute *d)
-{
-	if (d->ndevices == 0) {
-		/* auto: every GPU (none in this build), else cpu:0 */
-		s->nreplicas = 1;
-		s->devices[0] = DT_CPU;
-		return 0;
-	}
-	s->nreplicas = d->ndevices;
-	memcpy(s->devices, d->devices, sizeof(d->devices[0]) * (size_t)d->ndevices);
-	return 0;
-}
 
 void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas)
 {
@@ -58,19 +52,42 @@ static int mirrored_init(struct dt_strategy *s, const struct dt_node *args)
 	s->world = 1;
 	s->is_chief = 1;
 	s->timeout = d.timeout;
+	if (dt_local_is_gpu(s)) {
+		struct dt_local_nccl *c = dt_calloc(1, sizeof(*c));
+		s->priv = c;
+		if (dt_local_nccl_init_all(c, s, "mirrored") < 0)
+			return -1;
+	}
 	return 0;
 }
 
 static void mirrored_broadcast(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {
-	dt_local_copy_params(s, replicas, opts);
+	if (s->priv)
+		dt_local_nccl_broadcast(s->priv, s, replicas, opts);
+	else
+		dt_local_copy_params(s, replicas, opts);
 }
 
 static void mirrored_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {
+	if (s->priv) {
+		dt_local_nccl_allreduce(s->priv, s, replicas);
+		for (int r = 0; r < s->nreplicas; r++)
+			dt_optimizer_apply(&opts[r], &replicas[r]);
+		return;
+	}
 	dt_local_sum_grads(s, replicas);
 	dt_optimizer_apply(&opts[0], &replicas[0]);
 	dt_local_copy_params(s, replicas, opts);
+}
+
+static void mirrored_release(struct dt_strategy *s)
+{
+	if (s->priv)
+		dt_local_nccl_release(s->priv);
+	free(s->priv);
+	s->priv = NULL;
 }
 
 static void mirrored_reduce(struct dt_strategy *s, double *v, int n) {}
@@ -81,4 +98,5 @@ const struct dt_strategy_type dt_mirrored_strategy = {
 	.broadcast = mirrored_broadcast,
 	.apply_gradients = mirrored_apply,
 	.reduce_sum = mirrored_reduce,
+	.release = mirrored_release,
 };

@@ -9,6 +9,16 @@
  * gives up after distribute.timeout seconds, naming the ranks that did not
  * arrive (mpi_coll.h).
  *
+ * GPU replicas (`devices: [gpu:0, ...]`, or auto on a host with GPUs): rank
+ * 0 makes an NCCL unique id and broadcasts it over MPI; local GPU l of rank k
+ * becomes member k * R + l of one NCCL clique of world * R GPUs. The
+ * parameter broadcast and the per-step gradient all-reduce then go through
+ * NCCL on the GPUs' streams (local_gpu.c); the step count, the metrics and
+ * the chief's decisions stay on MPI. distribute.timeout covers those MPI
+ * collectives (and the id broadcast) only: an NCCL collective that a lost
+ * rank never joins is not timed by dtrain (the host thread blocks at the
+ * next metrics read-back); the launcher ends the job when a rank dies.
+ *
  * Started without mpirun, it is one process (world 1) and needs no MPI.
  */
 #include <stdio.h>
@@ -16,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cuda.h"
 #include "core/error.h"
 #include "local.h"
 #include "mpi_coll.h"
@@ -23,6 +34,8 @@
 struct multi_worker {
 	int mpi;                  /* MPI started (world > 1) */
 	struct dt_mpi_group group;
+	int gpu;                  /* the replicas are GPUs: NCCL */
+	struct dt_local_nccl nccl;
 	int64_t step;             /* gradient all-reduces done */
 	double t_allreduce, t_first, t_last; /* DTRAIN_STATS: all-reduce seconds, first and last step */
 };
@@ -69,6 +82,30 @@ static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 	w->mpi = s->world > 1;
 	if (w->mpi)
 		dt_mpi_group_init(&w->group, MPI_COMM_WORLD, s->timeout, who);
+	w->gpu = dt_local_is_gpu(s);
+	if (w->mpi) {
+		/* Every rank must have the same kind and number of replicas (NCCL member k * R + l, the data slices). */
+		double v[4] = { w->gpu, !w->gpu, s->nreplicas, -s->nreplicas };
+		dt_mpi_allreduce_max(&w->group, v, 4, "the replica check", -1);
+		if (v[0] > 0 && v[1] > 0)
+			return dt_error("strategy '%s': some ranks have GPU replicas and others CPU replicas (rank %d: %s); "
+					"give every rank the same kind of devices", who, s->rank, w->gpu ? "GPUs" : "CPUs");
+		if (v[2] != -v[3])
+			return dt_error("strategy '%s': the ranks have from %d to %d replicas (rank %d: %d); every rank "
+					"needs the same number of devices", who, (int)-v[3], (int)v[2], s->rank, s->nreplicas);
+	}
+	if (w->gpu && !w->mpi)
+		return dt_local_nccl_init_all(&w->nccl, s, who);
+	if (w->gpu) {
+		unsigned char id[DT_NCCL_ID_BYTES] = { 0 };
+		/* Rank 0's failure to make the id must not leave the others waiting for it. */
+		double bad = s->rank == 0 && dt_local_nccl_unique_id(id, who) < 0;
+		dt_mpi_allreduce_max(&w->group, &bad, 1, "the NCCL start-up", -1);
+		if (bad > 0)
+			return s->rank == 0 ? -1 : dt_error("strategy '%s': rank 0 could not start NCCL", who);
+		dt_mpi_bcast(&w->group, id, DT_NCCL_ID_BYTES, "the NCCL unique-id broadcast", -1);
+		return dt_local_nccl_init_ranks(&w->nccl, s, id, who);
+	}
 	return 0;
 }
 
@@ -76,6 +113,13 @@ static void multi_worker_broadcast(struct dt_strategy *s, struct dt_model *repli
 {
 	struct multi_worker *w = s->priv;
 	struct dt_model *m = &replicas[0];
+	if (w->gpu) {
+		if (w->mpi && opts)
+			dt_mpi_bcast(&w->group, &opts[0].iterations, sizeof(opts[0].iterations),
+				     "the optimizer-state broadcast", -1);
+		dt_local_nccl_broadcast(&w->nccl, s, replicas, opts);
+		return;
+	}
 	if (w->mpi) {
 		dt_mpi_bcast(&w->group, m->params, m->nparams * (int64_t)sizeof(float), "the parameter broadcast", -1);
 		for (int i = 0; opts && i < opts[0].nslots; i++)
@@ -93,6 +137,15 @@ static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas,
 {
 	struct multi_worker *w = s->priv;
 	double t0 = now();
+	if (w->gpu) {
+		/* Queued on the GPUs' streams: the time is that of queuing, not of the transfer. */
+		double a = now();
+		dt_local_nccl_allreduce(&w->nccl, s, replicas);
+		w->t_allreduce += now() - a;
+		for (int r = 0; r < s->nreplicas; r++)
+			dt_optimizer_apply(&opts[r], &replicas[r]);
+		goto done;
+	}
 	dt_local_sum_grads(s, replicas);
 	if (w->mpi) {
 		double a = now();
@@ -102,6 +155,7 @@ static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas,
 	}
 	dt_optimizer_apply(&opts[0], &replicas[0]);
 	dt_local_copy_params(s, replicas, opts);
+done:
 	if (w->step == 0)
 		w->t_first = t0;
 	w->step++;
@@ -135,6 +189,8 @@ static void multi_worker_release(struct dt_strategy *s)
 			who, s->world, (long long)w->step, per_step * 1e3, ar * 1e3,
 			per_step > 0 ? 100 * ar / per_step : 0);
 	}
+	if (w->gpu)
+		dt_local_nccl_release(&w->nccl);
 	if (w->mpi && s->failed)
 		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
 	if (w->mpi)

@@ -61,7 +61,7 @@ static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 
 	if (dt_distribute_read(args, &d) < 0)
 		return -1;
-	if (d.ndevices > 1 || (d.ndevices == 1 && d.devices[0].index != 0))
+	if (d.ndevices > 1 || (d.ndevices == 1 && (d.devices[0].index != 0 || d.devices[0].kind != DT_DEVICE_CPU)))
 		return dt_node_error(d.devices_node, "parameter_server has one replica per worker: devices is [cpu:0] or auto");
 	s->timeout = d.timeout;
 	if (dt_strategy_join_world(s, who) < 0)

@@ -120,21 +120,23 @@ void dt_strategy_release(struct dt_strategy *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* "cpu:N" (or "cpu") into d; gpu names are refused by this build. */
+/*
+ * "cpu:N", "gpu:N" (or "cpu", "gpu") into d. Whether a GPU exists is checked
+ * by the strategy (dt_local_devices), which knows the config node.
+ */
 static int parse_device(const struct dt_node *n, struct dt_device *d)
 {
 	int index = 0;
 	char tail;
 	if (n->kind != DT_NODE_SCALAR)
-		return dt_node_error(n, "a device is a name such as 'cpu:0'");
-	if (sscanf(n->value, "gpu:%d%c", &index, &tail) == 1 || !strcmp(n->value, "gpu"))
-		return dt_node_error(n, "device '%s': GPU replicas of mirrored and multi_worker_mirrored are not wired "
-				     "yet (NCCL); one_device takes 'device: %s'", n->value, n->value);
-	if (!strcmp(n->value, "cpu"))
+		return dt_node_error(n, "a device is a name such as 'cpu:0' or 'gpu:0'");
+	if (!strcmp(n->value, "gpu") || !strcmp(n->value, "cpu"))
 		index = 0;
-	else if (sscanf(n->value, "cpu:%d%c", &index, &tail) != 1 || index < 0 || index >= DT_MAX_REPLICAS)
-		return dt_node_error(n, "unknown device '%s' (expected cpu:N with N below %d)", n->value, DT_MAX_REPLICAS);
-	d->kind = DT_DEVICE_CPU;
+	else if ((sscanf(n->value, "gpu:%d%c", &index, &tail) != 1 && sscanf(n->value, "cpu:%d%c", &index, &tail) != 1) ||
+		 index < 0 || index >= DT_MAX_REPLICAS)
+		return dt_node_error(n, "unknown device '%s' (expected cpu:N or gpu:N with N below %d)", n->value,
+				     DT_MAX_REPLICAS);
+	d->kind = n->value[0] == 'g' ? DT_DEVICE_CUDA : DT_DEVICE_CPU;
 	d->index = index;
 	return 0;
 }

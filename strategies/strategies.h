@@ -27,8 +27,8 @@ extern const struct dt_strategy_type dt_parameter_server_strategy;
 /*
  * The `distribute:` keys every strategy accepts (so that one file runs with
  * `strategy: auto` on one process or under mpirun); each strategy uses those
- * it needs. devices: `auto` (ndevices 0) or a list of cpu:N (gpu:N is refused
- * by this build); num_ps >= 1; timeout > 0 seconds (default 300).
+ * it needs. devices: `auto` (ndevices 0) or a list of cpu:N or gpu:N (checked
+ * by dt_local_devices); num_ps >= 1; timeout > 0 seconds (default 300).
  */
 struct dt_distribute {
 	int ndevices;

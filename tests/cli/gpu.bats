@@ -152,3 +152,78 @@ same_curve() {
 		(if $n > 0 then (.gpu_list | length) == $n and (.cudnn | test("^[0-9]+\\.")) else true end)' \
 		<<<"$output" >/dev/null
 }
+
+# ---- mirrored and multi_worker_mirrored on GPUs (NCCL) ----
+
+need_gpus() {
+	if [ "$GPUS" -lt "$1" ]; then
+		skip "needs $1 GPUs, this machine has $GPUS"
+	fi
+}
+
+# fit_blobs DIR ARGS...: 2 epochs of blobs, checkpoints in $TMP/DIR.
+fit_blobs() {
+	local dir=$1
+	shift
+	"$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/$dir" "$@"
+}
+
+ckpt_diff() {
+	local diff
+	diff=$(dirname "$DTRAIN")/tests/tools/ckpt_diff
+	[ -x "$diff" ] || diff=$REPO/build/tests/tools/ckpt_diff
+	"$diff" "$@"
+}
+
+@test "mirrored on [gpu:0, gpu:1] (NCCL): the weights of one_device on gpu:0" {
+	need_gpus 2
+	fit_blobs one --set distribute.strategy=one_device --set distribute.device=gpu:0
+	fit_blobs mir --set distribute.strategy=mirrored --set 'distribute.devices=[gpu:0, gpu:1]'
+	ckpt_diff "$TMP/one/latest.safetensors" "$TMP/mir/latest.safetensors" 1e-5
+	# and they did train: not the weights of one epoch
+	fit_blobs one_e1 --set distribute.strategy=one_device --set distribute.device=gpu:0 --set fit.epochs=1
+	run ckpt_diff "$TMP/one/latest.safetensors" "$TMP/one_e1/latest.safetensors"
+	status_is 1
+}
+
+@test "strategy auto with several GPUs: mirrored over all of them, and it trains" {
+	need_gpus 2
+	run "$DTRAIN" devices --json
+	jq -e '.strategy == "mirrored"' <<<"$output" >/dev/null
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --json --set fit.epochs=1 \
+		--set checkpoint.enabled=false
+	status_is 0
+	jq -se 'map(select(.event == "epoch")) | length == 1 and (.[0].loss | . > 0 and . < 10)' <<<"$output" >/dev/null
+}
+
+@test "GPU replicas without the GPUs, or mixed with CPUs: config errors at the item" {
+	local missing=gpu:$((GPUS + 3))
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set distribute.strategy=mirrored \
+		--set "distribute.devices=[$missing]"
+	status_is 2
+	not_crashed
+	stderr_has "device '$missing': "
+	[[ $stderr =~ :[0-9]+:[0-9]+:\ error: ]]
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" \
+		--set distribute.strategy=mirrored --set 'distribute.devices=[gpu:0, gpu:1]'
+	status_is 2
+	stderr_has "device 'gpu:0': no GPU found"
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set distribute.strategy=mirrored \
+		--set 'distribute.devices=[cpu:0, gpu:0]'
+	status_is 2
+	stderr_has "device 'gpu:0': the replicas are all CPUs or all GPUs"
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" \
+		--set distribute.strategy=multi_worker_mirrored --set 'distribute.devices=[gpu:0]'
+	status_is 2
+	stderr_has "device 'gpu:0': no GPU found"
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set distribute.strategy=parameter_server \
+		--set 'distribute.devices=[gpu:0]'
+	status_is 2
+	stderr_has "devices is [cpu:0] or auto"
+}
+
+@test "mirrored with devices auto and no GPU: one CPU replica, as before" {
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=1 \
+		--set distribute.strategy=mirrored --set distribute.devices=auto --set checkpoint.enabled=false
+	status_is 0
+}

@@ -65,9 +65,12 @@ same() {
 	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:0]'
 	status_is 2
 	stderr_has "device 'cpu:0' is listed twice"
-	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[gpu:0]'
+	# No GPU visible, on any machine: GPU replicas are refused at the item (gpu.bats has the rest).
+	CUDA_VISIBLE_DEVICES= run --separate-stderr fit_blobs x --set distribute.strategy=mirrored \
+		--set 'distribute.devices=[gpu:0, gpu:1]'
 	status_is 2
-	stderr_has "not wired yet"
+	stderr_has "device 'gpu:0': "
+	[[ $stderr =~ :[0-9]+:[0-9]+:\ error: ]]
 	run --separate-stderr fit_blobs x --set distribute.timeout=0
 	status_is 2
 	stderr_has timeout
@@ -361,4 +364,14 @@ killed_run() {
 	run --separate-stderr mpi 2 "$DTRAIN" fit "$TMP/m.yaml" -q
 	status_is 0
 	[ "$(grep -c "warning: skipped 1 unreadable record in epoch [12] of" <<<"$stderr")" -eq 2 ]
+}
+
+@test "multi_worker_mirrored: ranks with different numbers of replicas fail at start, saying so" {
+	need_mpi
+	local args=("$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.enabled=false
+		--set distribute.strategy=multi_worker_mirrored --set distribute.timeout=20)
+	run mpi 1 "${args[@]}" --set 'distribute.devices=[cpu:0, cpu:1]' : -np 1 "${args[@]}"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ $output == *"the ranks have from 1 to 2 replicas"*"every rank needs the same number of devices"* ]]
 }

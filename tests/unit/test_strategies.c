@@ -76,11 +76,22 @@ static void test_distribute_keys(void **state)
 	assert_float_equal(d.timeout, 5, 0);
 	dt_doc_free(doc);
 
+	/* GPU names parse; whether the GPUs exist is the strategy's check (test_gpu_devices). */
+	doc = distribute("devices: [gpu:1, gpu]\n");
+	assert_int_equal(dt_distribute_read(dt_doc_root(doc), &d), 0);
+	assert_int_equal(d.ndevices, 2);
+	assert_int_equal(d.devices[0].kind, DT_DEVICE_CUDA);
+	assert_int_equal(d.devices[0].index, 1);
+	assert_int_equal(d.devices[1].kind, DT_DEVICE_CUDA);
+	assert_int_equal(d.devices[1].index, 0);
+	dt_doc_free(doc);
+
 	static const struct {
 		const char *yaml, *error;
 	} bad[] = {
 		{ "devices: [cpu:0, cpu:0]\n", "listed twice" },
-		{ "devices: [gpu:1]\n", "not wired yet" },
+		{ "devices: [gpu:64]\n", "unknown device 'gpu:64'" },
+		{ "devices: [gpu:x]\n", "unknown device 'gpu:x'" },
 		{ "devices: [tpu:0]\n", "unknown device 'tpu:0'" },
 		{ "devices: []\n", "'devices' is 'auto' or a list" },
 		{ "devices: cpu:0\n", "'devices' is 'auto' or a list" },
@@ -93,6 +104,33 @@ static void test_distribute_keys(void **state)
 		assert_int_equal(dt_distribute_read(dt_doc_root(doc), &d), -1);
 		assert_error_contains(bad[i].error);
 		assert_true(dt_error_last_is_config());
+		dt_doc_free(doc);
+	}
+}
+
+/* GPU replicas: a GPU that is not there, or CPUs and GPUs mixed, are config errors at the item. */
+static void test_gpu_devices(void **state)
+{
+	static const struct {
+		const char *yaml, *error;
+	} bad[] = {
+		{ "strategy: mirrored\ndevices: [gpu:63]\n", "device 'gpu:63': " },
+		{ "strategy: mirrored\ndevices: [cpu:0, gpu:0]\n", "device 'gpu:0': the replicas are all CPUs or all GPUs" },
+		{ "strategy: mirrored\ndevices: [gpu:0, cpu:1]\n", "device 'cpu:1': the replicas are all CPUs or all GPUs" },
+		{ "strategy: multi_worker_mirrored\ndevices: [gpu:63]\n", "device 'gpu:63': " },
+		{ "strategy: parameter_server\ndevices: [gpu:0]\n", "devices is [cpu:0] or auto" },
+	};
+	struct dt_system sys;
+	struct dt_strategy s;
+
+	memset(&sys, 0, sizeof(sys));
+	sys.mpi_world = 1;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct dt_doc *doc = distribute(bad[i].yaml);
+		assert_int_equal(dt_strategy_create(&s, dt_doc_root(doc), &sys), -1);
+		assert_error_contains(bad[i].error);
+		assert_true(dt_error_last_is_config());
+		dt_strategy_release(&s);
 		dt_doc_free(doc);
 	}
 }
@@ -213,6 +251,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_distribute_keys),
+		cmocka_unit_test(test_gpu_devices),
 		cmocka_unit_test(test_create_and_auto),
 		cmocka_unit_test(test_mirrored_update),
 		cmocka_unit_test(test_apply_range),
