@@ -170,7 +170,8 @@ crash_and_resume() {
 }
 
 @test "SIGINT: the step finishes, a checkpoint is written, exit 130 with how to resume" {
-	run --separate-stderr at int env DTRAIN_TEST_RAISE_AT=INT:12 "$DTRAIN" fit m.yaml -q
+	# --default-signal: under a background job (make check &) SIGINT comes ignored, and dtrain keeps it so
+	run --separate-stderr at int env --default-signal=INT DTRAIN_TEST_RAISE_AT=INT:12 "$DTRAIN" fit m.yaml -q
 	status_is 130
 	stderr_has "interrupted (SIGINT)" "dtrain fit m.yaml --resume" "run/ckpt-001-00012.safetensors"
 	[ "$(readlink "$TMP/int/run/latest.safetensors")" = ckpt-001-00012.safetensors ]

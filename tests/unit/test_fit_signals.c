@@ -11,13 +11,18 @@
 
 #include "core/train.h"
 
-/* Runs fn in a child; returns its wait status. */
+/*
+ * Runs fn in a child; returns its wait status. The child starts with the
+ * default SIGINT action: a background job (make check &) inherits SIGINT
+ * ignored, which dtrain rightly keeps ignored.
+ */
 static int in_child(void (*fn)(void))
 {
 	int status;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
 		fn();
 		_exit(0);
 	}
