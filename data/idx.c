@@ -284,10 +284,8 @@ const struct dt_source_type dt_idx_source = {
 /* ---- the stream reader: an images file read a chunk at a time (dtrain predict) ---- */
 
 struct idx_stream {
-	gzFile gz;
+	struct dt_record_stream s;
 	int64_t count, record;
-	uint8_t *buf;
-	int cap;
 };
 
 static void idx_stream_close(struct dt_reader *r)
@@ -295,9 +293,7 @@ static void idx_stream_close(struct dt_reader *r)
 	struct idx_stream *c = r->priv;
 	if (!c)
 		return;
-	if (c->gz)
-		gzclose(c->gz);
-	free(c->buf);
+	dt_record_stream_close(&c->s);
 	free(c);
 	r->priv = NULL;
 }
@@ -308,12 +304,11 @@ static int idx_stream_open(struct dt_reader *r, const char *path, const struct d
 	uint8_t head[4 + 4 * 4];
 	int dims[3], ndim;
 	int64_t k;
-	char buf[64];
 
 	r->priv = c;
-	if (!(c->gz = dt_gz_open(path)))
+	if (!(c->s.gz = dt_gz_open(path)))
 		return -1;
-	k = dt_gz_read(c->gz, r->name, head, 4);
+	k = dt_gz_read(c->s.gz, r->name, head, 4);
 	if (k < 0)
 		return -1;
 	if (k == 0)
@@ -321,7 +316,7 @@ static int idx_stream_open(struct dt_reader *r, const char *path, const struct d
 	ndim = head[3];
 	if (k < 4 || head[0] || head[1] || head[2] != IDX_UBYTE || ndim < 2 || ndim > 4)
 		return dt_error("'%s' is not an IDX images file (uint8, 2 to 4 dimensions)", r->name);
-	if (dt_gz_read(c->gz, r->name, head + 4, 4 * ndim) != 4 * ndim)
+	if (dt_gz_read(c->s.gz, r->name, head + 4, 4 * ndim) != 4 * ndim)
 		return dt_error("'%s' is truncated: the header of %d dimensions is cut short", r->name, ndim);
 	c->record = 1;
 	for (int i = 0; i < ndim; i++) {
@@ -337,11 +332,8 @@ static int idx_stream_open(struct dt_reader *r, const char *path, const struct d
 		c->record *= v;
 	}
 	if (o->sample.ndim) {
-		if (dt_shape_count(&o->sample) != c->record)
-			return dt_error("the images of '%s' hold %lld values but the model's input %s holds %lld", r->name,
-					(long long)c->record, dt_shape_format(&o->sample, 0, buf, sizeof(buf)),
-					(long long)dt_shape_count(&o->sample));
-		r->sample = o->sample;
+		if (dt_record_stream_fit(r, o, c->record, "image") < 0)
+			return -1;
 	} else if (ndim == 3) {
 		r->sample = dt_shape_make(3, (int[]){ dims[0], dims[1], 1 });
 	} else {
@@ -353,23 +345,16 @@ static int idx_stream_open(struct dt_reader *r, const char *path, const struct d
 static int idx_stream_next(struct dt_reader *r, int n, float *x)
 {
 	struct idx_stream *c = r->priv;
-	int64_t left = c->count - r->records, k;
+	int64_t left = c->count - r->records;
+	const uint8_t *b;
 	if (n > left)
 		n = (int)left;
 	if (n <= 0)
 		return 0;
-	if (n > c->cap) {
-		c->buf = dt_realloc(c->buf, (size_t)(n * c->record));
-		c->cap = n;
-	}
-	k = dt_gz_read(c->gz, r->name, c->buf, n * c->record);
-	if (k < 0)
+	if (!(b = dt_record_stream_read(&c->s, r, n, c->record, c->count, "image")))
 		return -1;
-	if (k < n * c->record)
-		return dt_error("'%s' is truncated: its header promises %lld images but image %lld is cut short", r->name,
-				(long long)c->count, (long long)(r->records + k / c->record));
 	for (int64_t i = 0; i < n * c->record; i++)
-		x[i] = c->buf[i];
+		x[i] = b[i];
 	r->records += n;
 	return n;
 }

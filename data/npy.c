@@ -411,10 +411,8 @@ const struct dt_source_type dt_npy_source = {
 /* ---- the stream reader ---- */
 
 struct npy_stream {
-	gzFile gz;
+	struct dt_record_stream s;
 	struct npy_array a;
-	uint8_t *buf;
-	int cap; /* records buf holds */
 };
 
 static void npy_stream_close(struct dt_reader *r)
@@ -422,9 +420,7 @@ static void npy_stream_close(struct dt_reader *r)
 	struct npy_stream *c = r->priv;
 	if (!c)
 		return;
-	if (c->gz)
-		gzclose(c->gz);
-	free(c->buf);
+	dt_record_stream_close(&c->s);
 	free(c);
 	r->priv = NULL;
 }
@@ -433,17 +429,13 @@ static int npy_stream_open(struct dt_reader *r, const char *path, const struct d
 {
 	struct npy_stream *c = dt_calloc(1, sizeof(*c));
 	int dims[DT_MAX_SAMPLE_DIMS];
-	char buf[64];
 
 	r->priv = c;
-	if (!(c->gz = dt_gz_open(path)) || npy_read_header(c->gz, r->name, &c->a) < 0)
+	if (!(c->s.gz = dt_gz_open(path)) || npy_read_header(c->s.gz, r->name, &c->a) < 0)
 		return -1;
 	if (o->sample.ndim) {
-		if (dt_shape_count(&o->sample) != c->a.record)
-			return dt_error("the samples of '%s' hold %lld values but the model's input %s holds %lld",
-					r->name, (long long)c->a.record, dt_shape_format(&o->sample, 0, buf, sizeof(buf)),
-					(long long)dt_shape_count(&o->sample));
-		r->sample = o->sample;
+		if (dt_record_stream_fit(r, o, c->a.record, "sample") < 0)
+			return -1;
 	} else {
 		if (c->a.ndim - 1 > DT_MAX_SAMPLE_DIMS)
 			return dt_error("'%s' has %d dimensions per sample; at most %d", r->name, c->a.ndim - 1,
@@ -458,22 +450,15 @@ static int npy_stream_open(struct dt_reader *r, const char *path, const struct d
 static int npy_stream_next(struct dt_reader *r, int n, float *x)
 {
 	struct npy_stream *c = r->priv;
-	int64_t rec = c->a.record * c->a.itemsize, left = c->a.count - r->records, k;
+	int64_t left = c->a.count - r->records;
+	const uint8_t *b;
 	if (n > left)
 		n = (int)left;
 	if (n <= 0)
 		return 0;
-	if (n > c->cap) {
-		c->buf = dt_realloc(c->buf, (size_t)(n * rec));
-		c->cap = n;
-	}
-	k = dt_gz_read(c->gz, r->name, c->buf, n * rec);
-	if (k < 0)
+	if (!(b = dt_record_stream_read(&c->s, r, n, c->a.record * c->a.itemsize, c->a.count, "record")))
 		return -1;
-	if (k < n * rec)
-		return dt_error("'%s' is truncated: its header promises %lld records but record %lld is cut short",
-				r->name, (long long)c->a.count, (long long)(r->records + k / rec));
-	npy_convert(&c->a, c->buf, n * c->a.record, x);
+	npy_convert(&c->a, b, n * c->a.record, x);
 	r->records += n;
 	return n;
 }

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -115,4 +116,44 @@ int64_t dt_gz_read(gzFile gz, const char *name, void *buf, int64_t n)
 			return dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer", name);
 	}
 	return got;
+}
+
+int dt_record_stream_fit(struct dt_reader *r, const struct dt_reader_opts *o, int64_t values, const char *noun)
+{
+	char buf[64];
+	if (dt_shape_count(&o->sample) != values)
+		return dt_error("the %ss of '%s' hold %lld values but the model's input %s holds %lld", noun, r->name,
+				(long long)values, dt_shape_format(&o->sample, 0, buf, sizeof(buf)),
+				(long long)dt_shape_count(&o->sample));
+	r->sample = o->sample;
+	return 0;
+}
+
+const uint8_t *dt_record_stream_read(struct dt_record_stream *s, const struct dt_reader *r, int n, int64_t size,
+				     int64_t count, const char *noun)
+{
+	int64_t k;
+	if (n > s->cap) {
+		s->buf = dt_realloc(s->buf, (size_t)(n * size));
+		s->cap = n;
+	}
+	k = dt_gz_read(s->gz, r->name, s->buf, n * size);
+	if (k < 0)
+		return NULL;
+	if (k < n * size) {
+		dt_error("'%s' is truncated: its header promises %lld %ss but %s %lld is cut short", r->name,
+			 (long long)count, noun, noun, (long long)(r->records + k / size));
+		return NULL;
+	}
+	return s->buf;
+}
+
+void dt_record_stream_close(struct dt_record_stream *s)
+{
+	if (s->gz)
+		gzclose(s->gz);
+	free(s->buf);
+	s->gz = NULL;
+	s->buf = NULL;
+	s->cap = 0;
 }

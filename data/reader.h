@@ -106,4 +106,29 @@ gzFile dt_gz_open(const char *path);
  */
 int64_t dt_gz_read(gzFile gz, const char *name, void *buf, int64_t n);
 
+/*
+ * What the readers of fixed-size binary records (NPY, IDX) share: the open
+ * stream and a buffer for the chunk, grown as needed. `noun` is what the
+ * file holds, for the errors ("image", "sample", "record").
+ */
+struct dt_record_stream {
+	gzFile gz;
+	uint8_t *buf;
+	int cap; /* records buf holds */
+};
+/*
+ * Checks that records of `values` values fit the model's input o->sample
+ * and sets r->sample to it. 0, or -1 after an error naming the file.
+ */
+int dt_record_stream_fit(struct dt_reader *r, const struct dt_reader_opts *o, int64_t values, const char *noun);
+/*
+ * The next n records of `size` bytes (count in the file, r->records read so
+ * far), in the stream's buffer; NULL after an error naming the file and the
+ * first record cut short.
+ */
+const uint8_t *dt_record_stream_read(struct dt_record_stream *s, const struct dt_reader *r, int n, int64_t size,
+				     int64_t count, const char *noun);
+/* Closes the stream and frees the buffer. */
+void dt_record_stream_close(struct dt_record_stream *s);
+
 #endif
