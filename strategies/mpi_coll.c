@@ -266,35 +266,32 @@ void dt_mpi_group_release(struct dt_mpi_group *g)
 	memset(g, 0, sizeof(*g));
 }
 
-void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step)
+/* An in-place all-reduce of n values of `type` with `op` over the group, watched like every exchange. */
+static void allreduce(struct dt_mpi_group *g, void *v, int64_t n, MPI_Datatype type, MPI_Op op, const char *what,
+		      int64_t step)
 {
 	MPI_Request r;
 	if (g->size == 1)
 		return;
 	DT_ASSERT(n <= 0x7fffffff);
 	notice(g);
-	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, g->comm, &r);
+	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, type, op, g->comm, &r);
 	wait_group(g, &r, what, step);
+}
+
+void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step)
+{
+	allreduce(g, v, n, MPI_FLOAT, MPI_SUM, what, step);
 }
 
 void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
 {
-	MPI_Request r;
-	if (g->size == 1)
-		return;
-	notice(g);
-	MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, g->comm, &r);
-	wait_group(g, &r, what, step);
+	allreduce(g, v, n, MPI_DOUBLE, MPI_SUM, what, step);
 }
 
 void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
 {
-	MPI_Request r;
-	if (g->size == 1)
-		return;
-	notice(g);
-	MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, g->comm, &r);
-	wait_group(g, &r, what, step);
+	allreduce(g, v, n, MPI_DOUBLE, MPI_MAX, what, step);
 }
 
 void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step)
