@@ -2,8 +2,8 @@
  * The strategies dtrain has, the machine they were chosen for, and the
  * auto-selection (DESIGN.md): MPI world > 1 -> multi_worker_mirrored; else
  * more than one GPU -> mirrored; one GPU -> one_device gpu:0; else one_device
- * cpu:0. Strategies not yet in this build are named by auto-selection but
- * refused by dt_strategy_create with a clear error.
+ * cpu:0. Every strategy is in the table; their devices are checked when
+ * they are created (a GPU without the CUDA backend is a config error).
  */
 #ifndef DT_STRATEGIES_H
 #define DT_STRATEGIES_H
