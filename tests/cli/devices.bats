@@ -16,7 +16,7 @@ setup() {
 	# One line more per GPU, after the GPUs line.
 	[ "${#lines[@]}" -eq $((5 + gpus)) ]
 	[[ ${lines[0]} =~ ^CPU:\ +.+,\ [0-9]+\ cores$ ]]
-	[[ ${lines[1]} =~ ^oneDNN:\ +[0-9]+\.[0-9]+\.[0-9]+,\ dispatching\ to\ [A-Za-z0-9_]+,\ [0-9]+\ threads$ ]]
+	[[ ${lines[1]} =~ ^oneDNN:\ +[0-9]+\.[0-9]+\.[0-9]+,\ dispatching\ to\ [^,]+,\ [0-9]+\ threads$ ]]
 	[[ ${lines[-2]} =~ ^MPI:\ +world\ size\ 1,\ rank\ 0$ ]]
 	# One process and at most one GPU: one_device.
 	[[ ${lines[-1]} =~ ^Strategy:\ +(one_device|mirrored)\ \(.+\)$ ]]
