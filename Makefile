@@ -58,7 +58,7 @@ CFLAGS += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wno-unused-parameter -Wsh
 LDLIBS += $(PKG_LIBS) -ldnnl -fopenmp -lm -lpthread -ldl
 LDFLAGS += $(SANFLAGS)
 
-# ---- CUDA backend: build/libdtrain_cuda.so, dlopen()ed by dtrain on first GPU use (core/cuda.h) ----
+# ---- CUDA backend: build/libdtrain_cuda.so, dlopen()ed by dtrain on first GPU use (core/cuda/cuda.h) ----
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(CUDA),0)
 CUDA_ON := 0
@@ -75,7 +75,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
 NVCCFLAGS ?= -O3 -std=c++17 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-Wall -I. -MMD -MP
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudnn -lnccl -Xlinker -rpath=$(CUDA_HOME)/lib64
-CUDA_SRC := $(wildcard core/*.cu)
+CUDA_SRC := $(wildcard core/*.cu core/*/*.cu)
 # Objects under build/cuda/ whatever SANITIZE says: the .cu files are compiled once.
 CUDA_OBJ := $(CUDA_SRC:%.cu=build/cuda/%.o)
 CUDA_SO := build/libdtrain_cuda.so
@@ -91,7 +91,7 @@ $(info CUDA backend: off ($(if $(filter 0,$(CUDA)),CUDA=0,nvcc not found)))
 endif
 endif
 
-LIB_SRC := $(wildcard core/*.c layers/*.c data/*.c strategies/*.c)
+LIB_SRC := $(wildcard core/*.c core/*/*.c layers/*.c data/*.c strategies/*.c)
 CMD_SRC := $(wildcard cmd/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -106,8 +106,8 @@ BIN := $(BUILD)/dtrain
 all: $(BIN) $(CUDA_TARGETS)
 
 # Only the loader needs to know whether the backend was built.
-$(BUILD)/core/cuda.o: CFLAGS += -DDT_CUDA_BUILT=$(CUDA_ON)
-$(BUILD)/core/cuda.o: $(if $(filter 1,$(CUDA_ON)),build/cuda/.on,build/cuda/.off)
+$(BUILD)/core/cuda/cuda.o: CFLAGS += -DDT_CUDA_BUILT=$(CUDA_ON)
+$(BUILD)/core/cuda/cuda.o: $(if $(filter 1,$(CUDA_ON)),build/cuda/.on,build/cuda/.off)
 build/cuda/.on build/cuda/.off:
 	@mkdir -p build/cuda && rm -f build/cuda/.on build/cuda/.off && touch $@
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "data/sources.h"
 #include "layers/layers.h"

@@ -8,8 +8,8 @@
 #ifndef DT_CMD_H
 #define DT_CMD_H
 
-#include "core/run_config.h"
-#include "core/train.h"
+#include "core/config/run_config.h"
+#include "core/fit/train.h"
 #include "strategies/strategies.h"
 
 #define DT_EXIT_OK 0

@@ -10,7 +10,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "cmd.h"
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/ops.h"
 
 static const char usage[] =

@@ -8,7 +8,7 @@
 
 #include "cmd.h"
 #include "core/error.h"
-#include "core/snapshot.h"
+#include "core/checkpoint/snapshot.h"
 
 static const char usage[] =
 	"usage: dtrain evaluate [options] MODEL.yaml\n"

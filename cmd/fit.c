@@ -12,10 +12,10 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
-#include "core/callbacks.h"
+#include "core/fit/callbacks.h"
 #include "core/error.h"
-#include "core/fit_callbacks.h"
-#include "core/snapshot.h"
+#include "core/fit/fit_callbacks.h"
+#include "core/checkpoint/snapshot.h"
 
 static const char usage[] =
 	"usage: dtrain fit [options] MODEL.yaml\n"

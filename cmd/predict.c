@@ -19,7 +19,7 @@
 
 #include "cmd.h"
 #include "core/error.h"
-#include "core/snapshot.h"
+#include "core/checkpoint/snapshot.h"
 #include "data/png.h"
 #include "data/reader.h"
 #include "layers/layers.h"

@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 #include "core/error.h"
 
 /* o[a][b]..., or NULL. */

@@ -9,7 +9,7 @@
 #ifndef DT_BACKEND_H
 #define DT_BACKEND_H
 
-#include "ops.h"
+#include "core/ops.h"
 
 struct dt_backend {
 	const char *name;

@@ -2,10 +2,10 @@
  * Dispatch of every dt_op_* to the backend of its tensors' device, with the
  * shape checks that are the same on every backend.
  */
-#include "backend.h"
-#include "cuda.h"
-#include "error.h"
-#include "ops.h"
+#include "core/backend.h"
+#include "core/cuda/cuda.h"
+#include "core/error.h"
+#include "core/ops.h"
 
 const char *const dt_activation_names[] = { "linear", "relu", "sigmoid", "tanh", "softmax", "leaky_relu",
 					     "elu", "gelu", "swish", "softplus", NULL };

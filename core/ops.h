@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 /* Keras' activations with Keras' constants. */
 enum dt_activation {

@@ -1,6 +1,6 @@
 #include <math.h>
 
-#include "rng.h"
+#include "core/rng.h"
 
 static uint64_t splitmix64(uint64_t *x)
 {

@@ -2,9 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
-#include "error.h"
-#include "tensor.h"
+#include "core/cuda/cuda.h"
+#include "core/error.h"
+#include "core/tensor.h"
 
 int64_t dt_shape_count(const struct dt_shape *s)
 {

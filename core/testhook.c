@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "testhook.h"
+#include "core/testhook.h"
 
 void dt_test_crash_point(const char *point)
 {

@@ -23,8 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/config.h"
-#include "core/source.h"
+#include "core/config/config.h"
+#include "core/pipeline/source.h"
 #include "sources.h"
 
 #define CIFAR_PIXELS 3072

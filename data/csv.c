@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/source.h"
+#include "core/pipeline/source.h"
 #include "reader.h"
 #include "sources.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "core/source.h"
+#include "core/pipeline/source.h"
 #include "reader.h"
 #include "sources.h"
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/source.h"
+#include "core/pipeline/source.h"
 #include "reader.h"
 #include "sources.h"
 

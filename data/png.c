@@ -23,10 +23,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/source.h"
+#include "core/pipeline/source.h"
 #include "png.h"
 #include "reader.h"
 #include "sources.h"

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/tensor.h"
 
 struct dt_reader_opts {

@@ -8,7 +8,7 @@
 
 #include <stddef.h> /* core/error.h uses size_t without including it */
 
-#include "core/source.h"
+#include "core/pipeline/source.h"
 
 extern const struct dt_source_type dt_idx_source;       /* format: idx */
 extern const struct dt_source_type dt_synthetic_source; /* format: synthetic */

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "core/source.h"
+#include "core/pipeline/source.h"
 #include "sources.h"
 
 #define SYN_MAX_VALUES (1 << 28) /* samples * features: 1 GiB of floats */

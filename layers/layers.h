@@ -6,7 +6,7 @@
 #ifndef DT_LAYERS_H
 #define DT_LAYERS_H
 
-#include "core/layer.h"
+#include "core/model/layer.h"
 
 extern const struct dt_layer_type dt_dense_layer;
 extern const struct dt_layer_type dt_activation_layer;

@@ -6,7 +6,7 @@
 #ifndef DT_LAYERS_POOL2D_H
 #define DT_LAYERS_POOL2D_H
 
-#include "core/layer.h"
+#include "core/model/layer.h"
 
 /*
  * Reads pool_size (2 or [ph, pw]), strides (default: pool_size) and padding

@@ -6,7 +6,7 @@
 #ifndef DT_LAYERS_WINDOW_H
 #define DT_LAYERS_WINDOW_H
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 enum dt_padding { DT_PADDING_VALID, DT_PADDING_SAME };
 /* "valid", "same"; NULL-terminated, indexed by enum. */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "local.h"
 

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "local.h"
 #include "mpi_coll.h"

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "strategies.h"
 

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "mpi_coll.h"
 #include "strategies.h"

@@ -8,7 +8,7 @@
 #ifndef DT_STRATEGIES_H
 #define DT_STRATEGIES_H
 
-#include "core/strategy.h"
+#include "core/fit/strategy.h"
 
 struct dt_system {
 	char cpu_model[128];

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/config.h"
-#include "core/source.h"
+#include "core/config/config.h"
+#include "core/pipeline/source.h"
 #include "data/sources.h"
 
 #define BATCH 128

@@ -43,9 +43,8 @@ config_keys() {
 	(
 		cd "$ROOT" &&
 			code_strings 'static const char \*const (\w*keys|sections)\[\]' \
-				core/run_config.c core/optimizer.c core/schedule.c core/fit_callbacks.c core/pipeline.c \
-				layers/*.c data/*.c strategies/*.c &&
-			perl -ne 'print "$1\n" while /keys\[n\+\+\] = "(\w+)"/g' core/layer.c
+				$(find core -name '*.c') layers/*.c data/*.c strategies/*.c &&
+			perl -ne 'print "$1\n" while /keys\[n\+\+\] = "(\w+)"/g' $(find core -name '*.c')
 	) | sort -u
 }
 
@@ -54,10 +53,10 @@ config_keys() {
 config_names() {
 	(
 		cd "$ROOT" &&
-			code_strings 'const char \*const dt_\w+_names\[\]' core/ops.c core/schedule.c &&
+			code_strings 'const char \*const dt_\w+_names\[\]' $(find core -name '*.c') &&
 			code_strings 'static const char \*const (metrics|kinds|names|modes|monitors)\[\]' \
-				core/run_config.c core/fit_callbacks.c data/*.c strategies/*.c &&
-			code_strings 'static const char \*const \w+_names\[\]' core/pipeline.c
+				$(find core -name '*.c') data/*.c strategies/*.c &&
+			code_strings 'static const char \*const \w+_names\[\]' $(find core -name '*.c')
 	) | sort -u
 }
 

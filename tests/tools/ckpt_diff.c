@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 
 int main(int argc, char **argv)
 {

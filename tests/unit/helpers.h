@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/error.h"
-#include "core/source.h"
+#include "core/pipeline/source.h"
 #include "data/sources.h"
 
 /* Writes n bytes to a fresh file under $TMPDIR and returns its path (static buffer per call site is not safe: caller frees). */

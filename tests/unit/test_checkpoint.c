@@ -17,7 +17,7 @@
 #include <cjson/cJSON.h>
 #include <zlib.h>
 
-#include "core/checkpoint.h"
+#include "core/checkpoint/checkpoint.h"
 #include "core/rng.h"
 
 /* ---- helpers ---- */

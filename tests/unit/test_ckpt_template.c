@@ -4,7 +4,7 @@
  */
 #include "helpers.h"
 
-#include "core/ckpt_template.h"
+#include "core/checkpoint/ckpt_template.h"
 
 static void test_format(void **state)
 {

@@ -8,7 +8,7 @@
 
 #include "helpers.h"
 
-#include "core/config.h"
+#include "core/config/config.h"
 
 /* Parses text as "m.yaml" (dir "cfg"); fails the test on error. */
 static struct dt_doc *parse_ok(const char *text)

@@ -9,7 +9,7 @@
 #include "helpers.h"
 
 #include "core/ops.h"
-#include "core/ops_cpu.h"
+#include "core/cpu/ops_cpu.h"
 #include "core/rng.h"
 
 #define TOL 1e-4

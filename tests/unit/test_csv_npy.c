@@ -8,8 +8,8 @@
 
 #include <zlib.h>
 
-#include "core/config.h"
-#include "core/source.h"
+#include "core/config/config.h"
+#include "core/pipeline/source.h"
 #include "data/reader.h"
 #include "data/sources.h"
 

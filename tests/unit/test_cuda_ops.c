@@ -8,7 +8,7 @@
 
 #include "helpers.h"
 
-#include "core/cuda.h"
+#include "core/cuda/cuda.h"
 #include "core/ops.h"
 #include "core/rng.h"
 

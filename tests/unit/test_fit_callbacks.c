@@ -8,9 +8,9 @@
 
 #include "helpers.h"
 
-#include "core/fit_callbacks.h"
-#include "core/model.h"
-#include "core/optimizer.h"
+#include "core/fit/fit_callbacks.h"
+#include "core/model/model.h"
+#include "core/model/optimizer.h"
 #include "layers/layers.h"
 
 static struct dt_doc *doc;

@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "core/train.h"
+#include "core/fit/train.h"
 
 /*
  * Runs fn in a child; returns its wait status. The child starts with the

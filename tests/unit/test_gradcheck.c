@@ -7,8 +7,8 @@
 
 #include "helpers.h"
 
-#include "core/config.h"
-#include "core/model.h"
+#include "core/config/config.h"
+#include "core/model/model.h"
 #include "core/rng.h"
 #include "layers/layers.h"
 

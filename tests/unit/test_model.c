@@ -6,10 +6,10 @@
 
 #include "helpers.h"
 
-#include "core/checkpoint.h"
-#include "core/model.h"
-#include "core/optimizer.h"
-#include "core/snapshot.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/model/model.h"
+#include "core/model/optimizer.h"
+#include "core/checkpoint/snapshot.h"
 #include "layers/layers.h"
 
 struct built {

@@ -8,7 +8,7 @@
 
 #include "helpers.h"
 
-#include "core/pipeline.h"
+#include "core/pipeline/pipeline.h"
 
 #define FAKE_CLASSES 5
 

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "core/config.h"
-#include "core/source.h"
+#include "core/config/config.h"
+#include "core/pipeline/source.h"
 #include "data/png.h"
 #include "data/reader.h"
 #include "data/sources.h"

@@ -17,9 +17,9 @@
 
 #include "helpers.h"
 
-#include "core/checkpoint.h"
-#include "core/config.h"
-#include "core/model.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/config/config.h"
+#include "core/model/model.h"
 #include "layers/layers.h"
 
 #define RTOL 1e-4

@@ -8,10 +8,10 @@
 
 #include "helpers.h"
 
-#include "core/config.h"
-#include "core/model.h"
-#include "core/optimizer.h"
-#include "core/schedule.h"
+#include "core/config/config.h"
+#include "core/model/model.h"
+#include "core/model/optimizer.h"
+#include "core/model/schedule.h"
 #include "layers/layers.h"
 
 /* Reads `learning_rate: ...` YAML into s; returns dt_schedule_read's result. */

@@ -6,8 +6,8 @@
  */
 #include "helpers.h"
 
-#include "core/model.h"
-#include "core/optimizer.h"
+#include "core/model/model.h"
+#include "core/model/optimizer.h"
 #include "layers/layers.h"
 #include "strategies/strategies.h"
 

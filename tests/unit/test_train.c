@@ -15,9 +15,9 @@
 
 #include "helpers.h"
 
-#include "core/loss.h"
-#include "core/optimizer.h"
-#include "core/train.h"
+#include "core/model/loss.h"
+#include "core/model/optimizer.h"
+#include "core/fit/train.h"
 #include "data/sources.h"
 #include "layers/layers.h"
 #include "strategies/strategies.h"

@@ -1,0 +1,40 @@
+/*
+ * Keras' ModelCheckpoint as a `fit.callbacks` item, run by the same writer as
+ * the `checkpoint:` section (struct dt_checkpointer):
+ *
+ *   - model_checkpoint: {filepath: "best-{epoch:02d}-{val_accuracy:.3f}",
+ *       monitor: val_accuracy, mode: max, save_best_only: true,
+ *       save_weights_only: false, save_freq: epoch}
+ *
+ * filepath is a file-name template (core/ckpt_template.h), with a directory
+ * part relative to the working directory (none: checkpoint.dir) and an
+ * optional .safetensors extension.
+ */
+#ifndef DT_MODEL_CHECKPOINT_H
+#define DT_MODEL_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "core/config/config.h"
+
+#define DT_MAX_MODEL_CHECKPOINTS 4
+
+struct dt_model_checkpoint_cfg {
+	char dir[1024];          /* "" : checkpoint.dir */
+	char filename[512];      /* the template, without extension */
+	const char *monitor;     /* default val_loss */
+	int mode;                /* +1 max, -1 min */
+	int save_best_only;
+	int save_weights_only;
+	int64_t save_freq;       /* 0: epoch; N: every N steps */
+};
+
+/*
+ * Reads the model_checkpoint items of the fit.callbacks list (NULL: none);
+ * other items are left alone. accuracy: compile asks for the metric.
+ * 0, or -1 after a positioned error.
+ */
+int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, struct dt_model_checkpoint_cfg *out,
+			      int *n);
+
+#endif

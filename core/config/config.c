@@ -1,0 +1,1176 @@
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+#include "core/config/config.h"
+
+/* Deeper nesting is refused rather than risking the stack. */
+#define MAX_DEPTH 256
+
+/* ---- memory: everything a doc allocates is a chunk freed by dt_doc_free() ---- */
+
+struct chunk {
+	struct chunk *next;
+	max_align_t data[];
+};
+
+struct dt_doc {
+	struct dt_node *root;
+	struct chunk *chunks;
+};
+
+static void *doc_alloc(struct dt_doc *d, size_t n)
+{
+	struct chunk *c = dt_calloc(1, sizeof(*c) + n);
+	c->next = d->chunks;
+	d->chunks = c;
+	return c->data;
+}
+
+static char *doc_strndup(struct dt_doc *d, const char *s, size_t n)
+{
+	char *p = doc_alloc(d, n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+static struct dt_node *node_new(struct dt_doc *d, enum dt_node_kind kind, const char *file, const char *dir,
+				int line, int col)
+{
+	struct dt_node *n = doc_alloc(d, sizeof(*n));
+	n->kind = kind;
+	n->file = file;
+	n->dir = dir;
+	n->line = line;
+	n->col = col;
+	return n;
+}
+
+/* Copies an array of n pointers into a new one of room for cap. */
+static void *grow(struct dt_doc *d, void *old, int n, int cap)
+{
+	void **p = doc_alloc(d, (size_t)cap * sizeof(void *));
+	if (n)
+		memcpy(p, old, (size_t)n * sizeof(void *));
+	return p;
+}
+
+/*
+ * Appends to a map (key given) or a sequence (key NULL). Room is not stored:
+ * the arrays hold 4 items, then double whenever n reaches a power of two.
+ */
+static void node_append(struct dt_doc *d, struct dt_node *parent, struct dt_node *key, struct dt_node *item)
+{
+	int n = parent->n;
+	if (n == 0 || (n >= 4 && (n & (n - 1)) == 0)) {
+		int cap = n ? 2 * n : 4;
+		parent->items = grow(d, parent->items, n, cap);
+		if (key) {
+			parent->keys = grow(d, parent->keys, n, cap);
+			parent->key_nodes = grow(d, parent->key_nodes, n, cap);
+		}
+	}
+	parent->items[n] = item;
+	if (key) {
+		parent->keys[n] = key->value;
+		parent->key_nodes[n] = key;
+	}
+	parent->n = n + 1;
+}
+
+/* ---- errors ---- */
+
+static char last_where[512] = "dtrain";
+
+const char *dt_cfg_last_where(void) { return last_where; }
+
+static int error_atv(const char *file, int line, int col, const char *fmt, va_list ap)
+{
+	if (line > 0)
+		snprintf(last_where, sizeof(last_where), "%s:%d:%d", file, line, col);
+	else
+		snprintf(last_where, sizeof(last_where), "%s", file);
+	return dt_error_atv(last_where, fmt, ap);
+}
+
+static int DT_PRINTF(4, 5) error_at(const char *file, int line, int col, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	error_atv(file, line, col, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+const char *dt_node_where(const struct dt_node *n, char *buf, int size)
+{
+	if (n)
+		snprintf(buf, size, "%s:%d:%d", n->file, n->line, n->col);
+	else
+		snprintf(buf, size, "dtrain");
+	return buf;
+}
+
+int dt_node_error(const struct dt_node *n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	if (n)
+		error_atv(n->file, n->line, n->col, fmt, ap);
+	else
+		error_atv("dtrain", 0, 0, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static const char *kind_name(enum dt_node_kind kind)
+{
+	switch (kind) {
+	case DT_NODE_SCALAR: return "scalar";
+	case DT_NODE_MAP: return "mapping";
+	case DT_NODE_SEQ: return "sequence";
+	}
+	return "?";
+}
+
+/* A plain ~, null or empty scalar: YAML's null, which the getters treat as absent. */
+static int is_null(const struct dt_node *n)
+{
+	if (n->kind != DT_NODE_SCALAR || n->quoted)
+		return 0;
+	return !strcmp(n->value, "") || !strcmp(n->value, "~") || !strcmp(n->value, "null") ||
+	       !strcmp(n->value, "Null") || !strcmp(n->value, "NULL");
+}
+
+/* What a node is, for "got ..." in messages: 'abc', the quoted string "5", a mapping. */
+static const char *describe(const struct dt_node *n, char *buf, size_t size)
+{
+	const char *dots = "";
+	int len;
+	if (n->kind != DT_NODE_SCALAR)
+		return n->kind == DT_NODE_MAP ? "a mapping" : "a sequence";
+	if (is_null(n))
+		return "nothing";
+	len = (int)strlen(n->value);
+	if (len > 80) {
+		len = 80;
+		dots = "...";
+	}
+	if (n->quoted)
+		snprintf(buf, size, "the quoted string \"%.*s%s\"", len, n->value, dots);
+	else
+		snprintf(buf, size, "'%.*s%s'", len, n->value, dots);
+	return buf;
+}
+
+/* ---- parsing: libyaml events to nodes ---- */
+
+struct parser {
+	struct dt_doc *d;
+	yaml_parser_t yp;
+	const char *file, *dir;
+	const char *text;
+	size_t len;
+	int col_offset; /* added to the columns of line 1 (values of --set) */
+	yaml_mark_t end; /* see find_end() */
+};
+
+/*
+ * libyaml puts the end of a text that lacks a final newline on a line of its
+ * own; parse_text() records where that text really ends, and such marks are
+ * moved back there.
+ */
+static void find_end(struct parser *p)
+{
+	p->end.line = SIZE_MAX;
+	if (p->len == 0 || p->text[p->len - 1] == '\n')
+		return;
+	p->end.line = 0;
+	for (size_t i = 0; i < p->len; i++) {
+		if (p->text[i] == '\n')
+			p->end.line++, p->end.column = 0;
+		else if (((unsigned char)p->text[i] & 0xc0) != 0x80)
+			p->end.column++;
+	}
+}
+
+static yaml_mark_t clamp_mark(const struct parser *p, const yaml_mark_t *m)
+{
+	return m->line > p->end.line ? p->end : *m;
+}
+
+static int mark_line(const struct parser *p, const yaml_mark_t *m)
+{
+	yaml_mark_t c = clamp_mark(p, m);
+	return c.line < INT_MAX ? (int)c.line + 1 : INT_MAX;
+}
+
+static int mark_col(const struct parser *p, const yaml_mark_t *m)
+{
+	yaml_mark_t c = clamp_mark(p, m);
+	int col = c.column < INT_MAX / 2 ? (int)c.column + 1 : INT_MAX / 2;
+	return c.line == 0 ? col + p->col_offset : col;
+}
+
+/* The character at a 0-based line and column (columns count characters, as libyaml's do). */
+static const char *text_at(const struct parser *p, size_t line, size_t col)
+{
+	const char *s = p->text, *end = p->text + p->len;
+	for (; line > 0 && s < end; s++)
+		if (*s == '\n')
+			line--;
+	for (; col > 0 && s < end && *s != '\n'; col--)
+		do
+			s++;
+		while (s < end && ((unsigned char)*s & 0xc0) == 0x80);
+	return s < end ? s : NULL;
+}
+
+static int syntax_error(struct parser *p)
+{
+	yaml_parser_t *y = &p->yp;
+	const char *problem = y->problem ? y->problem : "cannot parse";
+	const char *at;
+	char context[160] = "";
+
+	if (y->error == YAML_MEMORY_ERROR)
+		DT_BUG("out of memory in libyaml");
+	if (y->error == YAML_READER_ERROR) {
+		/* Reader errors carry a byte offset, not a mark. */
+		int line = 1, col = 1;
+		for (size_t i = 0; i < y->problem_offset && i < p->len; i++, col++)
+			if (p->text[i] == '\n')
+				line++, col = 0;
+		if (line == 1)
+			col += p->col_offset;
+		if (y->problem_value >= 0)
+			return error_at(p->file, line, col, "%s (0x%02x)", problem, (unsigned)y->problem_value);
+		return error_at(p->file, line, col, "%s", problem);
+	}
+	/* "did not find expected key while parsing a block mapping that started at line 3" */
+	if (y->context && y->context_mark.line != y->problem_mark.line)
+		snprintf(context, sizeof(context), " %s that started at line %d", y->context,
+			 mark_line(p, &y->context_mark));
+	else if (y->context)
+		snprintf(context, sizeof(context), " %s", y->context);
+	at = text_at(p, y->problem_mark.line, y->problem_mark.column);
+	return error_at(p->file, mark_line(p, &y->problem_mark), mark_col(p, &y->problem_mark), "%s%s%s", problem,
+			context, at && *at == '\t' ? " (tabs cannot indent yaml; use spaces)" : "");
+}
+
+static int next_event(struct parser *p, yaml_event_t *ev)
+{
+	if (!yaml_parser_parse(&p->yp, ev))
+		return syntax_error(p);
+	return 0;
+}
+
+static struct dt_node *parse_node(struct parser *p, yaml_event_t *ev, int depth);
+
+static struct dt_node *parse_scalar(struct parser *p, yaml_event_t *ev)
+{
+	size_t len = ev->data.scalar.length;
+	const char *value = (const char *)ev->data.scalar.value;
+	const char *tag = (const char *)ev->data.scalar.tag;
+	struct dt_node *n = node_new(p->d, DT_NODE_SCALAR, p->file, p->dir, mark_line(p, &ev->start_mark),
+				     mark_col(p, &ev->start_mark));
+
+	if (memchr(value, '\0', len)) {
+		dt_node_error(n, "a null character inside a value is not supported");
+		return NULL;
+	}
+	n->value = doc_strndup(p->d, value, len);
+	/* Quoted, block (| and >) and !!str scalars are strings, never numbers. */
+	n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE || (tag && !strcmp(tag, YAML_STR_TAG));
+	return n;
+}
+
+static struct dt_node *parse_seq(struct parser *p, struct dt_node *seq, int depth)
+{
+	for (;;) {
+		yaml_event_t ev;
+		struct dt_node *item;
+		if (next_event(p, &ev))
+			return NULL;
+		if (ev.type == YAML_SEQUENCE_END_EVENT) {
+			yaml_event_delete(&ev);
+			return seq;
+		}
+		item = parse_node(p, &ev, depth + 1);
+		if (!item)
+			return NULL;
+		node_append(p->d, seq, NULL, item);
+	}
+}
+
+static struct dt_node *parse_map(struct parser *p, struct dt_node *map, int depth)
+{
+	for (;;) {
+		yaml_event_t ev;
+		struct dt_node *key, *value;
+		if (next_event(p, &ev))
+			return NULL;
+		if (ev.type == YAML_MAPPING_END_EVENT) {
+			yaml_event_delete(&ev);
+			return map;
+		}
+		key = parse_node(p, &ev, depth + 1);
+		if (!key)
+			return NULL;
+		if (key->kind != DT_NODE_SCALAR) {
+			dt_node_error(key, "a key must be a scalar, got a %s", kind_name(key->kind));
+			return NULL;
+		}
+		for (int i = 0; i < map->n; i++) {
+			if (!strcmp(map->keys[i], key->value)) {
+				dt_node_error(key, "duplicate key '%s' (first at line %d)", key->value,
+					      map->key_nodes[i]->line);
+				return NULL;
+			}
+		}
+		if (next_event(p, &ev))
+			return NULL;
+		value = parse_node(p, &ev, depth + 1);
+		if (!value)
+			return NULL;
+		node_append(p->d, map, key, value);
+	}
+}
+
+/* Builds the node that starts with event ev (which it deletes), reading its children. */
+static struct dt_node *parse_node(struct parser *p, yaml_event_t *ev, int depth)
+{
+	int line = mark_line(p, &ev->start_mark), col = mark_col(p, &ev->start_mark);
+	enum yaml_event_type_e type = ev->type;
+	struct dt_node *n = NULL;
+
+	if (type == YAML_SCALAR_EVENT)
+		n = parse_scalar(p, ev);
+	else if (type == YAML_ALIAS_EVENT)
+		error_at(p->file, line, col, "aliases are not supported ('*%s'); write the value out",
+			 (const char *)ev->data.alias.anchor);
+	else if (depth >= MAX_DEPTH)
+		error_at(p->file, line, col, "nesting deeper than %d levels is not supported", MAX_DEPTH);
+	else if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT)
+		n = node_new(p->d, type == YAML_SEQUENCE_START_EVENT ? DT_NODE_SEQ : DT_NODE_MAP, p->file, p->dir,
+			     line, col);
+	else
+		error_at(p->file, line, col, "unexpected yaml event %d", (int)type);
+	yaml_event_delete(ev);
+
+	if (n && n->kind == DT_NODE_SEQ)
+		return parse_seq(p, n, depth);
+	if (n && n->kind == DT_NODE_MAP)
+		return parse_map(p, n, depth);
+	return n;
+}
+
+/*
+ * Parses one YAML document of text into nodes owned by d. *root is NULL when
+ * the text holds no document (empty or only comments). Returns 0 or -1.
+ */
+static int parse_text(struct dt_doc *d, const char *file, const char *dir, const char *text, size_t len,
+		      int col_offset, struct dt_node **root)
+{
+	struct parser p = { .d = d, .file = file, .dir = dir, .text = text, .len = len, .col_offset = col_offset };
+	yaml_event_t ev;
+	int rc = -1;
+
+	*root = NULL;
+	find_end(&p);
+	if (!yaml_parser_initialize(&p.yp))
+		DT_BUG("out of memory in libyaml");
+	yaml_parser_set_input_string(&p.yp, (const unsigned char *)text, len);
+
+	/* STREAM-START, then DOCUMENT-START node DOCUMENT-END, or STREAM-END at once. */
+	if (next_event(&p, &ev))
+		goto out;
+	yaml_event_delete(&ev);
+	if (next_event(&p, &ev))
+		goto out;
+	if (ev.type == YAML_STREAM_END_EVENT) {
+		yaml_event_delete(&ev);
+		rc = 0;
+		goto out;
+	}
+	yaml_event_delete(&ev);
+	if (next_event(&p, &ev))
+		goto out;
+	*root = parse_node(&p, &ev, 0);
+	if (!*root)
+		goto out;
+	if (next_event(&p, &ev)) /* DOCUMENT-END */
+		goto out;
+	yaml_event_delete(&ev);
+	if (next_event(&p, &ev))
+		goto out;
+	if (ev.type == YAML_DOCUMENT_START_EVENT) {
+		error_at(file, mark_line(&p, &ev.start_mark), mark_col(&p, &ev.start_mark),
+			 "a second document is not supported (only one '---' section per file)");
+		yaml_event_delete(&ev);
+		goto out;
+	}
+	yaml_event_delete(&ev);
+	rc = 0;
+out:
+	yaml_parser_delete(&p.yp);
+	if (rc)
+		*root = NULL;
+	return rc;
+}
+
+/* Parses a whole file or text: its root must be a mapping. NULL on error. */
+static struct dt_node *parse_root(struct dt_doc *d, const char *file, const char *dir, const char *text, size_t len)
+{
+	struct dt_node *root;
+	file = doc_strndup(d, file, strlen(file));
+	dir = doc_strndup(d, dir ? dir : ".", strlen(dir ? dir : "."));
+	if (parse_text(d, file, dir, text, len, 0, &root))
+		return NULL;
+	if (!root || is_null(root)) {
+		error_at(file, 1, 1, "'%s' is empty (expected a mapping of keys)", file);
+		return NULL;
+	}
+	if (root->kind != DT_NODE_MAP) {
+		dt_node_error(root, "expected a mapping at the top level, got a %s", kind_name(root->kind));
+		return NULL;
+	}
+	return root;
+}
+
+/* The whole file in a malloc'd buffer; NULL with errno set when it cannot be read. */
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	int err;
+
+	if (!f)
+		return NULL;
+	for (;;) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 4096;
+			buf = dt_realloc(buf, cap);
+		}
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	err = ferror(f) ? errno : 0;
+	fclose(f);
+	if (err) {
+		free(buf);
+		errno = err;
+		return NULL;
+	}
+	*len = n;
+	return buf;
+}
+
+/* The directory part of a path: "models" for "models/a.yaml", "." for "a.yaml". Caller frees. */
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	if (!slash)
+		return dt_strdup(".");
+	if (slash == path)
+		return dt_strdup("/");
+	dir = dt_malloc((size_t)(slash - path) + 1);
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	return dir;
+}
+
+/* dir/path, or path itself when it is absolute or dir is ".". Caller frees. */
+static char *join_path(const char *dir, const char *path)
+{
+	size_t nd;
+	char *s;
+	if (path[0] == '/' || !dir || !strcmp(dir, "."))
+		return dt_strdup(path);
+	nd = strlen(dir);
+	s = dt_malloc(nd + strlen(path) + 2);
+	sprintf(s, "%s%s%s", dir, dir[nd - 1] == '/' ? "" : "/", path);
+	return s;
+}
+
+struct dt_doc *dt_doc_parse(const char *name, const char *text, const char *dir)
+{
+	struct dt_doc *d = dt_calloc(1, sizeof(*d));
+	d->root = parse_root(d, name, dir, text, strlen(text));
+	if (!d->root) {
+		dt_doc_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+struct dt_doc *dt_doc_load(const char *path)
+{
+	struct dt_doc *d;
+	size_t len;
+	char *text = read_file(path, &len);
+	char *dir;
+
+	if (!text) {
+		error_at("dtrain", 0, 0, "cannot open '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	dir = dir_of(path);
+	d = dt_calloc(1, sizeof(*d));
+	d->root = parse_root(d, path, dir, text, len);
+	free(dir);
+	free(text);
+	if (!d->root) {
+		dt_doc_free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void dt_doc_free(struct dt_doc *d)
+{
+	if (!d)
+		return;
+	while (d->chunks) {
+		struct chunk *next = d->chunks->next;
+		free(d->chunks);
+		d->chunks = next;
+	}
+	free(d);
+}
+
+struct dt_node *dt_doc_root(struct dt_doc *d) { return d ? d->root : NULL; }
+
+/* ---- --set a.b.0.c=value ---- */
+
+static int set_error(int col, const char *fmt, ...) DT_PRINTF(2, 3);
+static int set_error(int col, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	error_atv("--set", 1, col, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* A sequence index: digits only, below n. Returns it, or -1. */
+static int parse_index(const char *s, size_t len, int n)
+{
+	long v = 0;
+	if (len == 0 || len > 9)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v < n ? (int)v : -1;
+}
+
+int dt_doc_set(struct dt_doc *d, const char *assignment)
+{
+	const char *eq = strchr(assignment, '=');
+	const char *seg = assignment;
+	struct dt_node *value, *cur;
+	int keylen;
+
+	if (!d || !d->root)
+		return dt_error("--set: no document to change");
+	if (!eq)
+		return set_error(1, "expected 'key=value', got '%s'", assignment);
+	keylen = (int)(eq - assignment);
+	if (keylen == 0)
+		return set_error(1, "missing key before '=' in '%s'", assignment);
+	/* The value first, so that a bad one leaves the tree as it was. */
+	if (parse_text(d, "--set", ".", eq + 1, strlen(eq + 1), keylen + 1, &value))
+		return -1;
+	if (!value) {
+		value = node_new(d, DT_NODE_SCALAR, "--set", ".", 1, keylen + 2);
+		value->value = "";
+	}
+
+	/*
+	 * Walk the key path. Missing keys are created as mappings; every error is
+	 * raised on a node that existed before, so a failed --set changes nothing.
+	 */
+	cur = d->root;
+	for (;;) {
+		const char *end = memchr(seg, '.', (size_t)(eq - seg));
+		int col = (int)(seg - assignment) + 1;
+		int len, last, i;
+		struct dt_node **slot = NULL;
+
+		if (!end)
+			end = eq;
+		len = (int)(end - seg);
+		last = end == eq;
+		if (len == 0)
+			return set_error(col, "empty name in key '%.*s'", keylen, assignment);
+
+		if (cur->kind == DT_NODE_SCALAR) {
+			return set_error(col, "cannot set '%.*s': '%.*s' is a scalar", keylen, assignment,
+					 (int)(seg - assignment) - 1, assignment);
+		} else if (cur->kind == DT_NODE_SEQ) {
+			i = parse_index(seg, (size_t)len, cur->n);
+			if (i < 0)
+				return set_error(col, "'%.*s' is a sequence of %d items; expected an index from 0 to %d, got '%.*s'",
+						 (int)(seg - assignment) - 1, assignment, cur->n, cur->n - 1, len, seg);
+			slot = &cur->items[i];
+		} else {
+			for (i = 0; i < cur->n; i++)
+				if ((int)strlen(cur->keys[i]) == len && !strncmp(cur->keys[i], seg, (size_t)len))
+					break;
+			if (i < cur->n) {
+				slot = &cur->items[i];
+			} else {
+				struct dt_node *key = node_new(d, DT_NODE_SCALAR, "--set", ".", 1, col);
+				key->value = doc_strndup(d, seg, (size_t)len);
+				node_append(d, cur, key, last ? value : node_new(d, DT_NODE_MAP, "--set", ".", 1, col));
+				slot = &cur->items[cur->n - 1];
+			}
+		}
+		if (last) {
+			*slot = value;
+			return 0;
+		}
+		if (is_null(*slot)) /* "layers:" with nothing yet */
+			*slot = node_new(d, DT_NODE_MAP, "--set", ".", 1, col);
+		cur = *slot;
+		seg = end + 1;
+	}
+}
+
+/* ---- include ---- */
+
+static int map_find(const struct dt_node *map, const char *key)
+{
+	if (!map || map->kind != DT_NODE_MAP)
+		return -1;
+	for (int i = 0; i < map->n; i++)
+		if (!strcmp(map->keys[i], key))
+			return i;
+	return -1;
+}
+
+int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key)
+{
+	int i = map_find(map, key);
+	struct dt_node *n = i < 0 ? NULL : map->items[i], *root;
+	size_t len;
+	char *path, *text, *dir;
+
+	if (!n || n->kind == DT_NODE_MAP || is_null(n))
+		return 0;
+	if (n->kind != DT_NODE_SCALAR)
+		return dt_node_error(n, "expected a file name or a mapping for '%s', got a sequence", key);
+	path = join_path(n->dir, n->value);
+	text = read_file(path, &len);
+	if (!text) {
+		dt_node_error(n, "cannot open '%s': %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	dir = dir_of(path);
+	root = parse_root(d, path, dir, text, len);
+	free(dir);
+	free(text);
+	free(path);
+	if (!root)
+		return -1;
+	map->items[i] = root;
+	return 1;
+}
+
+/* ---- lookups ---- */
+
+struct dt_node *dt_node_get(const struct dt_node *map, const char *key)
+{
+	int i = map_find(map, key);
+	return i < 0 || is_null(map->items[i]) ? NULL : map->items[i];
+}
+
+int dt_node_expect(const struct dt_node *n, enum dt_node_kind kind, const char *what)
+{
+	static const char *const article[] = { "a scalar", "a mapping", "a sequence" };
+	char buf[128];
+	if (!n)
+		return dt_node_error(NULL, "missing '%s'", what);
+	if (n->kind == kind)
+		return 0;
+	if (n->kind == DT_NODE_SCALAR)
+		return dt_node_error(n, "expected %s for '%s', got %s", article[kind], what, describe(n, buf, sizeof(buf)));
+	return dt_node_error(n, "expected %s for '%s', got %s", article[kind], what, article[n->kind]);
+}
+
+/* "a, b, c": the names of a NULL-terminated list. Caller frees. */
+static char *join_names(const char *const *names)
+{
+	size_t len = 1;
+	char *s;
+	for (int i = 0; names[i]; i++)
+		len += strlen(names[i]) + 2;
+	s = dt_malloc(len);
+	s[0] = '\0';
+	for (int i = 0; names[i]; i++) {
+		if (i)
+			strcat(s, ", ");
+		strcat(s, names[i]);
+	}
+	return s;
+}
+
+int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *const *allowed)
+{
+	if (!map)
+		return 0;
+	if (dt_node_expect(map, DT_NODE_MAP, what))
+		return -1;
+	for (int i = 0; i < map->n; i++) {
+		const char *key = map->keys[i], *guess;
+		char *list;
+		int j;
+		for (j = 0; allowed[j] && strcmp(allowed[j], key); j++)
+			;
+		if (allowed[j])
+			continue;
+		guess = dt_did_you_mean(key, allowed);
+		if (guess)
+			return dt_node_error(map->key_nodes[i], "unknown key '%s' in '%s'; did you mean '%s'?", key, what,
+					     guess);
+		list = join_names(allowed);
+		dt_node_error(map->key_nodes[i], "unknown key '%s' in '%s' (expected one of: %s)", key, what, list);
+		free(list);
+		return -1;
+	}
+	return 0;
+}
+
+int dt_cfg_require(const struct dt_node *map, const char *key, const char *what)
+{
+	int i = map_find(map, key);
+	if (i < 0)
+		return dt_node_error(map, "missing required key '%s' in '%s'", key, what);
+	if (is_null(map->items[i]))
+		return dt_node_error(map->key_nodes[i], "'%s' in '%s' needs a value", key, what);
+	return 0;
+}
+
+/* ---- numbers ---- */
+
+/* Strict decimal: [+-] digits [. digits] [e [+-] digits], also ".5" and "5.". 0 or -1. */
+static int parse_decimal(const char *s, double *out)
+{
+	const char *p = s;
+	int digits = 0;
+	if (*p == '+' || *p == '-')
+		p++;
+	for (; isdigit((unsigned char)*p); p++)
+		digits++;
+	if (*p == '.')
+		for (p++; isdigit((unsigned char)*p); p++)
+			digits++;
+	if (!digits)
+		return -1;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	if (*p)
+		return -1;
+	*out = strtod(s, NULL);
+	return 0;
+}
+
+enum { NUM_OK = 0, NUM_BAD = -1, NUM_OVERFLOW = -2, NUM_NOT_FINITE = -3, NUM_DIV_ZERO = -4 };
+
+/* A whole number: "-12", or a float form without a fraction ("1e6", "2.0"). */
+static int parse_int(const char *s, int64_t *out)
+{
+	const char *p = s;
+	uint64_t v = 0;
+	double x;
+	int neg = 0, overflow = 0;
+
+	if (*p == '+' || *p == '-')
+		neg = *p++ == '-';
+	if (isdigit((unsigned char)*p)) {
+		for (; isdigit((unsigned char)*p); p++) {
+			unsigned digit = (unsigned)(*p - '0');
+			if (v > (UINT64_MAX - digit) / 10)
+				overflow = 1;
+			else
+				v = v * 10 + digit;
+		}
+		if (*p == '\0') {
+			if (overflow || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+				return NUM_OVERFLOW;
+			*out = neg ? (int64_t)(0 - v) : (int64_t)v;
+			return NUM_OK;
+		}
+	}
+	if (parse_decimal(s, &x) || x != floor(x))
+		return NUM_BAD;
+	if (x < -9223372036854775808.0 || x >= 9223372036854775808.0)
+		return NUM_OVERFLOW;
+	*out = (int64_t)x;
+	return NUM_OK;
+}
+
+static int is_inf_or_nan(const char *s)
+{
+	static const char *const words[] = { "inf", ".inf", "infinity", "nan", ".nan" };
+	if (*s == '+' || *s == '-')
+		s++;
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (!strcasecmp(s, words[i]))
+			return 1;
+	return 0;
+}
+
+/* Copies s[0..n) without surrounding spaces into buf (size > n). */
+static void trim_copy(char *buf, const char *s, size_t n)
+{
+	while (n && isspace((unsigned char)*s))
+		s++, n--;
+	while (n && isspace((unsigned char)s[n - 1]))
+		n--;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+}
+
+/* A finite float: decimal, exponent or "a/b". */
+static int parse_float(const char *s, double *out)
+{
+	const char *slash = strchr(s, '/');
+	double x, den;
+
+	if (is_inf_or_nan(s))
+		return NUM_NOT_FINITE;
+	if (slash) {
+		size_t len = strlen(s);
+		char *num = dt_malloc(len + 1), *dnm = dt_malloc(len + 1);
+		int bad;
+		trim_copy(num, s, (size_t)(slash - s));
+		trim_copy(dnm, slash + 1, strlen(slash + 1));
+		bad = parse_decimal(num, &x) || parse_decimal(dnm, &den);
+		free(num);
+		free(dnm);
+		if (bad)
+			return NUM_BAD;
+		if (den == 0)
+			return NUM_DIV_ZERO;
+		x /= den;
+	} else if (parse_decimal(s, &x)) {
+		return NUM_BAD;
+	}
+	if (!isfinite(x))
+		return NUM_NOT_FINITE;
+	*out = x;
+	return NUM_OK;
+}
+
+/* The shortest text that reads back as v. */
+static const char *format_double(double v, char *buf, size_t size)
+{
+	snprintf(buf, size, "%.15g", v);
+	if (strtod(buf, NULL) != v)
+		snprintf(buf, size, "%.17g", v);
+	return buf;
+}
+
+/* "in [0, 1)", ">= 1" or "< 5" from bound texts (NULL: unbounded). */
+static const char *format_range(const char *lo, const char *hi, int open, char *buf, size_t size)
+{
+	if (lo && hi)
+		snprintf(buf, size, "in %c%s, %s%c", open & DT_OPEN_MIN ? '(' : '[', lo, hi,
+			 open & DT_OPEN_MAX ? ')' : ']');
+	else if (lo)
+		snprintf(buf, size, "%s %s", open & DT_OPEN_MIN ? ">" : ">=", lo);
+	else if (hi)
+		snprintf(buf, size, "%s %s", open & DT_OPEN_MAX ? "<" : "<=", hi);
+	else
+		snprintf(buf, size, "a number");
+	return buf;
+}
+
+/* "'units' must be" for getters, "value must be" for dt_node_* on sequence items. */
+static const char *subject(const char *what, char *buf, size_t size)
+{
+	if (what)
+		snprintf(buf, size, "'%.120s' must be", what);
+	else
+		snprintf(buf, size, "value must be");
+	return buf;
+}
+
+static int node_int(const struct dt_node *n, const char *what, int64_t min, int64_t max, int64_t *out)
+{
+	char sub[160], got[160], lo[32], hi[32], range[96];
+	int64_t v = 0;
+	int rc = n->kind == DT_NODE_SCALAR && !n->quoted ? parse_int(n->value, &v) : NUM_BAD;
+
+	subject(what, sub, sizeof(sub));
+	if (rc == NUM_BAD)
+		return dt_node_error(n, "%s an integer, got %s", sub, describe(n, got, sizeof(got)));
+	snprintf(lo, sizeof(lo), "%" PRId64, min);
+	snprintf(hi, sizeof(hi), "%" PRId64, max);
+	format_range(min == INT64_MIN ? NULL : lo, max == INT64_MAX ? NULL : hi, 0, range, sizeof(range));
+	if (rc == NUM_OVERFLOW && min == INT64_MIN && max == INT64_MAX)
+		return dt_node_error(n, "%s a 64-bit integer, got %s (too large)", sub, n->value);
+	if (rc == NUM_OVERFLOW || v < min || v > max)
+		return dt_node_error(n, "%s %s, got %s", sub, range, n->value);
+	*out = v;
+	return 0;
+}
+
+static int node_float(const struct dt_node *n, const char *what, double min, double max, int open, double *out)
+{
+	char sub[160], got[160], lo[32], hi[32], range[96];
+	double v = 0;
+	int rc = n->kind == DT_NODE_SCALAR && !n->quoted ? parse_float(n->value, &v) : NUM_BAD;
+	int below, above;
+
+	subject(what, sub, sizeof(sub));
+	if (rc == NUM_BAD)
+		return dt_node_error(n, "%s a number, got %s", sub, describe(n, got, sizeof(got)));
+	if (rc == NUM_NOT_FINITE)
+		return dt_node_error(n, "%s a finite number, got %s", sub, describe(n, got, sizeof(got)));
+	if (rc == NUM_DIV_ZERO)
+		return dt_node_error(n, "%s a number, got %s (division by zero)", sub, describe(n, got, sizeof(got)));
+	below = open & DT_OPEN_MIN ? v <= min : v < min;
+	above = open & DT_OPEN_MAX ? v >= max : v > max;
+	if (below || above) {
+		format_range(isinf(min) ? NULL : format_double(min, lo, sizeof(lo)),
+			     isinf(max) ? NULL : format_double(max, hi, sizeof(hi)), open, range, sizeof(range));
+		return dt_node_error(n, "%s %s, got %s", sub, range, n->value);
+	}
+	*out = v;
+	return 0;
+}
+
+int dt_node_int(const struct dt_node *n, int64_t min, int64_t max, int64_t *out)
+{
+	return node_int(n, NULL, min, max, out);
+}
+
+int dt_node_float(const struct dt_node *n, double min, double max, double *out)
+{
+	return node_float(n, NULL, min, max, 0, out);
+}
+
+int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out)
+{
+	return node_float(n, NULL, min, max, open, out);
+}
+
+/* ---- getters ---- */
+
+int dt_cfg_int(const struct dt_node *map, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out)
+{
+	const struct dt_node *n = dt_node_get(map, key);
+	if (!n) {
+		*out = def;
+		return 0;
+	}
+	return node_int(n, key, min, max, out) ? -1 : 1;
+}
+
+int dt_cfg_float_range(const struct dt_node *map, const char *key, double def, double min, double max, int open,
+		       double *out)
+{
+	const struct dt_node *n = dt_node_get(map, key);
+	if (!n) {
+		*out = def;
+		return 0;
+	}
+	return node_float(n, key, min, max, open, out) ? -1 : 1;
+}
+
+int dt_cfg_float(const struct dt_node *map, const char *key, double def, double min, double max, double *out)
+{
+	return dt_cfg_float_range(map, key, def, min, max, 0, out);
+}
+
+int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out)
+{
+	static const char *const yes[] = { "true", "yes", "on" }, *const no[] = { "false", "no", "off" };
+	const struct dt_node *n = dt_node_get(map, key);
+	char got[160];
+
+	if (!n) {
+		*out = def;
+		return 0;
+	}
+	for (int i = 0; i < 3 && n->kind == DT_NODE_SCALAR && !n->quoted; i++) {
+		if (!strcasecmp(n->value, yes[i]) || !strcasecmp(n->value, no[i])) {
+			*out = !strcasecmp(n->value, yes[i]);
+			return 1;
+		}
+	}
+	return dt_node_error(n, "'%s' must be true or false, got %s", key, describe(n, got, sizeof(got)));
+}
+
+int dt_cfg_string(const struct dt_node *map, const char *key, const char *def, const char **out)
+{
+	const struct dt_node *n = dt_node_get(map, key);
+	if (!n) {
+		*out = def;
+		return 0;
+	}
+	if (n->kind != DT_NODE_SCALAR)
+		return dt_node_error(n, "'%s' must be a string, got a %s", key, kind_name(n->kind));
+	*out = n->value;
+	return 1;
+}
+
+int dt_cfg_path(const struct dt_node *map, const char *key, char **out)
+{
+	const struct dt_node *n = dt_node_get(map, key);
+	*out = NULL;
+	if (!n)
+		return 0;
+	if (n->kind != DT_NODE_SCALAR)
+		return dt_node_error(n, "'%s' must be a path, got a %s", key, kind_name(n->kind));
+	if (!*n->value)
+		return dt_node_error(n, "'%s' must not be empty", key);
+	*out = join_path(n->dir, n->value);
+	return 1;
+}
+
+int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *names, int def, int *out)
+{
+	const struct dt_node *n = dt_node_get(map, key);
+	const char *guess;
+	char *list;
+
+	if (!n) {
+		*out = def;
+		return 0;
+	}
+	list = join_names(names);
+	if (n->kind != DT_NODE_SCALAR) {
+		dt_node_error(n, "'%s' must be one of: %s, got a %s", key, list, kind_name(n->kind));
+		free(list);
+		return -1;
+	}
+	for (int i = 0; names[i]; i++) {
+		if (!strcmp(n->value, names[i])) {
+			free(list);
+			*out = i;
+			return 1;
+		}
+	}
+	guess = dt_did_you_mean(n->value, names);
+	if (guess)
+		dt_node_error(n, "unknown %s '%s' (expected one of: %s); did you mean '%s'?", key, n->value, list, guess);
+	else
+		dt_node_error(n, "unknown %s '%s' (expected one of: %s)", key, n->value, list);
+	free(list);
+	return -1;
+}
+
+int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *out)
+{
+	const struct dt_node *n = dt_node_get(map, key);
+	struct dt_shape s = { 0 };
+	char got[160];
+
+	if (!n)
+		return 0;
+	if (n->kind != DT_NODE_SEQ)
+		return dt_node_error(n, "'%s' must be a sequence of 1 to %d positive integers such as [28, 28, 1], got %s",
+				     key, DT_MAX_SAMPLE_DIMS, describe(n, got, sizeof(got)));
+	if (n->n < 1 || n->n > DT_MAX_SAMPLE_DIMS)
+		return dt_node_error(n, "'%s' must have 1 to %d dimensions, got %d", key, DT_MAX_SAMPLE_DIMS, n->n);
+	for (int i = 0; i < n->n; i++) {
+		char what[160];
+		int64_t v = 0;
+		snprintf(what, sizeof(what), "%s[%d]", key, i);
+		if (node_int(n->items[i], what, 1, INT_MAX, &v))
+			return -1;
+		s.dim[i] = (int)v;
+	}
+	s.ndim = n->n;
+	*out = s;
+	return 1;
+}
+
+/* ---- did you mean ---- */
+
+/* Edit distance (insert, delete, substitute, swap two neighbours), ignoring case. */
+static int edit_distance(const char *a, const char *b)
+{
+	int na = (int)strlen(a), nb = (int)strlen(b), d;
+	int *rows = dt_malloc((size_t)(nb + 1) * 3 * sizeof(int));
+	int *prev2 = rows, *prev = rows + nb + 1, *cur = prev + nb + 1; /* rows i-2, i-1, i */
+
+	for (int j = 0; j <= nb; j++)
+		prev[j] = j;
+	for (int i = 1; i <= na; i++) {
+		int *t;
+		cur[0] = i;
+		for (int j = 1; j <= nb; j++) {
+			int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+			int best = prev[j - 1] + (ca != cb);
+			if (prev[j] + 1 < best)
+				best = prev[j] + 1;
+			if (cur[j - 1] + 1 < best)
+				best = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == cb && prev2[j - 2] + 1 < best)
+				best = prev2[j - 2] + 1;
+			cur[j] = best;
+		}
+		t = prev2;
+		prev2 = prev;
+		prev = cur;
+		cur = t;
+	}
+	d = prev[nb];
+	free(rows);
+	return d;
+}
+
+/*
+ * A name is close when its distance to s is at most a third of its length
+ * (at least 1) and less than its length; the closest wins, the first on ties.
+ */
+const char *dt_did_you_mean(const char *s, const char *const *names)
+{
+	const char *best = NULL;
+	int best_d = INT_MAX;
+	size_t ns = strlen(s);
+
+	for (int i = 0; names[i]; i++) {
+		int len = (int)strlen(names[i]);
+		int limit = len / 3 > 1 ? len / 3 : 1, d;
+		if (limit >= len)
+			limit = len - 1;
+		if ((int)ns > len + limit || (int)ns < len - limit)
+			continue;
+		d = edit_distance(s, names[i]);
+		if (d <= limit && d < best_d) {
+			best = names[i];
+			best_d = d;
+		}
+	}
+	return best;
+}

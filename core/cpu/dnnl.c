@@ -1,0 +1,945 @@
+/*
+ * The CPU backend's plans: convolution and batch normalization on oneDNN
+ * primitives, pooling by hand, over dtrain's channels-last tensors.
+ *
+ * Layouts, measured on Keras' MNIST CNN and VGG-style shapes at batch 128
+ * (tests/bench/conv_formats.c, AVX2, 1 and 2 threads): the forward and the
+ * weight gradient read and write the NHWC activations in place and let
+ * oneDNN choose the weights' layout (format_tag_any), into which the Keras
+ * (kh, kw, in, out) kernel is reordered at each step and from which the
+ * weight gradient is reordered back. HWIO weights send oneDNN 2.6 to its
+ * gemm path, 1.4-2.5x slower; blocking the activations too gains nothing
+ * there once their reorders are paid. The data gradient lets oneDNN choose
+ * every layout and reorders dy in and dx out: 20-25% faster where channels
+ * grow (32 -> 64, 3 -> 32), 2-5% slower at 64 -> 64 and 64 -> 128.
+ *
+ * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
+ * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation
+ * tails, replica slices), least recently used out; a size is made once, on
+ * first use, its backward primitives on its first backward. Every buffer a
+ * primitive needs (scratchpad, reordered weights and gradients, batch
+ * statistics) belongs to the plan and is sized when a primitive is made,
+ * never during a step.
+ * Scratchpads are in user mode: oneDNN's own global scratchpad is per
+ * creating thread, and a plan may be made on one thread and run on another.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu/ops_cpu.h"
+
+#define CACHE_SIZE 8
+
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+static _Atomic uint64_t primitives_made;
+static dnnl_primitive_attr_t attr; /* user scratchpad */
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+
+static void engine_init(void)
+{
+	DT_DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
+	DT_DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
+	DT_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+	DT_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+}
+
+/* A plan-owned buffer; grows only when a primitive is made. */
+struct buf {
+	float *p;
+	size_t bytes;
+};
+
+static void buf_reserve(struct buf *b, size_t bytes)
+{
+	if (bytes <= b->bytes)
+		return;
+	dt_device_free(DT_CPU, b->p);
+	b->p = dt_device_alloc(DT_CPU, (int64_t)((bytes + sizeof(float) - 1) / sizeof(float)));
+	b->bytes = bytes;
+}
+
+static void buf_release(struct buf *b)
+{
+	dt_device_free(DT_CPU, b->p);
+	b->p = NULL;
+	b->bytes = 0;
+}
+
+/* A primitive and the memory object of its scratchpad (NULL when it needs none). */
+struct prim {
+	dnnl_primitive_t p;
+	dnnl_memory_t scratch;
+};
+
+static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md)
+{
+	dnnl_memory_t m;
+	DT_DNNL_CHECK(dnnl_memory_create(&m, md, engine, DNNL_MEMORY_NONE));
+	return m;
+}
+
+static void mem_free(dnnl_memory_t *m)
+{
+	if (*m)
+		DT_DNNL_CHECK(dnnl_memory_destroy(*m));
+	*m = NULL;
+}
+
+static dnnl_memory_t bind(dnnl_memory_t m, const void *data)
+{
+	DT_DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)data));
+	return m;
+}
+
+static void pd_free(dnnl_primitive_desc_t *pd)
+{
+	if (*pd)
+		DT_DNNL_CHECK(dnnl_primitive_desc_destroy(*pd));
+	*pd = NULL;
+}
+
+static size_t md_bytes(const dnnl_memory_desc_t *md) { return md ? dnnl_memory_desc_get_size(md) : 0; }
+
+/* Makes the primitive of pd (which the caller keeps) and grows the plan's scratchpad to fit. */
+static void prim_make(struct prim *pr, const_dnnl_primitive_desc_t pd, struct buf *scratch)
+{
+	const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+	DT_DNNL_CHECK(dnnl_primitive_create(&pr->p, pd));
+	primitives_made++;
+	pr->scratch = NULL;
+	if (md_bytes(md) > 0) {
+		buf_reserve(scratch, md_bytes(md));
+		pr->scratch = mem_new(md);
+	}
+}
+
+/* Makes pd from an operation descriptor, then its primitive. Returns pd. */
+static dnnl_primitive_desc_t prim_make_op(struct prim *pr, const_dnnl_op_desc_t op, const_dnnl_primitive_desc_t hint,
+					  struct buf *scratch)
+{
+	dnnl_primitive_desc_t pd;
+	DT_DNNL_CHECK(dnnl_primitive_desc_create(&pd, op, attr, engine, hint));
+	prim_make(pr, pd, scratch);
+	return pd;
+}
+
+static void prim_free(struct prim *pr)
+{
+	if (pr->p)
+		DT_DNNL_CHECK(dnnl_primitive_destroy(pr->p));
+	mem_free(&pr->scratch);
+	pr->p = NULL;
+}
+
+/* Runs pr with nargs arguments; args has room for the scratchpad after them. */
+static void prim_run(const struct prim *pr, const struct buf *scratch, int nargs, dnnl_exec_arg_t *args)
+{
+	if (pr->scratch)
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(pr->scratch, scratch->p) };
+	DT_DNNL_CHECK(dnnl_primitive_execute(pr->p, stream, nargs, args));
+}
+
+/* A reorder from one memory object to another, both already bound. */
+static void reorder_run(const struct prim *pr, const struct buf *scratch, dnnl_memory_t from, dnnl_memory_t to)
+{
+	dnnl_exec_arg_t args[3] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
+	prim_run(pr, scratch, 2, args);
+}
+
+static void reorder_make(struct prim *pr, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+			 struct buf *scratch)
+{
+	dnnl_primitive_desc_t pd;
+	DT_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr));
+	prim_make(pr, pd, scratch);
+	pd_free(&pd);
+}
+
+/* Logical (N, C, H, W) dims stored channels last. */
+static dnnl_memory_desc_t md_nhwc(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = { n, c, h, w };
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nhwc));
+	return md;
+}
+
+static dnnl_memory_desc_t md_any(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = { n, c, h, w };
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_format_tag_any));
+	return md;
+}
+
+static dnnl_memory_desc_t md_vec(int64_t c)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = { c };
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_f32, dnnl_a));
+	return md;
+}
+
+/* The head of every cache entry. */
+struct slot {
+	int n;         /* batch size; 0: free */
+	uint64_t used; /* clock of the last use */
+};
+
+/* What every CPU plan has: the cache's clock and the scratchpad its primitives share. */
+struct cpu_plan {
+	struct dt_plan head;
+	enum { PLAN_CONV, PLAN_POOL, PLAN_BATCHNORM } kind;
+	int max_batch;
+	uint64_t clock;
+	struct buf scratch;
+};
+
+static void plan_init(struct cpu_plan *p, int kind, int max_batch)
+{
+	DT_ASSERT(max_batch > 0);
+	pthread_once(&engine_once, engine_init);
+	p->head.backend = &dt_cpu_backend;
+	p->kind = kind;
+	p->max_batch = max_batch;
+}
+
+/*
+ * The entry for batch size n in cache (CACHE_SIZE entries, stride bytes
+ * apart, each starting with a struct slot): the one made for n, else a free
+ * one or the least recently used, which the caller must empty and fill
+ * (*fresh set).
+ */
+static void *cache_find(struct cpu_plan *p, void *cache, size_t stride, int n, int *fresh)
+{
+	struct slot *pick = NULL;
+	DT_ASSERT(n > 0 && n <= p->max_batch);
+	for (int i = 0; i < CACHE_SIZE; i++) {
+		struct slot *s = (struct slot *)((char *)cache + i * stride);
+		if (s->n == n) {
+			s->used = ++p->clock;
+			*fresh = 0;
+			return s;
+		}
+		if (!pick || (pick->n && (!s->n || s->used < pick->used)))
+			pick = s;
+	}
+	*fresh = 1;
+	pick->used = ++p->clock;
+	return pick;
+}
+
+/* ---- convolution ---- */
+
+struct conv_entry {
+	struct slot s;
+	dnnl_primitive_desc_t fwd_pd; /* the hint of the backward ones */
+	struct prim fwd, bwd_data, bwd_weights;
+	/* reorders to and from the primitives' layouts; p NULL when dtrain's is taken as is */
+	struct prim w_to_fwd, w_to_bwd, dw_from_bwd, dy_to_bwd, dx_from_bwd;
+	dnnl_memory_t x, y, dy, dx;                          /* NHWC at this n */
+	dnnl_memory_t w_fwd, w_bwd, dw_bwd, dy_bwd, dx_bwd; /* in the primitives' layouts, or NULL */
+};
+
+struct conv_plan {
+	struct cpu_plan base;
+	struct dt_conv_geom g;
+	struct conv_entry cache[CACHE_SIZE];
+	dnnl_memory_desc_t w_md, b_md;    /* HWIO, (out_c) */
+	dnnl_memory_t w, dw, b, db;       /* the caller's tensors */
+	struct buf w_fwd, w_bwd, dw_bwd;  /* reordered weights */
+	struct buf dy_bwd, dx_bwd;        /* backward data's blocked dy and dx */
+	struct buf zero_bias, db_unused;  /* for b == NULL, db == NULL */
+};
+
+static dnnl_memory_desc_t conv_weights_md(const struct dt_conv_geom *g, dnnl_format_tag_t tag)
+{
+	dnnl_memory_desc_t md;
+	dnnl_dims_t dims = { g->out_c, g->in_c, g->kh, g->kw };
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+	return md;
+}
+
+struct conv_dims {
+	dnnl_dims_t strides, dilates, pad_l, pad_r;
+};
+
+static struct conv_dims conv_dims(const struct dt_conv_geom *g)
+{
+	/* oneDNN counts dilation from 0, Keras from 1. */
+	return (struct conv_dims){ { g->stride_h, g->stride_w }, { g->dil_h - 1, g->dil_w - 1 },
+				   { g->pad_top, g->pad_left }, { g->pad_bottom, g->pad_right } };
+}
+
+/*
+ * A tensor the primitive takes in layout `want` while dtrain holds it as
+ * `have`: the memory object in `want`, backed by the plan's buffer b, and in
+ * *r the reorder from have to want (to_prim) or back. NULL, and no reorder,
+ * when the layouts agree.
+ */
+static dnnl_memory_t layout_for(struct cpu_plan *p, const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want,
+				struct prim *r, struct buf *b, int to_prim)
+{
+	if (dnnl_memory_desc_equal(want, have))
+		return NULL;
+	buf_reserve(b, md_bytes(want));
+	if (to_prim)
+		reorder_make(r, have, want, &p->scratch);
+	else
+		reorder_make(r, want, have, &p->scratch);
+	return mem_new(want);
+}
+
+static void conv_entry_clear(struct conv_entry *e)
+{
+	prim_free(&e->fwd);
+	prim_free(&e->bwd_data);
+	prim_free(&e->bwd_weights);
+	prim_free(&e->w_to_fwd);
+	prim_free(&e->w_to_bwd);
+	prim_free(&e->dw_from_bwd);
+	prim_free(&e->dy_to_bwd);
+	prim_free(&e->dx_from_bwd);
+	pd_free(&e->fwd_pd);
+	mem_free(&e->x);
+	mem_free(&e->y);
+	mem_free(&e->dy);
+	mem_free(&e->dx);
+	mem_free(&e->w_fwd);
+	mem_free(&e->w_bwd);
+	mem_free(&e->dw_bwd);
+	mem_free(&e->dy_bwd);
+	mem_free(&e->dx_bwd);
+	e->s.n = 0;
+}
+
+static struct conv_entry *conv_entry(struct conv_plan *p, int n)
+{
+	const struct dt_conv_geom *g = &p->g;
+	int fresh;
+	struct conv_entry *e = cache_find(&p->base, p->cache, sizeof(p->cache[0]), n, &fresh);
+	dnnl_memory_desc_t x_md, y_md, w_any;
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t op;
+
+	if (!fresh)
+		return e;
+	conv_entry_clear(e);
+	e->s.n = n;
+	x_md = md_nhwc(n, g->in_c, g->in_h, g->in_w);
+	y_md = md_nhwc(n, g->out_c, g->out_h, g->out_w);
+	w_any = conv_weights_md(g, dnnl_format_tag_any);
+	DT_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&op, dnnl_forward_training, dnnl_convolution_direct,
+								 &x_md, &w_any, &p->b_md, &y_md, d.strides,
+								 d.dilates, d.pad_l, d.pad_r));
+	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch);
+	e->w_fwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
+			      &e->w_to_fwd, &p->w_fwd, 1);
+	e->x = mem_new(&x_md);
+	e->y = mem_new(&y_md);
+	e->dx = mem_new(&x_md);
+	e->dy = mem_new(&y_md);
+	return e;
+}
+
+static void conv_make_bwd_weights(struct conv_plan *p, struct conv_entry *e)
+{
+	const struct dt_conv_geom *g = &p->g;
+	dnnl_memory_desc_t x_md = md_nhwc(e->s.n, g->in_c, g->in_h, g->in_w);
+	dnnl_memory_desc_t y_md = md_nhwc(e->s.n, g->out_c, g->out_h, g->out_w);
+	dnnl_memory_desc_t w_any = conv_weights_md(g, dnnl_format_tag_any);
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t op;
+	dnnl_primitive_desc_t pd;
+
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&op, dnnl_convolution_direct, &x_md, &w_any,
+									  &p->b_md, &y_md, d.strides, d.dilates,
+									  d.pad_l, d.pad_r));
+	pd = prim_make_op(&e->bwd_weights, &op, e->fwd_pd, &p->base.scratch);
+	e->dw_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0),
+			       &e->dw_from_bwd, &p->dw_bwd, 0);
+	pd_free(&pd);
+}
+
+/* Backward data in the layouts oneDNN chooses for dy and dx too (see the top). */
+static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
+{
+	const struct dt_conv_geom *g = &p->g;
+	dnnl_memory_desc_t x_md = md_nhwc(e->s.n, g->in_c, g->in_h, g->in_w);
+	dnnl_memory_desc_t y_md = md_nhwc(e->s.n, g->out_c, g->out_h, g->out_w);
+	dnnl_memory_desc_t x_any = md_any(e->s.n, g->in_c, g->in_h, g->in_w);
+	dnnl_memory_desc_t y_any = md_any(e->s.n, g->out_c, g->out_h, g->out_w);
+	dnnl_memory_desc_t w_any = conv_weights_md(g, dnnl_format_tag_any);
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t op;
+	dnnl_primitive_desc_t pd;
+
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &x_any, &w_any,
+								       &y_any, d.strides, d.dilates, d.pad_l,
+								       d.pad_r));
+	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch);
+	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+			      &e->w_to_bwd, &p->w_bwd, 1);
+	e->dy_bwd = layout_for(&p->base, &y_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0),
+			       &e->dy_to_bwd, &p->dy_bwd, 1);
+	e->dx_bwd = layout_for(&p->base, &x_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0),
+			       &e->dx_from_bwd, &p->dx_bwd, 0);
+	pd_free(&pd);
+}
+
+/* Floor of the output size, as Keras computes it from the padding it chose. */
+static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
+{
+	int span = in + pad_lo + pad_hi - dil * (k - 1) - 1;
+	return span < 0 ? 0 : span / stride + 1;
+}
+
+struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)
+{
+	struct conv_plan *p = dt_calloc(1, sizeof(*p));
+	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
+	DT_ASSERT(g->in_c > 0 && g->out_c > 0 && g->kh > 0 && g->kw > 0);
+	DT_ASSERT(g->stride_h > 0 && g->stride_w > 0 && g->dil_h > 0 && g->dil_w > 0);
+	DT_ASSERT(g->pad_top >= 0 && g->pad_left >= 0 && g->pad_bottom >= 0 && g->pad_right >= 0);
+	DT_ASSERT(g->out_h > 0 && g->out_h == out_size(g->in_h, g->kh, g->stride_h, g->dil_h, g->pad_top, g->pad_bottom));
+	DT_ASSERT(g->out_w > 0 && g->out_w == out_size(g->in_w, g->kw, g->stride_w, g->dil_w, g->pad_left, g->pad_right));
+	plan_init(&p->base, PLAN_CONV, max_batch);
+	p->g = *g;
+	p->w_md = conv_weights_md(g, dnnl_hwio);
+	p->b_md = md_vec(g->out_c);
+	p->w = mem_new(&p->w_md);
+	p->dw = mem_new(&p->w_md);
+	p->b = mem_new(&p->b_md);
+	p->db = mem_new(&p->b_md);
+	buf_reserve(&p->zero_bias, md_bytes(&p->b_md));
+	buf_reserve(&p->db_unused, md_bytes(&p->b_md));
+	conv_entry(p, max_batch);
+	return &p->base.head;
+}
+
+static int conv_batch(const struct conv_plan *p, const struct dt_tensor *x, const struct dt_tensor *y)
+{
+	const struct dt_conv_geom *g = &p->g;
+	int n = x->shape.dim[0];
+	DT_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
+	DT_ASSERT(dt_tensor_count(x) == (int64_t)n * g->in_h * g->in_w * g->in_c);
+	DT_ASSERT(dt_tensor_count(y) == (int64_t)n * g->out_h * g->out_w * g->out_c);
+	return n;
+}
+
+void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *b, struct dt_tensor *y)
+{
+	struct conv_plan *p = (struct conv_plan *)pl;
+	const struct dt_conv_geom *g = &p->g;
+	int n = conv_batch(p, x, y);
+	struct conv_entry *e;
+	dnnl_memory_t wm;
+	dnnl_exec_arg_t args[5];
+
+	DT_ASSERT(p->base.kind == PLAN_CONV);
+	DT_ASSERT(dt_tensor_count(w) == (int64_t)g->kh * g->kw * g->in_c * g->out_c);
+	DT_ASSERT(!b || dt_tensor_count(b) == g->out_c);
+	if (n == 0)
+		return;
+	e = conv_entry(p, n);
+	wm = bind(p->w, w->data);
+	if (e->w_fwd) {
+		reorder_run(&e->w_to_fwd, &p->base.scratch, wm, bind(e->w_fwd, p->w_fwd.p));
+		wm = e->w_fwd;
+	}
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, bind(p->b, b ? b->data : p->zero_bias.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, bind(e->y, y->data) };
+	prim_run(&e->fwd, &p->base.scratch, 4, args);
+}
+
+void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			  struct dt_tensor *dx)
+{
+	struct conv_plan *p = (struct conv_plan *)pl;
+	const struct dt_conv_geom *g = &p->g;
+	int n = conv_batch(p, x, dy);
+	struct conv_entry *e;
+	dnnl_memory_t dwm;
+	dnnl_exec_arg_t args[5];
+
+	DT_ASSERT(p->base.kind == PLAN_CONV);
+	DT_ASSERT(dt_tensor_count(w) == (int64_t)g->kh * g->kw * g->in_c * g->out_c);
+	DT_ASSERT(dt_tensor_count(dw) == dt_tensor_count(w));
+	DT_ASSERT(!db || dt_tensor_count(db) == g->out_c);
+	DT_ASSERT(!dx || dt_tensor_count(dx) == dt_tensor_count(x));
+	if (n == 0) {
+		memset(dw->data, 0, (size_t)dt_tensor_count(dw) * sizeof(float));
+		if (db)
+			memset(db->data, 0, (size_t)g->out_c * sizeof(float));
+		return;
+	}
+	e = conv_entry(p, n);
+	if (!e->bwd_weights.p)
+		conv_make_bwd_weights(p, e);
+	if (dx && !e->bwd_data.p)
+		conv_make_bwd_data(p, e);
+
+	dwm = e->dw_bwd ? bind(e->dw_bwd, p->dw_bwd.p) : bind(p->dw, dw->data);
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, bind(e->dy, dy->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, bind(p->db, db ? db->data : p->db_unused.p) };
+	prim_run(&e->bwd_weights, &p->base.scratch, 4, args);
+	if (e->dw_bwd)
+		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, bind(p->dw, dw->data));
+
+	if (dx) {
+		dnnl_memory_t wm = bind(p->w, w->data), dym = e->dy, dxm = bind(e->dx, dx->data);
+		if (e->w_bwd) {
+			reorder_run(&e->w_to_bwd, &p->base.scratch, wm, bind(e->w_bwd, p->w_bwd.p));
+			wm = e->w_bwd;
+		}
+		if (e->dy_bwd) {
+			reorder_run(&e->dy_to_bwd, &p->base.scratch, dym, bind(e->dy_bwd, p->dy_bwd.p));
+			dym = e->dy_bwd;
+		}
+		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
+		args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
+		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, e->dx_bwd ? bind(e->dx_bwd, p->dx_bwd.p) : dxm };
+		prim_run(&e->bwd_data, &p->base.scratch, 3, args);
+		if (e->dx_bwd)
+			reorder_run(&e->dx_from_bwd, &p->base.scratch, e->dx_bwd, dxm);
+	}
+}
+
+static void conv_plan_free(struct conv_plan *p)
+{
+	for (int i = 0; i < CACHE_SIZE; i++)
+		conv_entry_clear(&p->cache[i]);
+	mem_free(&p->w);
+	mem_free(&p->dw);
+	mem_free(&p->b);
+	mem_free(&p->db);
+	buf_release(&p->w_fwd);
+	buf_release(&p->w_bwd);
+	buf_release(&p->dw_bwd);
+	buf_release(&p->dy_bwd);
+	buf_release(&p->dx_bwd);
+	buf_release(&p->zero_bias);
+	buf_release(&p->db_unused);
+}
+
+/*
+ * ---- pooling ----
+ *
+ * By hand, not on oneDNN: on this AVX2 machine oneDNN 2.6's max pooling
+ * with a workspace (training) takes 13-14 ms for Keras' MNIST CNN pool
+ * (batch 128, 24x24x64, 2x2), its backward 10 ms; these loops take 3 and
+ * 2.6 ms. The workspace holds, per output, which window position won.
+ */
+
+#define POOL_PAR_MIN 32768
+
+struct pool_plan {
+	struct cpu_plan base;
+	struct dt_pool_geom g;
+	uint16_t *argmax; /* (max_batch, out_h, out_w, c) window positions, max pooling only */
+	int trained_n;    /* batch size of the last training forward, 0: none yet */
+};
+
+struct dt_plan *dt_cpu_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch)
+{
+	struct pool_plan *p = dt_calloc(1, sizeof(*p));
+	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
+	DT_ASSERT(g->kind == DT_POOL_MAX || g->kind == DT_POOL_AVG);
+	DT_ASSERT(g->c > 0 && g->kh > 0 && g->kw > 0 && g->stride_h > 0 && g->stride_w > 0);
+	DT_ASSERT((int64_t)g->kh * g->kw <= UINT16_MAX + 1);
+	/* A window of padding alone would have no max and no mean. */
+	DT_ASSERT(g->pad_top >= 0 && g->pad_top < g->kh && g->pad_bottom >= 0 && g->pad_bottom < g->kh);
+	DT_ASSERT(g->pad_left >= 0 && g->pad_left < g->kw && g->pad_right >= 0 && g->pad_right < g->kw);
+	DT_ASSERT(g->out_h > 0 && g->out_h == out_size(g->in_h, g->kh, g->stride_h, 1, g->pad_top, g->pad_bottom));
+	DT_ASSERT(g->out_w > 0 && g->out_w == out_size(g->in_w, g->kw, g->stride_w, 1, g->pad_left, g->pad_right));
+	plan_init(&p->base, PLAN_POOL, max_batch);
+	p->g = *g;
+	if (g->kind == DT_POOL_MAX)
+		p->argmax = dt_calloc((size_t)max_batch * g->out_h * g->out_w * g->c, sizeof(uint16_t));
+	return &p->base.head;
+}
+
+static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, const struct dt_tensor *y)
+{
+	const struct dt_pool_geom *g = &p->g;
+	int n = x->shape.dim[0];
+	DT_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
+	DT_ASSERT(n >= 0 && n <= p->base.max_batch);
+	DT_ASSERT(dt_tensor_count(x) == (int64_t)n * g->in_h * g->in_w * g->c);
+	DT_ASSERT(dt_tensor_count(y) == (int64_t)n * g->out_h * g->out_w * g->c);
+	return n;
+}
+
+/* The window positions inside the input: [*lo, *hi) of the kernel's, for output index o. */
+static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int *hi)
+{
+	int start = o * stride - pad;
+	*lo = start < 0 ? -start : 0;
+	*hi = start + k > in ? in - start : k;
+}
+
+void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct dt_tensor *yt, int training)
+{
+	struct pool_plan *p = (struct pool_plan *)pl;
+	const struct dt_pool_geom *g = &p->g;
+	const int n = pool_batch(p, xt, yt), c = g->c, max = g->kind == DT_POOL_MAX;
+	const float *x = xt->data;
+	float *y = yt->data;
+	uint16_t *argmax = max && training ? p->argmax : NULL;
+
+	DT_ASSERT(p->base.kind == PLAN_POOL);
+#pragma omp parallel for collapse(2) if ((int64_t)n * g->out_h * g->out_w * c > POOL_PAR_MIN)
+	for (int b = 0; b < n; b++)
+		for (int oh = 0; oh < g->out_h; oh++) {
+			int i0, i1;
+			pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
+			for (int ow = 0; ow < g->out_w; ow++) {
+				int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
+				int j0, j1, first = 1;
+				float *yo = y + o;
+				uint16_t *ao = argmax ? argmax + o : NULL;
+				pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
+				for (int i = i0; i < i1; i++)
+					for (int j = j0; j < j1; j++) {
+						int ih = oh * g->stride_h - g->pad_top + i;
+						int iw = ow * g->stride_w - g->pad_left + j;
+						const float *xi = x + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
+						uint16_t k = (uint16_t)(i * g->kw + j);
+						if (first) {
+							for (int ch = 0; ch < c; ch++)
+								yo[ch] = xi[ch];
+							if (ao)
+								for (int ch = 0; ch < c; ch++)
+									ao[ch] = k;
+							first = 0;
+						} else if (!max) {
+#pragma omp simd
+							for (int ch = 0; ch < c; ch++)
+								yo[ch] += xi[ch];
+						} else if (ao) {
+#pragma omp simd
+							for (int ch = 0; ch < c; ch++) {
+								int gt = xi[ch] > yo[ch];
+								yo[ch] = gt ? xi[ch] : yo[ch];
+								ao[ch] = gt ? k : ao[ch];
+							}
+						} else {
+#pragma omp simd
+							for (int ch = 0; ch < c; ch++)
+								yo[ch] = xi[ch] > yo[ch] ? xi[ch] : yo[ch];
+						}
+					}
+				if (!max) {
+					float inv = 1.0f / (float)((i1 - i0) * (j1 - j0));
+#pragma omp simd
+					for (int ch = 0; ch < c; ch++)
+						yo[ch] *= inv;
+				}
+			}
+		}
+	if (training)
+		p->trained_n = n;
+}
+
+/* The outputs whose windows hold input index i: [*lo, *hi). */
+static void pool_covering(int i, int stride, int pad, int k, int out, int *lo, int *hi)
+{
+	int a = i + pad - k + 1; /* the first output's window starts at or before i: o*stride >= a */
+	*lo = a <= 0 ? 0 : (a + stride - 1) / stride;
+	*hi = (i + pad) / stride + 1;
+	*hi = *hi < out ? *hi : out;
+}
+
+/*
+ * Each input element gathers from the outputs whose windows hold it: every dx
+ * element is written once, no thread writes another's.
+ */
+void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struct dt_tensor *dxt)
+{
+	struct pool_plan *p = (struct pool_plan *)pl;
+	const struct dt_pool_geom *g = &p->g;
+	const int n = pool_batch(p, dxt, dyt), c = g->c, max = g->kind == DT_POOL_MAX;
+	const float *dy = dyt->data;
+	const uint16_t *argmax = p->argmax;
+	float *dx = dxt->data;
+
+	DT_ASSERT(p->base.kind == PLAN_POOL);
+	/* Max pooling reads the window positions its training forward of this batch left. */
+	DT_ASSERT(!max || n == 0 || p->trained_n == n);
+#pragma omp parallel for collapse(2) if ((int64_t)n * g->in_h * g->in_w * c > POOL_PAR_MIN)
+	for (int b = 0; b < n; b++)
+		for (int ih = 0; ih < g->in_h; ih++) {
+			int oh0, oh1;
+			pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
+			for (int iw = 0; iw < g->in_w; iw++) {
+				float *dxi = dx + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
+				int ow0, ow1;
+				pool_covering(iw, g->stride_w, g->pad_left, g->kw, g->out_w, &ow0, &ow1);
+				for (int ch = 0; ch < c; ch++)
+					dxi[ch] = 0;
+				for (int oh = oh0; oh < oh1; oh++)
+					for (int ow = ow0; ow < ow1; ow++) {
+						int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
+						int i = ih - (oh * g->stride_h - g->pad_top);
+						int j = iw - (ow * g->stride_w - g->pad_left);
+						const float *dyo = dy + o;
+						if (max) {
+							const uint16_t *ao = argmax + o;
+							uint16_t k = (uint16_t)(i * g->kw + j);
+#pragma omp simd
+							for (int ch = 0; ch < c; ch++)
+								dxi[ch] += ao[ch] == k ? dyo[ch] : 0.0f;
+						} else {
+							int i0, i1, j0, j1;
+							float inv;
+							pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
+							pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
+							inv = 1.0f / (float)((i1 - i0) * (j1 - j0));
+#pragma omp simd
+							for (int ch = 0; ch < c; ch++)
+								dxi[ch] += dyo[ch] * inv;
+						}
+					}
+			}
+		}
+}
+
+static void pool_plan_free(struct pool_plan *p) { free(p->argmax); }
+
+/* ---- batch normalization ---- */
+
+struct bn_entry {
+	struct slot s;
+	dnnl_primitive_desc_t train_pd;
+	struct prim train, infer, bwd;
+	dnnl_memory_t x, y, dy, dx; /* (n, C, spatial, 1) channels last */
+};
+
+struct bn_plan {
+	struct cpu_plan base;
+	int c;
+	int64_t spatial;
+	float epsilon;
+	struct bn_entry cache[CACHE_SIZE];
+	dnnl_memory_t mean, var, scale, shift, dscale, dshift; /* (C) */
+	struct buf batch_mean, batch_var; /* of the last training forward */
+	struct buf ones, zeros;           /* gamma, beta NULL */
+	struct buf dscale_unused, dshift_unused;
+	int trained_n;
+};
+
+static const unsigned bn_flags = dnnl_use_scale | dnnl_use_shift;
+
+static void bn_entry_clear(struct bn_entry *e)
+{
+	prim_free(&e->train);
+	prim_free(&e->infer);
+	prim_free(&e->bwd);
+	pd_free(&e->train_pd);
+	mem_free(&e->x);
+	mem_free(&e->y);
+	mem_free(&e->dy);
+	mem_free(&e->dx);
+	e->s.n = 0;
+}
+
+static dnnl_memory_desc_t bn_data_md(const struct bn_plan *p, int n) { return md_nhwc(n, p->c, p->spatial, 1); }
+
+static struct bn_entry *bn_entry(struct bn_plan *p, int n)
+{
+	int fresh;
+	struct bn_entry *e = cache_find(&p->base, p->cache, sizeof(p->cache[0]), n, &fresh);
+	dnnl_memory_desc_t md;
+	dnnl_batch_normalization_desc_t op;
+
+	if (!fresh)
+		return e;
+	bn_entry_clear(e);
+	e->s.n = n;
+	md = bn_data_md(p, n);
+	DT_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&op, dnnl_forward_training, &md, p->epsilon, bn_flags));
+	e->train_pd = prim_make_op(&e->train, &op, NULL, &p->base.scratch);
+	e->x = mem_new(&md);
+	e->y = mem_new(&md);
+	e->dx = mem_new(&md);
+	e->dy = mem_new(&md);
+	return e;
+}
+
+struct dt_plan *dt_cpu_plan_batchnorm(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+				      int max_batch)
+{
+	struct bn_plan *p = dt_calloc(1, sizeof(*p));
+	dnnl_memory_desc_t c_md = md_vec(channels);
+	size_t bytes = md_bytes(&c_md);
+	float *ones;
+
+	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
+	DT_ASSERT(channels > 0 && spatial > 0 && epsilon > 0);
+	plan_init(&p->base, PLAN_BATCHNORM, max_batch);
+	p->c = channels;
+	p->spatial = spatial;
+	p->epsilon = epsilon;
+	p->mean = mem_new(&c_md);
+	p->var = mem_new(&c_md);
+	p->scale = mem_new(&c_md);
+	p->shift = mem_new(&c_md);
+	p->dscale = mem_new(&c_md);
+	p->dshift = mem_new(&c_md);
+	buf_reserve(&p->batch_mean, bytes);
+	buf_reserve(&p->batch_var, bytes);
+	buf_reserve(&p->ones, bytes);
+	buf_reserve(&p->zeros, bytes);
+	buf_reserve(&p->dscale_unused, bytes);
+	buf_reserve(&p->dshift_unused, bytes);
+	ones = p->ones.p;
+	for (int i = 0; i < channels; i++)
+		ones[i] = 1;
+	bn_entry(p, max_batch);
+	return &p->base.head;
+}
+
+static int bn_batch(const struct bn_plan *p, const struct dt_tensor *x)
+{
+	int n = x->shape.dim[0];
+	DT_ASSERT(x->shape.ndim >= 1 && dt_tensor_count(x) == (int64_t)n * p->spatial * p->c);
+	return n;
+}
+
+void dt_cpu_batchnorm_forward(struct dt_plan *pl, int training, float momentum, const struct dt_tensor *x,
+			      const struct dt_tensor *gamma, const struct dt_tensor *beta,
+			      struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y)
+{
+	struct bn_plan *p = (struct bn_plan *)pl;
+	int n = bn_batch(p, x);
+	struct bn_entry *e;
+	dnnl_exec_arg_t args[8];
+	const struct prim *pr;
+
+	DT_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	DT_ASSERT(dt_tensor_count(moving_mean) == p->c && dt_tensor_count(moving_var) == p->c);
+	DT_ASSERT(!gamma || dt_tensor_count(gamma) == p->c);
+	DT_ASSERT(!beta || dt_tensor_count(beta) == p->c);
+	if (n == 0)
+		return;
+	e = bn_entry(p, n);
+	if (!training && !e->infer.p) {
+		dnnl_memory_desc_t md = bn_data_md(p, n);
+		dnnl_batch_normalization_desc_t op;
+		dnnl_primitive_desc_t pd;
+		DT_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&op, dnnl_forward_inference, &md, p->epsilon,
+									 bn_flags | dnnl_use_global_stats));
+		pd = prim_make_op(&e->infer, &op, NULL, &p->base.scratch);
+		pd_free(&pd);
+	}
+	pr = training ? &e->train : &e->infer;
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DST, bind(e->y, y->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, bind(p->scale, gamma ? gamma->data : p->ones.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, bind(p->shift, beta ? beta->data : p->zeros.p) };
+	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, bind(p->mean, training ? p->batch_mean.p : moving_mean->data) };
+	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, bind(p->var, training ? p->batch_var.p : moving_var->data) };
+	prim_run(pr, &p->base.scratch, 6, args);
+	if (training) {
+		const float *bm = p->batch_mean.p, *bv = p->batch_var.p;
+		float *mm = moving_mean->data, *mv = moving_var->data;
+		for (int i = 0; i < p->c; i++) {
+			mm[i] = momentum * mm[i] + (1 - momentum) * bm[i];
+			mv[i] = momentum * mv[i] + (1 - momentum) * bv[i];
+		}
+		p->trained_n = n;
+	}
+}
+
+void dt_cpu_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *dy,
+			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			       struct dt_tensor *dx)
+{
+	struct bn_plan *p = (struct bn_plan *)pl;
+	int n = bn_batch(p, x);
+	struct bn_entry *e;
+	dnnl_exec_arg_t args[10];
+
+	DT_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	DT_ASSERT(dt_tensor_count(dy) == dt_tensor_count(x));
+	DT_ASSERT(!gamma || dt_tensor_count(gamma) == p->c);
+	DT_ASSERT(!dgamma || dt_tensor_count(dgamma) == p->c);
+	DT_ASSERT(!dbeta || dt_tensor_count(dbeta) == p->c);
+	if (n == 0) {
+		if (dgamma)
+			memset(dgamma->data, 0, (size_t)p->c * sizeof(float));
+		if (dbeta)
+			memset(dbeta->data, 0, (size_t)p->c * sizeof(float));
+		return;
+	}
+	/* The batch statistics are those of the training forward of this batch. */
+	DT_ASSERT(p->trained_n == n);
+	e = bn_entry(p, n);
+	if (!e->bwd.p) {
+		dnnl_memory_desc_t md = bn_data_md(p, n);
+		dnnl_batch_normalization_desc_t op;
+		dnnl_primitive_desc_t pd;
+		DT_DNNL_CHECK(dnnl_batch_normalization_backward_desc_init(&op, dnnl_backward, &md, &md, p->epsilon,
+									  bn_flags));
+		pd = prim_make_op(&e->bwd, &op, e->train_pd, &p->base.scratch);
+		pd_free(&pd);
+	}
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, bind(e->dy, dy->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, bind(p->mean, p->batch_mean.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, bind(p->var, p->batch_var.p) };
+	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, bind(p->scale, gamma ? gamma->data : p->ones.p) };
+	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, bind(p->shift, p->zeros.p) }; /* unread, but counted */
+	args[6] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, bind(e->dx, dx->data) };
+	args[7] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SCALE, bind(p->dscale, dgamma ? dgamma->data : p->dscale_unused.p) };
+	args[8] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SHIFT, bind(p->dshift, dbeta ? dbeta->data : p->dshift_unused.p) };
+	prim_run(&e->bwd, &p->base.scratch, 9, args);
+}
+
+static void bn_plan_free(struct bn_plan *p)
+{
+	for (int i = 0; i < CACHE_SIZE; i++)
+		bn_entry_clear(&p->cache[i]);
+	mem_free(&p->mean);
+	mem_free(&p->var);
+	mem_free(&p->scale);
+	mem_free(&p->shift);
+	mem_free(&p->dscale);
+	mem_free(&p->dshift);
+	buf_release(&p->batch_mean);
+	buf_release(&p->batch_var);
+	buf_release(&p->ones);
+	buf_release(&p->zeros);
+	buf_release(&p->dscale_unused);
+	buf_release(&p->dshift_unused);
+}
+
+uint64_t dt_cpu_primitives_made(void) { return primitives_made; }
+
+void dt_cpu_plan_free(struct dt_plan *pl)
+{
+	struct cpu_plan *p = (struct cpu_plan *)pl;
+	if (!p)
+		return;
+	switch (p->kind) {
+	case PLAN_CONV:
+		conv_plan_free((struct conv_plan *)p);
+		break;
+	case PLAN_POOL:
+		pool_plan_free((struct pool_plan *)p);
+		break;
+	case PLAN_BATCHNORM:
+		bn_plan_free((struct bn_plan *)p);
+		break;
+	}
+	buf_release(&p->scratch);
+	free(p);
+}

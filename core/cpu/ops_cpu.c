@@ -1,0 +1,596 @@
+/*
+ * The CPU backend: oneDNN's sgemm for matrix products, OpenMP loops for the
+ * rest. Loops go parallel only above PAR_MIN elements, where the threads pay
+ * for themselves.
+ */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/cpu/ops_cpu.h"
+#include "core/rng.h"
+
+#define PAR_MIN 32768
+#define CLIP_EPS 1e-7f
+#define LEAKY_SLOPE 0.2f /* Keras' leaky_relu activation */
+
+static void cpu_mul(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c)
+{
+	int64_t n = dt_tensor_count(c);
+	const float *x = a->data, *y = b->data;
+	float *z = c->data;
+#pragma omp parallel for simd if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		z[i] = x[i] * y[i];
+}
+
+static void cpu_axpy(float alpha, const struct dt_tensor *xt, struct dt_tensor *yt)
+{
+	int64_t n = dt_tensor_count(yt);
+	const float *x = xt->data;
+	float *y = yt->data;
+#pragma omp parallel for simd if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		y[i] += alpha * x[i];
+}
+
+static void cpu_scale(struct dt_tensor *xt, float alpha)
+{
+	int64_t n = dt_tensor_count(xt);
+	float *x = xt->data;
+#pragma omp parallel for simd if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= alpha;
+}
+
+static void cpu_fill(struct dt_tensor *xt, float value)
+{
+	int64_t n = dt_tensor_count(xt);
+	float *x = xt->data;
+	for (int64_t i = 0; i < n; i++)
+		x[i] = value;
+}
+
+static void cpu_copy(const struct dt_tensor *src, struct dt_tensor *dst)
+{
+	if (src->data != dst->data)
+		memmove(dst->data, src->data, (size_t)dt_tensor_count(dst) * sizeof(float));
+}
+
+static void cpu_from_host(struct dt_tensor *dst, const float *src)
+{
+	memcpy(dst->data, src, (size_t)dt_tensor_count(dst) * sizeof(float));
+}
+
+static void cpu_to_host(const struct dt_tensor *src, float *dst)
+{
+	memcpy(dst, src->data, (size_t)dt_tensor_count(src) * sizeof(float));
+}
+
+static double cpu_sum_squares(const struct dt_tensor *xt)
+{
+	int64_t n = dt_tensor_count(xt);
+	const float *x = xt->data;
+	double s = 0;
+#pragma omp parallel for simd reduction(+ : s) if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		s += (double)x[i] * x[i];
+	return s;
+}
+
+static void cpu_gemm(int trans_a, int trans_b, float alpha, const struct dt_tensor *a,
+		     const struct dt_tensor *b, float beta, struct dt_tensor *c)
+{
+	int64_t m = dt_tensor_rows(c), n = dt_tensor_cols(c);
+	int64_t k = trans_a ? dt_tensor_rows(a) : dt_tensor_cols(a);
+	if (m == 0 || n == 0)
+		return;
+	DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a->data,
+				 dt_tensor_cols(a), b->data, dt_tensor_cols(b), beta, c->data, n));
+}
+
+static void cpu_bias_add(struct dt_tensor *yt, const struct dt_tensor *bt)
+{
+	int64_t c = dt_tensor_count(bt), rows = dt_tensor_count(yt) / c;
+	const float *b = bt->data;
+	float *y = yt->data;
+#pragma omp parallel for if (rows * c > PAR_MIN)
+	for (int64_t r = 0; r < rows; r++) {
+		float *yr = y + r * c;
+#pragma omp simd
+		for (int64_t j = 0; j < c; j++)
+			yr[j] += b[j];
+	}
+}
+
+static void cpu_bias_grad(const struct dt_tensor *dyt, float beta, struct dt_tensor *dbt)
+{
+	int64_t c = dt_tensor_count(dbt), rows = dt_tensor_count(dyt) / c;
+	const float *dy = dyt->data;
+	float *db = dbt->data;
+	/* Columns in blocks, each thread owning whole blocks: no reduction needed. */
+#pragma omp parallel for if (rows * c > PAR_MIN)
+	for (int64_t j0 = 0; j0 < c; j0 += 64) {
+		int64_t j1 = j0 + 64 < c ? j0 + 64 : c;
+		float acc[64];
+		for (int64_t j = j0; j < j1; j++)
+			acc[j - j0] = beta == 0 ? 0 : beta * db[j];
+		for (int64_t r = 0; r < rows; r++) {
+			const float *dr = dy + r * c;
+#pragma omp simd
+			for (int64_t j = j0; j < j1; j++)
+				acc[j - j0] += dr[j];
+		}
+		for (int64_t j = j0; j < j1; j++)
+			db[j] = acc[j - j0];
+	}
+}
+
+static void softmax_rows(const float *x, float *y, int64_t rows, int64_t c)
+{
+#pragma omp parallel for if (rows * c > PAR_MIN)
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * c;
+		float *yr = y + r * c;
+		float m = xr[0], s = 0;
+		for (int64_t j = 1; j < c; j++)
+			m = xr[j] > m ? xr[j] : m;
+		for (int64_t j = 0; j < c; j++) {
+			yr[j] = expf(xr[j] - m);
+			s += yr[j];
+		}
+		for (int64_t j = 0; j < c; j++)
+			yr[j] /= s;
+	}
+}
+
+static void cpu_act_forward(enum dt_activation act, const struct dt_tensor *xt, struct dt_tensor *yt)
+{
+	int64_t n = dt_tensor_count(yt);
+	const float *x = xt->data;
+	float *y = yt->data;
+	switch (act) {
+	case DT_ACT_LINEAR:
+		cpu_copy(xt, yt);
+		break;
+	case DT_ACT_RELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] > 0 ? x[i] : 0;
+		break;
+	case DT_ACT_SIGMOID:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = 1 / (1 + expf(-x[i]));
+		break;
+	case DT_ACT_TANH:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = tanhf(x[i]);
+		break;
+	case DT_ACT_SOFTMAX:
+		softmax_rows(x, y, dt_tensor_rows(xt), dt_tensor_cols(xt));
+		break;
+	case DT_ACT_LEAKY_RELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] > 0 ? x[i] : LEAKY_SLOPE * x[i];
+		break;
+	case DT_ACT_ELU:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
+		break;
+	case DT_ACT_GELU:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = 0.5f * x[i] * (1 + erff(x[i] * (float)M_SQRT1_2));
+		break;
+	case DT_ACT_SWISH:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = x[i] / (1 + expf(-x[i]));
+		break;
+	case DT_ACT_SOFTPLUS:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			y[i] = fmaxf(x[i], 0) + log1pf(expf(-fabsf(x[i])));
+		break;
+	default:
+		DT_BUG("activation %d", (int)act);
+	}
+}
+
+static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *xt, const struct dt_tensor *yt,
+			     const struct dt_tensor *dyt, struct dt_tensor *dxt)
+{
+	int64_t n = dt_tensor_count(dxt);
+	const float *x = xt ? xt->data : NULL, *y = yt->data, *dy = dyt->data;
+	float *dx = dxt->data;
+	switch (act) {
+	case DT_ACT_LINEAR:
+		cpu_copy(dyt, dxt);
+		break;
+	case DT_ACT_RELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = y[i] > 0 ? dy[i] : 0;
+		break;
+	case DT_ACT_SIGMOID:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * y[i] * (1 - y[i]);
+		break;
+	case DT_ACT_TANH:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * (1 - y[i] * y[i]);
+		break;
+	case DT_ACT_SOFTMAX: {
+		int64_t rows = dt_tensor_rows(yt), c = dt_tensor_cols(yt);
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t r = 0; r < rows; r++) {
+			const float *yr = y + r * c, *dr = dy + r * c;
+			float *xr = dx + r * c, dot = 0;
+			for (int64_t j = 0; j < c; j++)
+				dot += yr[j] * dr[j];
+			for (int64_t j = 0; j < c; j++)
+				xr[j] = yr[j] * (dr[j] - dot);
+		}
+		break;
+	}
+	case DT_ACT_LEAKY_RELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = y[i] > 0 ? dy[i] : LEAKY_SLOPE * dy[i];
+		break;
+	case DT_ACT_ELU:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = y[i] > 0 ? dy[i] : dy[i] * (y[i] + 1);
+		break;
+	case DT_ACT_GELU:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float cdf = 0.5f * (1 + erff(x[i] * (float)M_SQRT1_2));
+			float pdf = expf(-0.5f * x[i] * x[i]) * 0.3989422804014327f;
+			dx[i] = dy[i] * (cdf + x[i] * pdf);
+		}
+		break;
+	case DT_ACT_SWISH:
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float sg = 1 / (1 + expf(-x[i]));
+			dx[i] = dy[i] * (sg + x[i] * sg * (1 - sg));
+		}
+		break;
+	case DT_ACT_SOFTPLUS: /* sigmoid(x) = 1 - exp(-y) */
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dy[i] * -expm1f(-y[i]);
+		break;
+	default:
+		DT_BUG("activation %d", (int)act);
+	}
+}
+
+static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct dt_tensor *mt,
+			float rate, uint64_t key)
+{
+	int64_t n = dt_tensor_count(yt);
+	const float *x = xt->data;
+	float *y = yt->data, *mask = mt->data, keep = 1 / (1 - rate);
+	DT_ASSERT(n <= UINT32_MAX);
+#pragma omp parallel for simd if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		mask[i] = dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;
+		y[i] = x[i] * mask[i];
+	}
+}
+
+static float clip_prob(float p) { return p < CLIP_EPS ? CLIP_EPS : p > 1 - CLIP_EPS ? 1 - CLIP_EPS : p; }
+static int in_clip(float p) { return p > CLIP_EPS && p < 1 - CLIP_EPS; }
+
+/* Cross-entropy of one row; t is the target vector (NULL: class `cls`). */
+static double xent_row(enum dt_loss_input input, const float *p, const float *t, int cls, int64_t c,
+		       float *dp, float scale)
+{
+	double loss = 0;
+	if (input == DT_LOSS_LOGITS) {
+		float m = p[0], s = 0, tsum = t ? 0 : 1;
+		for (int64_t j = 1; j < c; j++)
+			m = p[j] > m ? p[j] : m;
+		for (int64_t j = 0; j < c; j++)
+			s += expf(p[j] - m);
+		float lse = m + logf(s);
+		for (int64_t j = 0; j < c; j++) {
+			float tj = t ? t[j] : (j == cls);
+			if (t)
+				tsum += tj;
+			loss += tj * (lse - p[j]);
+		}
+		if (dp)
+			for (int64_t j = 0; j < c; j++)
+				dp[j] = scale * (expf(p[j] - lse) * tsum - (t ? t[j] : (float)(j == cls)));
+		return loss;
+	}
+	float tsum = 0;
+	for (int64_t j = 0; j < c; j++) {
+		float tj = t ? t[j] : (j == cls);
+		tsum += tj;
+		if (tj != 0)
+			loss -= tj * logf(clip_prob(p[j]));
+	}
+	if (!dp)
+		return loss;
+	for (int64_t j = 0; j < c; j++) {
+		float tj = t ? t[j] : (j == cls);
+		if (input == DT_LOSS_FUSED)
+			dp[j] = scale * (p[j] * tsum - tj);
+		else
+			dp[j] = in_clip(p[j]) ? -scale * tj / p[j] : 0;
+	}
+	return loss;
+}
+
+static int64_t argmax(const float *x, int64_t c);
+
+/* Keras' class_weight_to_sample_weights for one target row of tc columns. */
+static float class_weight_of(const float *cw, int64_t k, const float *t, int64_t tc)
+{
+	int64_t cls = tc > 1 ? argmax(t, tc) : (int64_t)lrintf(t[0]);
+	return cls >= 0 && cls < k ? cw[cls] : 1.0f;
+}
+
+static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *predt,
+		       const struct dt_tensor *targett, const struct dt_tensor *cwt, struct dt_tensor *dpredt,
+		       float grad_scale)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), tc = dt_tensor_cols(targett);
+	int64_t k = cwt ? dt_tensor_count(cwt) : 0;
+	const float *p = predt->data, *t = targett->data, *cw = cwt ? cwt->data : NULL;
+	float *dp = dpredt ? dpredt->data : NULL;
+	double total = 0;
+
+#pragma omp parallel for reduction(+ : total) if (rows * c > PAR_MIN)
+	for (int64_t r = 0; r < rows; r++) {
+		const float *pr = p + r * c;
+		float *dr = dp ? dp + r * c : NULL;
+		float w = cw ? class_weight_of(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
+		double l = 0;
+		switch (loss) {
+		case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
+			int cls = (int)t[r];
+			l = xent_row(input, pr, NULL, cls < 0 || cls >= c ? -1 : cls, c, dr, scale);
+			break;
+		}
+		case DT_LOSS_CATEGORICAL_CROSSENTROPY:
+			l = xent_row(input, pr, t + r * c, 0, c, dr, scale);
+			break;
+		case DT_LOSS_BINARY_CROSSENTROPY:
+			for (int64_t j = 0; j < c; j++) {
+				float z = pr[j], tj = t[r * c + j];
+				if (input == DT_LOSS_LOGITS) {
+					l += fmaxf(z, 0) - z * tj + log1pf(expf(-fabsf(z)));
+					if (dr)
+						dr[j] = scale * (1 / (1 + expf(-z)) - tj) / c;
+				} else {
+					float q = clip_prob(z);
+					l -= tj * logf(q) + (1 - tj) * logf(1 - q);
+					if (dr && input == DT_LOSS_FUSED)
+						dr[j] = scale * (z - tj) / c;
+					else if (dr)
+						dr[j] = in_clip(z) ? scale * (z - tj) / (z * (1 - z)) / c : 0;
+				}
+			}
+			l /= c;
+			break;
+		case DT_LOSS_MEAN_SQUARED_ERROR:
+			for (int64_t j = 0; j < c; j++) {
+				float d = pr[j] - t[r * c + j];
+				l += (double)d * d;
+				if (dr)
+					dr[j] = scale * 2 * d / c;
+			}
+			l /= c;
+			break;
+		default:
+			break;
+		}
+		total += l * w;
+	}
+	return total;
+}
+
+static int64_t argmax(const float *x, int64_t c)
+{
+	int64_t best = 0;
+	for (int64_t j = 1; j < c; j++)
+		if (x[j] > x[best])
+			best = j;
+	return best;
+}
+
+static int64_t cpu_count_correct(enum dt_accuracy kind, const struct dt_tensor *predt,
+				 const struct dt_tensor *targett, float threshold)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), correct = 0;
+	const float *p = predt->data, *t = targett->data;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *pr = p + r * c;
+		switch (kind) {
+		case DT_ACC_SPARSE:
+			correct += argmax(pr, c) == (int64_t)t[r];
+			break;
+		case DT_ACC_CATEGORICAL:
+			correct += argmax(pr, c) == argmax(t + r * c, c);
+			break;
+		case DT_ACC_BINARY:
+			for (int64_t j = 0; j < c; j++)
+				correct += (pr[j] > threshold) == (t[r * c + j] > 0.5f);
+			break;
+		}
+	}
+	return correct;
+}
+
+static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt,
+				 const struct dt_tensor *gt, struct dt_tensor *s1t, struct dt_tensor *s2t)
+{
+	int64_t n = dt_tensor_count(wt);
+	float *w = wt->data, *m = s1t ? s1t->data : NULL, *v = s2t ? s2t->data : NULL;
+	const float *g = gt->data;
+	const float lr = s->lr, gs = s->grad_scale, decay = 1 - s->lr * s->weight_decay;
+
+	switch (s->kind) {
+	case DT_OPT_SGD:
+		if (!m) {
+#pragma omp parallel for simd if (n > PAR_MIN)
+			for (int64_t i = 0; i < n; i++)
+				w[i] = w[i] * decay - lr * gs * g[i];
+		} else {
+			const float mu = s->momentum;
+			const int nest = s->nesterov;
+#pragma omp parallel for simd if (n > PAR_MIN)
+			for (int64_t i = 0; i < n; i++) {
+				float gi = gs * g[i], wi = w[i] * decay;
+				m[i] = mu * m[i] - lr * gi;
+				w[i] = nest ? wi + mu * m[i] - lr * gi : wi + m[i];
+			}
+		}
+		break;
+	case DT_OPT_ADAM:
+	case DT_OPT_ADAMW: {
+		const float b1 = s->beta_1, b2 = s->beta_2, eps = s->epsilon;
+		const float alpha = (float)(lr * sqrt(1 - pow(b2, (double)s->t)) / (1 - pow(b1, (double)s->t)));
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float gi = gs * g[i];
+			m[i] += (1 - b1) * (gi - m[i]);
+			v[i] += (1 - b2) * (gi * gi - v[i]);
+			w[i] = w[i] * decay - alpha * m[i] / (sqrtf(v[i]) + eps);
+		}
+		break;
+	}
+	case DT_OPT_RMSPROP: {
+		const float rho = s->rho, eps = s->epsilon, mu = s->momentum;
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float gi = gs * g[i], inc;
+			v[i] = rho * v[i] + (1 - rho) * gi * gi;
+			inc = lr * gi / sqrtf(v[i] + eps);
+			if (m) {
+				m[i] = mu * m[i] + inc;
+				inc = m[i];
+			}
+			w[i] = w[i] * decay - inc;
+		}
+		break;
+	}
+	default:
+		DT_BUG("optimizer %d", (int)s->kind);
+	}
+}
+
+static double cpu_regularize(const struct dt_tensor *wt, struct dt_tensor *gt, float l1, float l2, float scale)
+{
+	int64_t n = dt_tensor_count(wt);
+	const float *w = wt->data;
+	float *g = gt->data;
+	double penalty = 0;
+#pragma omp parallel for simd reduction(+ : penalty) if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float sign = w[i] > 0 ? 1.0f : w[i] < 0 ? -1.0f : 0.0f;
+		penalty += l1 * fabsf(w[i]) + l2 * w[i] * w[i];
+		g[i] += scale * (l1 * sign + 2 * l2 * w[i]);
+	}
+	return penalty;
+}
+
+void dt_ops_set_threads(int n)
+{
+	if (n > 0)
+		omp_set_num_threads(n);
+}
+
+int dt_ops_get_threads(void) { return omp_get_max_threads(); }
+
+const char *dt_ops_cpu_isa(void)
+{
+	switch (dnnl_get_effective_cpu_isa()) {
+	case dnnl_cpu_isa_sse41: return "SSE4.1";
+	case dnnl_cpu_isa_avx: return "AVX";
+	case dnnl_cpu_isa_avx2: return "AVX2";
+	case dnnl_cpu_isa_avx2_vnni: return "AVX2 with VNNI";
+	case dnnl_cpu_isa_avx512_mic:
+	case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (Xeon Phi)";
+	case dnnl_cpu_isa_avx512_core: return "AVX-512";
+	case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 with VNNI";
+	case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 with BF16";
+	case dnnl_cpu_isa_avx512_core_amx: return "AVX-512 with AMX";
+	default: return "generic";
+	}
+}
+
+const struct dt_backend dt_cpu_backend = {
+	.name = "cpu",
+	.mul = cpu_mul,
+	.axpy = cpu_axpy,
+	.scale = cpu_scale,
+	.fill = cpu_fill,
+	.copy = cpu_copy,
+	.from_host = cpu_from_host,
+	.to_host = cpu_to_host,
+	.sum_squares = cpu_sum_squares,
+	.gemm = cpu_gemm,
+	.bias_add = cpu_bias_add,
+	.bias_grad = cpu_bias_grad,
+	.act_forward = cpu_act_forward,
+	.act_backward = cpu_act_backward,
+	.dropout = cpu_dropout,
+	.loss = cpu_loss,
+	.count_correct = cpu_count_correct,
+	.optimizer_update = cpu_optimizer_update,
+	.regularize = cpu_regularize,
+	.plan_conv = dt_cpu_plan_conv,
+	.conv_forward = dt_cpu_conv_forward,
+	.conv_backward = dt_cpu_conv_backward,
+	.plan_pool = dt_cpu_plan_pool,
+	.pool_forward = dt_cpu_pool_forward,
+	.pool_backward = dt_cpu_pool_backward,
+	.plan_batchnorm = dt_cpu_plan_batchnorm,
+	.batchnorm_forward = dt_cpu_batchnorm_forward,
+	.batchnorm_backward = dt_cpu_batchnorm_backward,
+	.plan_free = dt_cpu_plan_free,
+};
+
+double dt_ops_peak_gflops(void)
+{
+	const int64_t n = DT_PEAK_GEMM_SIZE;
+	const double flops = 2.0 * n * n * n;
+	float *a = dt_device_alloc(DT_CPU, n * n), *b = dt_device_alloc(DT_CPU, n * n);
+	float *c = dt_device_alloc(DT_CPU, n * n);
+	double best = 0;
+
+	for (int64_t i = 0; i < n * n; i++) {
+		a[i] = (float)(i % 7) * 0.125f - 0.375f;
+		b[i] = (float)(i % 5) * 0.25f - 0.5f;
+	}
+	/* The first call pays for thread start-up and page faults; it does not count. */
+	for (int rep = 0; rep < 4; rep++) {
+		double t = omp_get_wtime(), s;
+		DT_DNNL_CHECK(dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n));
+		s = omp_get_wtime() - t;
+		if (rep > 0 && s > 0 && flops / s > best)
+			best = flops / s;
+	}
+	dt_device_free(DT_CPU, a);
+	dt_device_free(DT_CPU, b);
+	dt_device_free(DT_CPU, c);
+	return best * 1e-9;
+}

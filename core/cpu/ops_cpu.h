@@ -1,0 +1,45 @@
+/*
+ * Inside the CPU backend: what ops_cpu.c and ops_cpu_dnnl.c share. The plans
+ * (convolution, pooling, batch normalization on oneDNN primitives) live in
+ * ops_cpu_dnnl.c and fill their slots of dt_cpu_backend; arguments mean what
+ * ops.h says. Only the CPU backend files include this header.
+ */
+#ifndef DT_OPS_CPU_H
+#define DT_OPS_CPU_H
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "core/backend.h"
+#include "core/error.h"
+
+/* A oneDNN call that must not fail: a failure is a bug, reported with the call and file:line. */
+#define DT_DNNL_CHECK(call) \
+	do { \
+		dnnl_status_t st_ = (call); \
+		if (st_ != dnnl_success) \
+			dt_bug(__FILE__, __LINE__, "%s failed: %s", #call, dnnl_status2str(st_)); \
+	} while (0)
+
+struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+void dt_cpu_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *b, struct dt_tensor *y);
+void dt_cpu_conv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			  struct dt_tensor *dx);
+struct dt_plan *dt_cpu_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch);
+void dt_cpu_pool_forward(struct dt_plan *p, const struct dt_tensor *x, struct dt_tensor *y, int training);
+void dt_cpu_pool_backward(struct dt_plan *p, const struct dt_tensor *dy, struct dt_tensor *dx);
+struct dt_plan *dt_cpu_plan_batchnorm(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+				      int max_batch);
+void dt_cpu_batchnorm_forward(struct dt_plan *p, int training, float momentum, const struct dt_tensor *x,
+			      const struct dt_tensor *gamma, const struct dt_tensor *beta,
+			      struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y);
+void dt_cpu_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			       struct dt_tensor *dx);
+void dt_cpu_plan_free(struct dt_plan *p);
+/* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
+uint64_t dt_cpu_primitives_made(void);
+
+#endif

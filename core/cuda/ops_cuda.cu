@@ -1,0 +1,1127 @@
+/*
+ * The CUDA backend: cuBLAS for matrix products, own kernels for the
+ * elementwise ops, activations, losses, metrics and fused optimizer updates,
+ * with the CPU backend's formulas (ops_cpu.c) line for line so both devices
+ * train the same model. Plans (cuDNN convolution, pooling, batch
+ * normalization) are in ops_cuda_dnn.cu.
+ *
+ * Each GPU has one stream; every op is queued on it and returns at once.
+ * The host waits only where an op returns a value (loss, count_correct,
+ * sum_squares, regularize, to_host): the value is reduced on the GPU into a
+ * few doubles and one small copy brings it back.
+ *
+ * Memory comes from one caching allocator: freed blocks are kept and handed
+ * out again to requests of up to twice their size, so the plans' workspaces
+ * and a model rebuilt for another batch size do not go back to cudaMalloc.
+ *
+ * Built into libdtrain_cuda.so (see core/cuda.h): nothing here calls into
+ * dtrain itself.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+
+#include "core/cuda/ops_cuda.h"
+#include "core/rng.h"
+
+#define CLIP_EPS 1e-7f
+#define LEAKY_SLOPE 0.2f /* Keras' leaky_relu activation */
+
+extern "C" void dt_cuda_bug(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "dtrain: internal error at %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n(this is a bug in dtrain; please report it with the command and config)\n", stderr);
+	abort();
+}
+
+/* ---- devices ---- */
+
+static struct dt_gpu gpus[DT_CUDA_MAX_GPUS];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int current = -1;
+static enum dt_precision precision = DT_PRECISION_FP32;
+
+enum dt_precision dt_cuda_precision(void) { return precision; }
+
+static cublasMath_t blas_math(void)
+{
+	return precision == DT_PRECISION_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+}
+
+static void gpu_init(struct dt_gpu *g, int index)
+{
+	cudaDeviceProp prop;
+	g->index = index;
+	CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+	g->cc_major = prop.major;
+	g->cc_minor = prop.minor;
+	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	CUBLAS_CHECK(cublasCreate(&g->blas));
+	CUBLAS_CHECK(cublasSetStream(g->blas, g->stream));
+	CUBLAS_CHECK(cublasSetMathMode(g->blas, blas_math()));
+	CUDNN_CHECK(cudnnCreate(&g->dnn));
+	CUDNN_CHECK(cudnnSetStream(g->dnn, g->stream));
+	CUDA_CHECK(cudaMalloc((void **)&g->scratch, (size_t)DT_CUDA_SCRATCH * sizeof(float)));
+	CUDA_CHECK(cudaMalloc((void **)&g->acc, 4 * sizeof(double)));
+	CUDA_CHECK(cudaMalloc((void **)&g->count, sizeof(unsigned long long)));
+	CUDA_CHECK(cudaMallocHost((void **)&g->host_acc, 4 * sizeof(double)));
+	CUDA_CHECK(cudaMallocHost((void **)&g->host_count, sizeof(unsigned long long)));
+	__atomic_store_n(&g->ready, 1, __ATOMIC_RELEASE);
+}
+
+struct dt_gpu *dt_gpu_use(struct dt_device dev)
+{
+	struct dt_gpu *g;
+	CUDA_ASSERT(dev.kind == DT_DEVICE_CUDA && dev.index >= 0 && dev.index < DT_CUDA_MAX_GPUS);
+	g = &gpus[dev.index];
+	if (current != dev.index) {
+		CUDA_CHECK(cudaSetDevice(dev.index));
+		current = dev.index;
+	}
+	if (!__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&lock);
+		if (!g->ready)
+			gpu_init(g, dev.index);
+		pthread_mutex_unlock(&lock);
+	}
+	return g;
+}
+
+static struct dt_gpu *gpu_of(const struct dt_tensor *t) { return dt_gpu_use(t->dev); }
+
+static int device_count(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
+		return 0;
+	return n < DT_CUDA_MAX_GPUS ? n : DT_CUDA_MAX_GPUS;
+}
+
+static int device_info(int index, struct dt_gpu_info *info)
+{
+	cudaDeviceProp prop;
+	if (index < 0 || index >= device_count() || cudaGetDeviceProperties(&prop, index) != cudaSuccess)
+		return -1;
+	snprintf(info->name, sizeof(info->name), "%s", prop.name);
+	info->memory = prop.totalGlobalMem;
+	info->cc_major = prop.major;
+	info->cc_minor = prop.minor;
+	return 0;
+}
+
+static int cudnn_version(void) { return (int)cudnnGetVersion(); }
+
+static int nccl_version(void)
+{
+	int v = 0;
+	return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
+
+static int runtime_version(void)
+{
+	int v = 0;
+	return cudaRuntimeGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
+static int set_precision(enum dt_precision p, char *err, size_t errsize)
+{
+	int n = device_count();
+	if (p == DT_PRECISION_BF16)
+		for (int i = 0; i < n; i++) {
+			struct dt_gpu_info info;
+			if (device_info(i, &info) == 0 && info.cc_major < 8) {
+				snprintf(err, errsize,
+					 "precision 'bf16' needs compute capability 8.0 or newer; gpu:%d (%s) has %d.%d",
+					 i, info.name, info.cc_major, info.cc_minor);
+				return -1;
+			}
+		}
+	pthread_mutex_lock(&lock);
+	precision = p;
+	for (int i = 0; i < DT_CUDA_MAX_GPUS; i++)
+		if (gpus[i].ready) {
+			CUDA_CHECK(cudaSetDevice(i));
+			current = i;
+			CUBLAS_CHECK(cublasSetMathMode(gpus[i].blas, blas_math()));
+		}
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+static void synchronize(int index)
+{
+	struct dt_gpu *g = dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, index });
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
+/* ---- the caching allocator ---- */
+
+struct block {
+	char *p;
+	size_t bytes;
+	int dev;
+	int used;
+};
+static struct block *blocks;
+static int nblocks, cap_blocks;
+
+static size_t round_bytes(int64_t n)
+{
+	size_t b = (size_t)(n > 0 ? n : 1) * sizeof(float);
+	return (b + 511) & ~(size_t)511;
+}
+
+/* Gives the unused blocks of dev back to CUDA (under lock). */
+static void release_cached(int dev)
+{
+	int k = 0;
+	for (int i = 0; i < nblocks; i++) {
+		if (blocks[i].dev == dev && !blocks[i].used)
+			CUDA_CHECK(cudaFree(blocks[i].p));
+		else
+			blocks[k++] = blocks[i];
+	}
+	nblocks = k;
+}
+
+float *dt_cuda_alloc(int index, int64_t n)
+{
+	struct dt_gpu *g = dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, index });
+	size_t bytes = round_bytes(n);
+	int best = -1;
+	char *p = NULL;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nblocks; i++) {
+		struct block *b = &blocks[i];
+		if (b->dev == index && !b->used && b->bytes >= bytes && b->bytes <= 2 * bytes &&
+		    (best < 0 || b->bytes < blocks[best].bytes))
+			best = i;
+	}
+	if (best >= 0) {
+		blocks[best].used = 1;
+		p = blocks[best].p;
+		bytes = blocks[best].bytes;
+	} else {
+		if (cudaMalloc((void **)&p, bytes) != cudaSuccess) {
+			(void)cudaGetLastError();
+			CUDA_CHECK(cudaStreamSynchronize(g->stream));
+			release_cached(index);
+			if (cudaMalloc((void **)&p, bytes) != cudaSuccess)
+				CUDA_BUG("out of GPU memory on gpu:%d allocating %zu bytes", index, bytes);
+		}
+		if (nblocks == cap_blocks) {
+			cap_blocks = cap_blocks ? 2 * cap_blocks : 256;
+			blocks = (struct block *)realloc(blocks, (size_t)cap_blocks * sizeof(*blocks));
+			CUDA_ASSERT(blocks);
+		}
+		blocks[nblocks++] = (struct block){ p, bytes, index, 1 };
+	}
+	pthread_mutex_unlock(&lock);
+	CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g->stream));
+	return (float *)p;
+}
+
+void dt_cuda_free(int index, float *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nblocks; i++)
+		if (blocks[i].p == (char *)p) {
+			CUDA_ASSERT(blocks[i].used && blocks[i].dev == index);
+			blocks[i].used = 0;
+			pthread_mutex_unlock(&lock);
+			return;
+		}
+	pthread_mutex_unlock(&lock);
+	CUDA_BUG("freeing %p, which the CUDA allocator did not hand out", (void *)p);
+}
+
+static void *host_alloc(size_t bytes)
+{
+	void *p = NULL;
+	if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void host_free(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
+
+/* ---- reductions ---- */
+
+/* Sum of v over the block, valid in thread 0. Every thread of the block must call it. */
+template <typename T> __device__ T block_sum(T v)
+{
+	__shared__ T part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_down_sync(0xffffffffu, v, o);
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = threadIdx.x < (blockDim.x + 31) / 32 ? part[threadIdx.x] : (T)0;
+	if (warp == 0)
+		for (int o = 16; o > 0; o >>= 1)
+			v += __shfl_down_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* Queues zeroing of the result slots. */
+static void acc_clear(struct dt_gpu *g)
+{
+	CUDA_CHECK(cudaMemsetAsync(g->acc, 0, 4 * sizeof(double), g->stream));
+	CUDA_CHECK(cudaMemsetAsync(g->count, 0, sizeof(unsigned long long), g->stream));
+}
+
+/* Brings the result slots back: the one synchronisation of an op that returns a value. */
+static void acc_read(struct dt_gpu *g)
+{
+	CUDA_CHECK(cudaMemcpyAsync(g->host_acc, g->acc, 4 * sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+	CUDA_CHECK(cudaMemcpyAsync(g->host_count, g->count, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+				   g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
+#define COL_TX 32
+#define COL_TY 8
+#define COL_MAX_CHUNKS 512
+
+template <int OP>
+__global__ void col_partial(const float *x, const float *y, const float *mean, const float *aux, int64_t rows,
+			    int64_t c, int64_t rows_per_chunk, float *partial)
+{
+	__shared__ float s[COL_TY][COL_TX + 1];
+	int64_t j = (int64_t)blockIdx.x * COL_TX + threadIdx.x;
+	int64_t r0 = (int64_t)blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
+	float acc = 0;
+	if (j < c)
+		for (int64_t r = r0 + threadIdx.y; r < r1; r += COL_TY) {
+			float v = x[r * c + j];
+			if (OP == COL_SQDEV) {
+				float d = v - mean[j];
+				v = d * d;
+			} else if (OP == COL_DOT_NORM) {
+				v = v * (y[r * c + j] - mean[j]) * aux[j];
+			}
+			acc += v;
+		}
+	s[threadIdx.y][threadIdx.x] = acc;
+	__syncthreads();
+	if (threadIdx.y == 0 && j < c) {
+		for (int k = 1; k < COL_TY; k++)
+			acc += s[k][threadIdx.x];
+		partial[(int64_t)blockIdx.y * c + j] = acc;
+	}
+}
+
+__global__ void col_final(const float *partial, int64_t chunks, int64_t c, float beta, float scale, float *out)
+{
+	for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < c; j += (int64_t)gridDim.x * blockDim.x) {
+		float s = 0;
+		for (int64_t k = 0; k < chunks; k++)
+			s += partial[k * c + j];
+		out[j] = (beta == 0 ? 0 : beta * out[j]) + scale * s;
+	}
+}
+
+void dt_cuda_col_reduce(struct dt_gpu *g, enum dt_col_op op, const float *x, const float *y, const float *mean,
+			const float *aux, int64_t rows, int64_t c, float beta, float scale, float *out)
+{
+	int64_t chunks = rows / 512, per;
+	dim3 grid, block(COL_TX, COL_TY);
+	if (c == 0)
+		return;
+	CUDA_ASSERT(c <= DT_CUDA_SCRATCH);
+	if (chunks > COL_MAX_CHUNKS)
+		chunks = COL_MAX_CHUNKS;
+	if (chunks > DT_CUDA_SCRATCH / c)
+		chunks = DT_CUDA_SCRATCH / c;
+	if (chunks < 1)
+		chunks = 1;
+	per = (rows + chunks - 1) / chunks;
+	if (per < 1)
+		per = 1;
+	grid = dim3((unsigned)((c + COL_TX - 1) / COL_TX), (unsigned)chunks);
+	switch (op) {
+	case COL_SUM:
+		col_partial<COL_SUM><<<grid, block, 0, g->stream>>>(x, y, mean, aux, rows, c, per, g->scratch);
+		break;
+	case COL_SQDEV:
+		col_partial<COL_SQDEV><<<grid, block, 0, g->stream>>>(x, y, mean, aux, rows, c, per, g->scratch);
+		break;
+	case COL_DOT_NORM:
+		col_partial<COL_DOT_NORM><<<grid, block, 0, g->stream>>>(x, y, mean, aux, rows, c, per, g->scratch);
+		break;
+	}
+	LAUNCH_CHECK();
+	col_final<<<blocks_for(c), DT_CUDA_THREADS, 0, g->stream>>>(g->scratch, chunks, c, beta, scale, out);
+	LAUNCH_CHECK();
+}
+
+/* ---- elementwise ---- */
+
+#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define LAUNCH(g, n) <<<blocks_for(n), DT_CUDA_THREADS, 0, (g)->stream>>>
+
+__global__ void k_mul(const float *a, const float *b, float *c, int64_t n)
+{
+	GRID_LOOP(i, n) c[i] = a[i] * b[i];
+}
+__global__ void k_axpy(float alpha, const float *x, float *y, int64_t n)
+{
+	GRID_LOOP(i, n) y[i] += alpha * x[i];
+}
+__global__ void k_scale(float *x, float alpha, int64_t n)
+{
+	GRID_LOOP(i, n) x[i] *= alpha;
+}
+__global__ void k_fill(float *x, float v, int64_t n)
+{
+	GRID_LOOP(i, n) x[i] = v;
+}
+
+static void cuda_mul(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c)
+{
+	struct dt_gpu *g = gpu_of(c);
+	int64_t n = t_count(c);
+	if (n == 0)
+		return;
+	k_mul LAUNCH(g, n)(a->data, b->data, c->data, n);
+	LAUNCH_CHECK();
+}
+
+static void cuda_axpy(float alpha, const struct dt_tensor *x, struct dt_tensor *y)
+{
+	struct dt_gpu *g = gpu_of(y);
+	int64_t n = t_count(y);
+	if (n == 0)
+		return;
+	k_axpy LAUNCH(g, n)(alpha, x->data, y->data, n);
+	LAUNCH_CHECK();
+}
+
+static void cuda_scale(struct dt_tensor *x, float alpha)
+{
+	struct dt_gpu *g = gpu_of(x);
+	int64_t n = t_count(x);
+	if (n == 0)
+		return;
+	k_scale LAUNCH(g, n)(x->data, alpha, n);
+	LAUNCH_CHECK();
+}
+
+static void cuda_fill(struct dt_tensor *x, float value)
+{
+	struct dt_gpu *g = gpu_of(x);
+	int64_t n = t_count(x);
+	if (n == 0)
+		return;
+	k_fill LAUNCH(g, n)(x->data, value, n);
+	LAUNCH_CHECK();
+}
+
+static void cuda_copy(const struct dt_tensor *src, struct dt_tensor *dst)
+{
+	struct dt_gpu *g = gpu_of(dst);
+	if (src->data != dst->data && t_count(dst) > 0)
+		CUDA_CHECK(cudaMemcpyAsync(dst->data, src->data, (size_t)t_count(dst) * sizeof(float),
+					   cudaMemcpyDeviceToDevice, g->stream));
+}
+
+/*
+ * From page-locked memory (dt_host_alloc_pinned) the copy is asynchronous:
+ * the caller must not rewrite src before the GPU has read it, which the
+ * trainer's per-step metrics read-back guarantees. From pageable memory CUDA
+ * returns once src has been staged, so the caller may reuse it at once.
+ */
+static void cuda_from_host(struct dt_tensor *dst, const float *src)
+{
+	struct dt_gpu *g = gpu_of(dst);
+	if (t_count(dst) > 0)
+		CUDA_CHECK(cudaMemcpyAsync(dst->data, src, (size_t)t_count(dst) * sizeof(float), cudaMemcpyHostToDevice,
+					   g->stream));
+}
+
+static void cuda_to_host(const struct dt_tensor *src, float *dst)
+{
+	struct dt_gpu *g = gpu_of(src);
+	if (t_count(src) > 0)
+		CUDA_CHECK(cudaMemcpyAsync(dst, src->data, (size_t)t_count(src) * sizeof(float), cudaMemcpyDeviceToHost,
+					   g->stream));
+	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
+__global__ void k_sum_squares(const float *x, int64_t n, double *out)
+{
+	double s = 0;
+	GRID_LOOP(i, n) s += (double)x[i] * x[i];
+	s = block_sum(s);
+	if (threadIdx.x == 0)
+		atomicAdd(out, s);
+}
+
+static double cuda_sum_squares(const struct dt_tensor *x)
+{
+	struct dt_gpu *g = gpu_of(x);
+	int64_t n = t_count(x);
+	if (n == 0)
+		return 0;
+	acc_clear(g);
+	k_sum_squares LAUNCH(g, n)(x->data, n, g->acc);
+	LAUNCH_CHECK();
+	acc_read(g);
+	return g->host_acc[0];
+}
+
+/* ---- matrix products ---- */
+
+/*
+ * cuBLAS is column-major: a row-major (r, c) matrix is its transpose there.
+ * C = op(A) op(B) row-major is C^T = op(B)^T op(A)^T column-major: the
+ * operands swap and keep their transpose flags and leading dimensions.
+ */
+static void cuda_gemm(int trans_a, int trans_b, float alpha, const struct dt_tensor *a, const struct dt_tensor *b,
+		      float beta, struct dt_tensor *c)
+{
+	struct dt_gpu *g = gpu_of(c);
+	int64_t m = t_rows(c), n = t_cols(c);
+	int64_t k = trans_a ? t_rows(a) : t_cols(a);
+	int lda = (int)t_cols(a), ldb = (int)t_cols(b), ldc = (int)n;
+	cublasOperation_t oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+	if (m == 0 || n == 0)
+		return;
+	CUDA_ASSERT(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX);
+	if (lda < 1)
+		lda = 1;
+	if (ldb < 1)
+		ldb = 1;
+	if (precision == DT_PRECISION_BF16)
+		CUBLAS_CHECK(cublasGemmEx(g->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b->data, CUDA_R_32F, ldb, a->data,
+					  CUDA_R_32F, lda, &beta, c->data, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF,
+					  CUBLAS_GEMM_DEFAULT));
+	else
+		CUBLAS_CHECK(cublasSgemm(g->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b->data, ldb, a->data, lda, &beta,
+					 c->data, ldc));
+}
+
+__global__ void k_bias_add(float *y, const float *b, int64_t n, int64_t c)
+{
+	GRID_LOOP(i, n) y[i] += b[i % c];
+}
+
+static void cuda_bias_add(struct dt_tensor *y, const struct dt_tensor *b)
+{
+	struct dt_gpu *g = gpu_of(y);
+	int64_t n = t_count(y), c = t_count(b);
+	if (n == 0)
+		return;
+	k_bias_add LAUNCH(g, n)(y->data, b->data, n, c);
+	LAUNCH_CHECK();
+}
+
+static void cuda_bias_grad(const struct dt_tensor *dy, float beta, struct dt_tensor *db)
+{
+	struct dt_gpu *g = gpu_of(db);
+	int64_t c = t_count(db), rows = c ? t_count(dy) / c : 0;
+	dt_cuda_col_reduce(g, COL_SUM, dy->data, NULL, NULL, NULL, rows, c, beta, 1.0f, db->data);
+}
+
+/* ---- activations ---- */
+
+__global__ void k_act_forward(int act, const float *x, float *y, int64_t n)
+{
+	GRID_LOOP(i, n)
+	{
+		float v = x[i], r;
+		switch (act) {
+		case DT_ACT_RELU: r = v > 0 ? v : 0; break;
+		case DT_ACT_SIGMOID: r = 1 / (1 + expf(-v)); break;
+		case DT_ACT_TANH: r = tanhf(v); break;
+		case DT_ACT_LEAKY_RELU: r = v > 0 ? v : LEAKY_SLOPE * v; break;
+		case DT_ACT_ELU: r = v > 0 ? v : expm1f(v); break;
+		case DT_ACT_GELU: r = 0.5f * v * (1 + erff(v * (float)M_SQRT1_2)); break;
+		case DT_ACT_SWISH: r = v / (1 + expf(-v)); break;
+		case DT_ACT_SOFTPLUS: r = fmaxf(v, 0) + log1pf(expf(-fabsf(v))); break;
+		default: r = v; break;
+		}
+		y[i] = r;
+	}
+}
+
+__global__ void k_act_backward(int act, const float *x, const float *y, const float *dy, float *dx, int64_t n)
+{
+	GRID_LOOP(i, n)
+	{
+		float d = dy[i], r;
+		switch (act) {
+		case DT_ACT_RELU: r = y[i] > 0 ? d : 0; break;
+		case DT_ACT_SIGMOID: r = d * y[i] * (1 - y[i]); break;
+		case DT_ACT_TANH: r = d * (1 - y[i] * y[i]); break;
+		case DT_ACT_LEAKY_RELU: r = y[i] > 0 ? d : LEAKY_SLOPE * d; break;
+		case DT_ACT_ELU: r = y[i] > 0 ? d : d * (y[i] + 1); break;
+		case DT_ACT_GELU: {
+			float v = x[i];
+			float cdf = 0.5f * (1 + erff(v * (float)M_SQRT1_2));
+			float pdf = expf(-0.5f * v * v) * 0.3989422804014327f;
+			r = d * (cdf + v * pdf);
+			break;
+		}
+		case DT_ACT_SWISH: {
+			float sg = 1 / (1 + expf(-x[i]));
+			r = d * (sg + x[i] * sg * (1 - sg));
+			break;
+		}
+		case DT_ACT_SOFTPLUS: r = d * -expm1f(-y[i]); break;
+		default: r = d; break;
+		}
+		dx[i] = r;
+	}
+}
+
+/* One warp per row. */
+__global__ void k_softmax(const float *x, float *y, int64_t rows, int64_t c)
+{
+	int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	const float *xr;
+	float *yr, m = -INFINITY, s = 0;
+	if (r >= rows)
+		return;
+	xr = x + r * c;
+	yr = y + r * c;
+	for (int64_t j = lane; j < c; j += 32)
+		m = fmaxf(m, xr[j]);
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+	for (int64_t j = lane; j < c; j += 32) {
+		float e = expf(xr[j] - m);
+		yr[j] = e;
+		s += e;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	for (int64_t j = lane; j < c; j += 32)
+		yr[j] /= s;
+}
+
+__global__ void k_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int64_t c)
+{
+	int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	float dot = 0;
+	if (r >= rows)
+		return;
+	for (int64_t j = lane; j < c; j += 32)
+		dot += y[r * c + j] * dy[r * c + j];
+	for (int o = 16; o > 0; o >>= 1)
+		dot += __shfl_xor_sync(0xffffffffu, dot, o);
+	for (int64_t j = lane; j < c; j += 32)
+		dx[r * c + j] = y[r * c + j] * (dy[r * c + j] - dot);
+}
+
+static unsigned warp_blocks(int64_t rows)
+{
+	int64_t per = DT_CUDA_THREADS / 32;
+	return (unsigned)((rows + per - 1) / per);
+}
+
+static void cuda_act_forward(enum dt_activation act, const struct dt_tensor *x, struct dt_tensor *y)
+{
+	struct dt_gpu *g = gpu_of(y);
+	int64_t n = t_count(y);
+	if (n == 0)
+		return;
+	if (act == DT_ACT_LINEAR) {
+		cuda_copy(x, y);
+	} else if (act == DT_ACT_SOFTMAX) {
+		int64_t rows = t_rows(x), c = t_cols(x);
+		k_softmax<<<warp_blocks(rows), DT_CUDA_THREADS, 0, g->stream>>>(x->data, y->data, rows, c);
+	} else {
+		CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
+		k_act_forward LAUNCH(g, n)((int)act, x->data, y->data, n);
+	}
+	LAUNCH_CHECK();
+}
+
+static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
+			      const struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	struct dt_gpu *g = gpu_of(dx);
+	int64_t n = t_count(dx);
+	if (n == 0)
+		return;
+	if (act == DT_ACT_LINEAR) {
+		cuda_copy(dy, dx);
+	} else if (act == DT_ACT_SOFTMAX) {
+		int64_t rows = t_rows(y), c = t_cols(y);
+		k_softmax_backward<<<warp_blocks(rows), DT_CUDA_THREADS, 0, g->stream>>>(y->data, dy->data, dx->data,
+											  rows, c);
+	} else {
+		CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
+		k_act_backward LAUNCH(g, n)((int)act, x ? x->data : NULL, y->data, dy->data, dx->data, n);
+	}
+	LAUNCH_CHECK();
+}
+
+/* The mask of ops_cpu.c from the same dt_hash_uniform (core/rng.h): identical on both devices. */
+__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t n)
+{
+	GRID_LOOP(i, n)
+	{
+		float m = dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;
+		mask[i] = m;
+		y[i] = x[i] * m;
+	}
+}
+
+static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask, float rate,
+			 uint64_t key)
+{
+	struct dt_gpu *g = gpu_of(y);
+	int64_t n = t_count(y);
+	CUDA_ASSERT(n <= UINT32_MAX);
+	if (n == 0)
+		return;
+	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, n);
+	LAUNCH_CHECK();
+}
+
+/* ---- losses and metrics: one thread per row, ops_cpu.c's row code ---- */
+
+__device__ float clip_prob(float p) { return p < CLIP_EPS ? CLIP_EPS : p > 1 - CLIP_EPS ? 1 - CLIP_EPS : p; }
+__device__ int in_clip(float p) { return p > CLIP_EPS && p < 1 - CLIP_EPS; }
+
+__device__ double xent_row(int input, const float *p, const float *t, int cls, int64_t c, float *dp, float scale)
+{
+	double loss = 0;
+	if (input == DT_LOSS_LOGITS) {
+		float m = p[0], s = 0, tsum = t ? 0 : 1;
+		for (int64_t j = 1; j < c; j++)
+			m = p[j] > m ? p[j] : m;
+		for (int64_t j = 0; j < c; j++)
+			s += expf(p[j] - m);
+		float lse = m + logf(s);
+		for (int64_t j = 0; j < c; j++) {
+			float tj = t ? t[j] : (float)(j == cls);
+			if (t)
+				tsum += tj;
+			loss += tj * (lse - p[j]);
+		}
+		if (dp)
+			for (int64_t j = 0; j < c; j++)
+				dp[j] = scale * (expf(p[j] - lse) * tsum - (t ? t[j] : (float)(j == cls)));
+		return loss;
+	}
+	float tsum = 0;
+	for (int64_t j = 0; j < c; j++) {
+		float tj = t ? t[j] : (float)(j == cls);
+		tsum += tj;
+		if (tj != 0)
+			loss -= tj * logf(clip_prob(p[j]));
+	}
+	if (!dp)
+		return loss;
+	for (int64_t j = 0; j < c; j++) {
+		float tj = t ? t[j] : (float)(j == cls);
+		if (input == DT_LOSS_FUSED)
+			dp[j] = scale * (p[j] * tsum - tj);
+		else
+			dp[j] = in_clip(p[j]) ? -scale * tj / p[j] : 0;
+	}
+	return loss;
+}
+
+__device__ int64_t argmax_row(const float *x, int64_t c);
+
+/* Keras' class_weight_to_sample_weights for one target row of tc columns (ops_cpu.c's class_weight_of). */
+__device__ float class_weight_of(const float *cw, int64_t k, const float *t, int64_t tc)
+{
+	int64_t cls = tc > 1 ? argmax_row(t, tc) : (int64_t)lrintf(t[0]);
+	return cls >= 0 && cls < k ? cw[cls] : 1.0f;
+}
+
+__global__ void k_loss(int loss, int input, const float *p, const float *t, const float *cw, int64_t k,
+		       float *dp, float grad_scale, int64_t rows, int64_t c, int64_t tc, double *out)
+{
+	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+	double l = 0;
+	if (r < rows) {
+		const float *pr = p + r * c;
+		float *dr = dp ? dp + r * c : NULL;
+		float w = cw ? class_weight_of(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
+		switch (loss) {
+		case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
+			int cls = (int)t[r];
+			l = xent_row(input, pr, NULL, cls < 0 || cls >= c ? -1 : cls, c, dr, scale);
+			break;
+		}
+		case DT_LOSS_CATEGORICAL_CROSSENTROPY:
+			l = xent_row(input, pr, t + r * c, 0, c, dr, scale);
+			break;
+		case DT_LOSS_BINARY_CROSSENTROPY:
+			for (int64_t j = 0; j < c; j++) {
+				float z = pr[j], tj = t[r * c + j];
+				if (input == DT_LOSS_LOGITS) {
+					l += fmaxf(z, 0) - z * tj + log1pf(expf(-fabsf(z)));
+					if (dr)
+						dr[j] = scale * (1 / (1 + expf(-z)) - tj) / c;
+				} else {
+					float q = clip_prob(z);
+					l -= tj * logf(q) + (1 - tj) * logf(1 - q);
+					if (dr && input == DT_LOSS_FUSED)
+						dr[j] = scale * (z - tj) / c;
+					else if (dr)
+						dr[j] = in_clip(z) ? scale * (z - tj) / (z * (1 - z)) / c : 0;
+				}
+			}
+			l /= c;
+			break;
+		case DT_LOSS_MEAN_SQUARED_ERROR:
+			for (int64_t j = 0; j < c; j++) {
+				float d = pr[j] - t[r * c + j];
+				l += (double)d * d;
+				if (dr)
+					dr[j] = scale * 2 * d / c;
+			}
+			l /= c;
+			break;
+		default:
+			break;
+		}
+		l *= w;
+	}
+	l = block_sum(l);
+	if (threadIdx.x == 0)
+		atomicAdd(out, l);
+}
+
+static double cuda_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
+			const struct dt_tensor *target, const struct dt_tensor *class_weight, struct dt_tensor *dpred,
+			float scale)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred), tc = t_cols(target);
+	int64_t k = class_weight ? t_count(class_weight) : 0;
+	if (rows == 0)
+		return 0;
+	acc_clear(g);
+	k_loss<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(
+		(int)loss, (int)input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
+		dpred ? dpred->data : NULL, scale, rows, c, tc, g->acc);
+	LAUNCH_CHECK();
+	acc_read(g);
+	return g->host_acc[0];
+}
+
+__device__ int64_t argmax_row(const float *x, int64_t c)
+{
+	int64_t best = 0;
+	for (int64_t j = 1; j < c; j++)
+		if (x[j] > x[best])
+			best = j;
+	return best;
+}
+
+__global__ void k_count_correct(int kind, const float *p, const float *t, float threshold, int64_t rows, int64_t c,
+				unsigned long long *out)
+{
+	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+	unsigned long long k = 0;
+	if (r < rows) {
+		const float *pr = p + r * c;
+		switch (kind) {
+		case DT_ACC_SPARSE:
+			k = argmax_row(pr, c) == (int64_t)t[r];
+			break;
+		case DT_ACC_CATEGORICAL:
+			k = argmax_row(pr, c) == argmax_row(t + r * c, c);
+			break;
+		case DT_ACC_BINARY:
+			for (int64_t j = 0; j < c; j++)
+				k += (pr[j] > threshold) == (t[r * c + j] > 0.5f);
+			break;
+		}
+	}
+	k = block_sum(k);
+	if (threadIdx.x == 0)
+		atomicAdd(out, k);
+}
+
+static int64_t cuda_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+				  float threshold)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	if (rows == 0)
+		return 0;
+	acc_clear(g);
+	k_count_correct<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>((int)kind, pred->data, target->data,
+									       threshold, rows, c, g->count);
+	LAUNCH_CHECK();
+	acc_read(g);
+	return (int64_t)*g->host_count;
+}
+
+/* ---- optimizers and regularization ---- */
+
+__global__ void k_sgd(float *w, const float *g, float lr, float gs, float decay, int64_t n)
+{
+	GRID_LOOP(i, n) w[i] = w[i] * decay - lr * gs * g[i];
+}
+
+__global__ void k_sgd_momentum(float *w, const float *g, float *m, float lr, float gs, float decay, float mu, int nest,
+			       int64_t n)
+{
+	GRID_LOOP(i, n)
+	{
+		float gi = gs * g[i], wi = w[i] * decay;
+		m[i] = mu * m[i] - lr * gi;
+		w[i] = nest ? wi + mu * m[i] - lr * gi : wi + m[i];
+	}
+}
+
+__global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float b1,
+		       float b2, float eps, int64_t n)
+{
+	GRID_LOOP(i, n)
+	{
+		float gi = gs * g[i];
+		m[i] += (1 - b1) * (gi - m[i]);
+		v[i] += (1 - b2) * (gi * gi - v[i]);
+		w[i] = w[i] * decay - alpha * m[i] / (sqrtf(v[i]) + eps);
+	}
+}
+
+__global__ void k_rmsprop(float *w, const float *g, float *m, float *v, float lr, float gs, float decay, float rho,
+			  float eps, float mu, int64_t n)
+{
+	GRID_LOOP(i, n)
+	{
+		float gi = gs * g[i], inc;
+		v[i] = rho * v[i] + (1 - rho) * gi * gi;
+		inc = lr * gi / sqrtf(v[i] + eps);
+		if (m) {
+			m[i] = mu * m[i] + inc;
+			inc = m[i];
+		}
+		w[i] = w[i] * decay - inc;
+	}
+}
+
+static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
+				  struct dt_tensor *s1, struct dt_tensor *s2)
+{
+	struct dt_gpu *g = gpu_of(wt);
+	int64_t n = t_count(wt);
+	float *w = wt->data, *m = s1 ? s1->data : NULL, *v = s2 ? s2->data : NULL;
+	const float *gr = gt->data;
+	const float lr = s->lr, gs = s->grad_scale, decay = 1 - s->lr * s->weight_decay;
+	if (n == 0)
+		return;
+	switch (s->kind) {
+	case DT_OPT_SGD:
+		if (!m)
+			k_sgd LAUNCH(g, n)(w, gr, lr, gs, decay, n);
+		else
+			k_sgd_momentum LAUNCH(g, n)(w, gr, m, lr, gs, decay, s->momentum, s->nesterov, n);
+		break;
+	case DT_OPT_ADAM:
+	case DT_OPT_ADAMW: {
+		const float alpha =
+			(float)(lr * sqrt(1 - pow(s->beta_2, (double)s->t)) / (1 - pow(s->beta_1, (double)s->t)));
+		CUDA_ASSERT(m && v);
+		k_adam LAUNCH(g, n)(w, gr, m, v, alpha, gs, decay, s->beta_1, s->beta_2, s->epsilon, n);
+		break;
+	}
+	case DT_OPT_RMSPROP:
+		CUDA_ASSERT(v);
+		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, s->rho, s->epsilon, s->momentum, n);
+		break;
+	default:
+		CUDA_BUG("optimizer %d", (int)s->kind);
+	}
+	LAUNCH_CHECK();
+}
+
+__global__ void k_regularize(const float *w, float *g, float l1, float l2, float scale, int64_t n, double *out)
+{
+	double penalty = 0;
+	GRID_LOOP(i, n)
+	{
+		float sign = w[i] > 0 ? 1.0f : w[i] < 0 ? -1.0f : 0.0f;
+		penalty += l1 * fabsf(w[i]) + l2 * w[i] * w[i];
+		g[i] += scale * (l1 * sign + 2 * l2 * w[i]);
+	}
+	penalty = block_sum(penalty);
+	if (threadIdx.x == 0)
+		atomicAdd(out, penalty);
+}
+
+static double cuda_regularize(const struct dt_tensor *w, struct dt_tensor *gt, float l1, float l2, float scale)
+{
+	struct dt_gpu *g = gpu_of(gt);
+	int64_t n = t_count(w);
+	if (n == 0)
+		return 0;
+	acc_clear(g);
+	k_regularize LAUNCH(g, n)(w->data, gt->data, l1, l2, scale, n, g->acc);
+	LAUNCH_CHECK();
+	acc_read(g);
+	return g->host_acc[0];
+}
+
+/* ---- NCCL ---- */
+
+#define NCCL_CHECK(call) \
+	do { \
+		ncclResult_t r_ = (call); \
+		if (r_ != ncclSuccess) \
+			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, ncclGetErrorString(r_)); \
+	} while (0)
+
+static int nccl_fail(ncclResult_t r, const char *what, char *err, size_t errsize)
+{
+	snprintf(err, errsize, "NCCL %s failed: %s", what, ncclGetErrorString(r));
+	return -1;
+}
+
+static int nccl_unique_id(unsigned char id[DT_NCCL_ID_BYTES], char *err, size_t errsize)
+{
+	ncclUniqueId u;
+	ncclResult_t r = ncclGetUniqueId(&u);
+	static_assert(sizeof(u) == DT_NCCL_ID_BYTES, "NCCL's unique id size");
+	if (r != ncclSuccess)
+		return nccl_fail(r, "ncclGetUniqueId", err, errsize);
+	memcpy(id, &u, sizeof(u));
+	return 0;
+}
+
+static int nccl_comm_init_rank(void **comm, int device, int nranks, const unsigned char id[DT_NCCL_ID_BYTES],
+			       int rank, char *err, size_t errsize)
+{
+	ncclUniqueId u;
+	ncclComm_t c;
+	ncclResult_t r;
+	memcpy(&u, id, sizeof(u));
+	dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, device });
+	if ((r = ncclCommInitRank(&c, nranks, u, rank)) != ncclSuccess)
+		return nccl_fail(r, "ncclCommInitRank", err, errsize);
+	*comm = c;
+	return 0;
+}
+
+static int nccl_comm_init_all(void **comms, int ndev, const int *devices, char *err, size_t errsize)
+{
+	ncclComm_t c[DT_CUDA_MAX_GPUS];
+	ncclResult_t r;
+	CUDA_ASSERT(ndev > 0 && ndev <= DT_CUDA_MAX_GPUS);
+	for (int i = 0; i < ndev; i++)
+		dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, devices[i] });
+	if ((r = ncclCommInitAll(c, ndev, devices)) != ncclSuccess)
+		return nccl_fail(r, "ncclCommInitAll", err, errsize);
+	for (int i = 0; i < ndev; i++)
+		comms[i] = c[i];
+	return 0;
+}
+
+static void nccl_all_reduce_sum(void *comm, struct dt_device dev, float *buf, int64_t n)
+{
+	struct dt_gpu *g = dt_gpu_use(dev);
+	if (n > 0)
+		NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, (ncclComm_t)comm, g->stream));
+}
+
+static void nccl_broadcast(void *comm, struct dt_device dev, float *buf, int64_t n, int root)
+{
+	struct dt_gpu *g = dt_gpu_use(dev);
+	if (n > 0)
+		NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, (ncclComm_t)comm, g->stream));
+}
+
+static void nccl_group_start(void) { NCCL_CHECK(ncclGroupStart()); }
+static void nccl_group_end(void) { NCCL_CHECK(ncclGroupEnd()); }
+static void nccl_comm_destroy(void *comm)
+{
+	if (comm)
+		NCCL_CHECK(ncclCommDestroy((ncclComm_t)comm));
+}
+
+/* ---- the tables ---- */
+
+struct dt_backend dt_cuda_backend;
+static struct dt_cuda_api api;
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static void api_init(void)
+{
+	struct dt_backend *b = &dt_cuda_backend;
+	b->name = "cuda";
+	b->mul = cuda_mul;
+	b->axpy = cuda_axpy;
+	b->scale = cuda_scale;
+	b->fill = cuda_fill;
+	b->copy = cuda_copy;
+	b->from_host = cuda_from_host;
+	b->to_host = cuda_to_host;
+	b->sum_squares = cuda_sum_squares;
+	b->gemm = cuda_gemm;
+	b->bias_add = cuda_bias_add;
+	b->bias_grad = cuda_bias_grad;
+	b->act_forward = cuda_act_forward;
+	b->act_backward = cuda_act_backward;
+	b->dropout = cuda_dropout;
+	b->loss = cuda_loss;
+	b->count_correct = cuda_count_correct;
+	b->optimizer_update = cuda_optimizer_update;
+	b->regularize = cuda_regularize;
+	b->plan_conv = dt_cuda_plan_conv;
+	b->conv_forward = dt_cuda_conv_forward;
+	b->conv_backward = dt_cuda_conv_backward;
+	b->plan_pool = dt_cuda_plan_pool;
+	b->pool_forward = dt_cuda_pool_forward;
+	b->pool_backward = dt_cuda_pool_backward;
+	b->plan_batchnorm = dt_cuda_plan_batchnorm;
+	b->batchnorm_forward = dt_cuda_batchnorm_forward;
+	b->batchnorm_backward = dt_cuda_batchnorm_backward;
+	b->plan_free = dt_cuda_plan_free;
+
+	api.abi = DT_CUDA_ABI;
+	api.backend = b;
+	api.device_count = device_count;
+	api.device_info = device_info;
+	api.cudnn_version = cudnn_version;
+	api.nccl_version = nccl_version;
+	api.runtime_version = runtime_version;
+	api.alloc = dt_cuda_alloc;
+	api.free = dt_cuda_free;
+	api.host_alloc = host_alloc;
+	api.host_free = host_free;
+	api.set_precision = set_precision;
+	api.synchronize = synchronize;
+	api.nccl_unique_id = nccl_unique_id;
+	api.nccl_comm_init_rank = nccl_comm_init_rank;
+	api.nccl_comm_init_all = nccl_comm_init_all;
+	api.nccl_all_reduce_sum = nccl_all_reduce_sum;
+	api.nccl_broadcast = nccl_broadcast;
+	api.nccl_group_start = nccl_group_start;
+	api.nccl_group_end = nccl_group_end;
+	api.nccl_comm_destroy = nccl_comm_destroy;
+}
+
+extern "C" __attribute__((visibility("default"))) const struct dt_cuda_api *dt_cuda_api_get(void)
+{
+	pthread_once(&api_once, api_init);
+	return &api;
+}

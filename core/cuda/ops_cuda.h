@@ -1,0 +1,128 @@
+/*
+ * Inside the CUDA backend: what ops_cuda.cu (device state, allocator,
+ * elementwise ops, cuBLAS, losses, optimizers) and ops_cuda_dnn.cu (cuDNN
+ * convolution, pooling and batch normalization plans) share. Only those two
+ * files include this header (C++, compiled by nvcc).
+ *
+ * libdtrain_cuda.so is dlopen()ed by a dtrain that does not export its
+ * symbols: nothing here may call a function defined in dtrain itself
+ * (dt_tensor_count, dt_bug, ...). Inline helpers below stand in for them.
+ */
+#ifndef DT_OPS_CUDA_H
+#define DT_OPS_CUDA_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "core/backend.h"
+#include "core/cuda/cuda.h"
+
+#define DT_CUDA_MAX_GPUS 16
+/* Floats of each GPU's reduction scratch (column partial sums). */
+#define DT_CUDA_SCRATCH (4 << 20)
+#define DT_CUDA_THREADS 256
+
+/* Prints "dtrain: internal error at file:line: ..." and aborts, as dt_bug does. */
+extern "C" __attribute__((noreturn, format(printf, 3, 4))) void dt_cuda_bug(const char *file, int line,
+									  const char *fmt, ...);
+#define CUDA_BUG(...) dt_cuda_bug(__FILE__, __LINE__, __VA_ARGS__)
+#define CUDA_ASSERT(c) \
+	do { \
+		if (!(c)) \
+			dt_cuda_bug(__FILE__, __LINE__, "assertion failed: %s", #c); \
+	} while (0)
+#define CUDA_CHECK(call) \
+	do { \
+		cudaError_t e_ = (call); \
+		if (e_ != cudaSuccess) \
+			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(e_)); \
+	} while (0)
+#define CUBLAS_CHECK(call) \
+	do { \
+		cublasStatus_t s_ = (call); \
+		if (s_ != CUBLAS_STATUS_SUCCESS) \
+			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(s_)); \
+	} while (0)
+#define CUDNN_CHECK(call) \
+	do { \
+		cudnnStatus_t s_ = (call); \
+		if (s_ != CUDNN_STATUS_SUCCESS) \
+			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cudnnGetErrorString(s_)); \
+	} while (0)
+/* After a kernel launch: launch errors only, no synchronisation. */
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+/* One GPU's state, made on its first use. Work runs in order on its one stream. */
+struct dt_gpu {
+	int ready;
+	int index;
+	int cc_major, cc_minor;
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	cudnnHandle_t dnn;
+	float *scratch;        /* DT_CUDA_SCRATCH floats */
+	double *acc;           /* 4 device doubles: results read back (loss, sums) */
+	unsigned long long *count; /* 1 device counter */
+	double *host_acc;      /* pinned mirrors of acc and count */
+	unsigned long long *host_count;
+};
+
+/* Makes dev the current device (and its state, on first use). */
+struct dt_gpu *dt_gpu_use(struct dt_device dev);
+/* The precision set by set_precision. */
+enum dt_precision dt_cuda_precision(void);
+/* Device memory from the caching allocator, zeroed (asynchronously, on the GPU's stream). */
+float *dt_cuda_alloc(int index, int64_t n);
+void dt_cuda_free(int index, float *p);
+
+static inline int64_t t_count(const struct dt_tensor *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->shape.ndim; i++)
+		n *= t->shape.dim[i];
+	return n;
+}
+static inline int64_t t_rows(const struct dt_tensor *t) { return t->shape.ndim ? t->shape.dim[0] : 1; }
+static inline int64_t t_cols(const struct dt_tensor *t) { return t_count(t) / (t_rows(t) ? t_rows(t) : 1); }
+
+/* Blocks for a grid-stride loop over n elements. */
+static inline unsigned blocks_for(int64_t n)
+{
+	int64_t b = (n + DT_CUDA_THREADS - 1) / DT_CUDA_THREADS;
+	return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
+}
+
+/*
+ * Per-column reductions over a (rows, c) matrix, in a fixed order (the same
+ * result every run): out[j] = beta * out[j] + scale * sum_r f(r, j), where f
+ * is x[r, j] (COL_SUM), (x[r, j] - mean[j])^2 (COL_SQDEV) or
+ * x[r, j] * (y[r, j] - mean[j]) * aux[j] (COL_DOT_NORM: dy, x, mean, invstd).
+ */
+enum dt_col_op { COL_SUM, COL_SQDEV, COL_DOT_NORM };
+void dt_cuda_col_reduce(struct dt_gpu *g, enum dt_col_op op, const float *x, const float *y, const float *mean,
+			const float *aux, int64_t rows, int64_t c, float beta, float scale, float *out);
+
+/* The CUDA plans (ops_cuda_dnn.cu). */
+struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+void dt_cuda_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *b, struct dt_tensor *y);
+void dt_cuda_conv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			   const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			   struct dt_tensor *dx);
+struct dt_plan *dt_cuda_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch);
+void dt_cuda_pool_forward(struct dt_plan *p, const struct dt_tensor *x, struct dt_tensor *y, int training);
+void dt_cuda_pool_backward(struct dt_plan *p, const struct dt_tensor *dy, struct dt_tensor *dx);
+struct dt_plan *dt_cuda_plan_batchnorm(struct dt_device dev, int channels, int64_t spatial, float epsilon,
+				       int max_batch);
+void dt_cuda_batchnorm_forward(struct dt_plan *p, int training, float momentum, const struct dt_tensor *x,
+			       const struct dt_tensor *gamma, const struct dt_tensor *beta,
+			       struct dt_tensor *moving_mean, struct dt_tensor *moving_var, struct dt_tensor *y);
+void dt_cuda_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+				const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+				struct dt_tensor *dx);
+void dt_cuda_plan_free(struct dt_plan *p);
+
+extern struct dt_backend dt_cuda_backend;
+
+#endif

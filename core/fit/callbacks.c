@@ -1,0 +1,591 @@
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/fit/callbacks.h"
+#include "core/checkpoint/ckpt_template.h"
+#include "core/error.h"
+#include "core/config/run_config.h"
+#include "core/checkpoint/snapshot.h"
+
+static const char *metric_fmt(double v) { return fabs(v) > 1e-3 || v == 0 ? "%.4f" : "%.4e"; }
+
+static size_t add_metric(char *buf, size_t size, size_t k, const char *name, double v)
+{
+	if (k >= size)
+		return k;
+	k += snprintf(buf + k, size - k, " - %s: ", name);
+	if (k < size)
+		k += snprintf(buf + k, size - k, metric_fmt(v), v);
+	return k;
+}
+
+void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size)
+{
+	size_t k = 0;
+	buf[0] = '\0';
+	/* Keras 3 lists metrics in alphabetical order. */
+	if (logs->has_accuracy)
+		k = add_metric(buf, size, k, "accuracy", logs->accuracy);
+	if (logs->has_learning_rate)
+		k = add_metric(buf, size, k, "learning_rate", logs->learning_rate);
+	k = add_metric(buf, size, k, "loss", logs->loss);
+	if (with_val && logs->has_val) {
+		if (logs->has_accuracy)
+			k = add_metric(buf, size, k, "val_accuracy", logs->val_accuracy);
+		add_metric(buf, size, k, "val_loss", logs->val_loss);
+	}
+}
+
+static void format_eta(double s, char *buf, size_t size)
+{
+	int t = (int)s;
+	if (t >= 3600)
+		snprintf(buf, size, "%d:%02d:%02d", t / 3600, t % 3600 / 60, t % 60);
+	else if (t >= 60)
+		snprintf(buf, size, "%d:%02d", t / 60, t % 60);
+	else
+		snprintf(buf, size, "%ds", t);
+}
+
+static void format_per_step(double s, char *buf, size_t size)
+{
+	if (s >= 1)
+		snprintf(buf, size, "%.0fs/step", s);
+	else if (s >= 1e-3)
+		snprintf(buf, size, "%.0fms/step", s * 1e3);
+	else
+		snprintf(buf, size, "%.0fus/step", s * 1e6);
+}
+
+static int digits(int64_t n)
+{
+	int d = 1;
+	while (n >= 10) {
+		n /= 10;
+		d++;
+	}
+	return d;
+}
+
+static void draw_bar(struct dt_progress *p, const struct dt_logs *logs, int final)
+{
+	char metrics[512], when[32], per[32];
+	int done = logs->steps ? (int)(20 * logs->step / logs->steps) : 20;
+	double per_step = logs->step ? logs->seconds / logs->step : 0;
+
+	dt_format_metrics(logs, final, metrics, sizeof(metrics));
+	if (final)
+		snprintf(when, sizeof(when), "%ds", (int)logs->seconds);
+	else
+		format_eta(per_step * (logs->steps - logs->step), when, sizeof(when));
+	format_per_step(per_step, per, sizeof(per));
+	fprintf(p->out, "\r\x1b[1m%*lld/%lld\x1b[0m \x1b[32m", digits(logs->steps), (long long)logs->step,
+		(long long)logs->steps);
+	for (int i = 0; i < 20; i++)
+		fputs(i == done ? "\x1b[37m━" : "━", p->out);
+	fprintf(p->out, "\x1b[0m %s %s%s\x1b[K%s", when, per, metrics, final ? "\n" : "");
+	fflush(p->out);
+}
+
+static void progress_epoch_begin(struct dt_callback *cb, const struct dt_trainer *t, int epoch)
+{
+	struct dt_progress *p = cb->priv;
+	p->last_draw = 0;
+	if (p->mode == DT_PROGRESS_BAR && p->epochs > 1)
+		fprintf(p->out, "Epoch %d/%d\n", epoch + 1, p->epochs);
+}
+
+static void progress_batch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+{
+	struct dt_progress *p = cb->priv;
+	double now = dt_now();
+	if (p->mode != DT_PROGRESS_BAR || logs->step == logs->steps || now - p->last_draw < 0.05)
+		return;
+	p->last_draw = now;
+	draw_bar(p, logs, 0);
+}
+
+static int progress_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+{
+	struct dt_progress *p = cb->priv;
+	char metrics[512], per[32];
+	if (p->mode == DT_PROGRESS_BAR) {
+		draw_bar(p, logs, 1);
+	} else if (p->mode == DT_PROGRESS_LINES) {
+		dt_format_metrics(logs, 1, metrics, sizeof(metrics));
+		format_per_step(logs->steps ? logs->seconds / logs->steps : 0, per, sizeof(per));
+		fprintf(p->out, "Epoch %d/%d: %lld/%lld - %ds - %s%s\n", logs->epoch + 1, p->epochs,
+			(long long)logs->step, (long long)logs->steps, (int)logs->seconds, per, metrics);
+		fflush(p->out);
+	}
+	return 0;
+}
+
+void dt_progress_init(struct dt_progress *p, enum dt_progress_mode mode, FILE *out, int epochs)
+{
+	memset(p, 0, sizeof(*p));
+	p->mode = mode;
+	p->out = out;
+	p->epochs = epochs;
+	p->cb.priv = p;
+	p->cb.on_epoch_begin = progress_epoch_begin;
+	p->cb.on_batch_end = progress_batch_end;
+	p->cb.on_epoch_end = progress_epoch_end;
+}
+
+static int json_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+{
+	struct dt_json_log *j = cb->priv;
+	cJSON *o = cJSON_CreateObject();
+	char *text, lr[32];
+	cJSON_AddStringToObject(o, "event", "epoch");
+	cJSON_AddNumberToObject(o, "epoch", logs->epoch + 1);
+	cJSON_AddNumberToObject(o, "epochs", j->epochs);
+	cJSON_AddNumberToObject(o, "steps", (double)logs->steps);
+	cJSON_AddNumberToObject(o, "loss", logs->loss);
+	if (logs->has_accuracy)
+		cJSON_AddNumberToObject(o, "accuracy", logs->accuracy);
+	if (logs->has_val) {
+		cJSON_AddNumberToObject(o, "val_loss", logs->val_loss);
+		if (logs->has_accuracy)
+			cJSON_AddNumberToObject(o, "val_accuracy", logs->val_accuracy);
+	}
+	cJSON_AddNumberToObject(o, "seconds", logs->seconds);
+	cJSON_AddNumberToObject(o, "samples_per_sec", logs->samples_per_sec);
+	if (logs->skipped)
+		cJSON_AddNumberToObject(o, "skipped", (double)logs->skipped);
+	/* The float's shortest decimal form: 0.001, not 0.0010000000474974513. */
+	snprintf(lr, sizeof(lr), "%.7g", (float)logs->learning_rate);
+	cJSON_AddNumberToObject(o, "learning_rate", strtod(lr, NULL));
+	text = cJSON_PrintUnformatted(o);
+	fprintf(j->out, "%s\n", text);
+	fflush(j->out);
+	free(text);
+	cJSON_Delete(o);
+	return 0;
+}
+
+void dt_json_log_init(struct dt_json_log *j, FILE *out, int epochs)
+{
+	memset(j, 0, sizeof(*j));
+	j->out = out;
+	j->epochs = epochs;
+	j->cb.priv = j;
+	j->cb.on_epoch_end = json_epoch_end;
+}
+
+int dt_mkdir_p(const char *path)
+{
+	char *p = dt_strdup(path);
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+			*s = '\0';
+			if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+				int e = errno;
+				free(p);
+				return dt_error("cannot create directory '%s': %s", path, strerror(e));
+			}
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	free(p);
+	return 0;
+}
+
+/* ---- checkpoints ---- */
+
+static double metric_of(const struct dt_logs *logs, const char *name, int *ok)
+{
+	*ok = 1;
+	if (!strcmp(name, "loss"))
+		return logs->loss;
+	if (!strcmp(name, "accuracy") && logs->has_accuracy)
+		return logs->accuracy;
+	if (!strcmp(name, "val_loss") && logs->has_val)
+		return logs->val_loss;
+	if (!strcmp(name, "val_accuracy") && logs->has_val && logs->has_accuracy)
+		return logs->val_accuracy;
+	*ok = 0;
+	return 0;
+}
+
+/* Replaces dir/name by a symlink to target, atomically. */
+static int replace_symlink(const char *dir, const char *name, const char *target)
+{
+	char tmp[4200], path[4200];
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	unlink(tmp);
+	if (symlink(target, tmp) < 0 || rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return dt_error("cannot point '%s' at '%s': %s", path, target, strerror(e));
+	}
+	return 0;
+}
+
+/* Makes dir/name a hard link to dir/file, atomically; copies it when links fail. */
+static int replace_link(const char *dir, const char *name, const char *file)
+{
+	char tmp[4200], path[4200], src[4200];
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(src, sizeof(src), "%s/%s", dir, file);
+	unlink(tmp);
+	if (link(src, tmp) == 0 && rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+	{
+		struct dt_ckpt *c = dt_checkpoint_load(src);
+		struct dt_ckpt_tensor *t;
+		struct dt_ckpt_meta *m;
+		int n, rc, nm = 0;
+		if (!c)
+			return -1;
+		n = dt_checkpoint_count(c);
+		t = dt_calloc((size_t)n + 1, sizeof(*t));
+		for (int i = 0; i < n; i++)
+			t[i] = dt_checkpoint_at(c, i);
+		m = dt_calloc(64, sizeof(*m));
+		for (const char *const *k = (const char *const[]){ "format", "dtrain_version", "config", "epoch", "step",
+				"global_step", "sums", "monitor", "monitor_value", "best", "stopped", "optimizer.iterations",
+				"optimizer.learning_rate", "callbacks", "checkpoint.files", "class_names", "preprocessing",
+				NULL }; *k; k++)
+			if (dt_checkpoint_meta(c, *k))
+				m[nm++] = (struct dt_ckpt_meta){ *k, dt_checkpoint_meta(c, *k) };
+		rc = dt_checkpoint_save(path, t, n, m, nm);
+		free(m);
+		free(t);
+		dt_checkpoint_free(c);
+		return rc;
+	}
+}
+
+/* The callbacks' states as one JSON object keyed by name, or NULL when none has one. */
+static char *callback_states(const struct dt_trainer *t)
+{
+	cJSON *o = NULL;
+	char *text;
+	for (int i = 0; i < t->ncallbacks; i++) {
+		struct dt_callback *cb = t->callbacks[i];
+		char *state;
+		cJSON *j;
+		if (!cb->state_save || !cb->name || !(state = cb->state_save(cb)))
+			continue;
+		j = cJSON_Parse(state);
+		if (!o)
+			o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, cb->name, j ? j : cJSON_CreateString(state));
+		free(state);
+	}
+	if (!o)
+		return NULL;
+	text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+static char *file_list_json(char **files, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	char *text;
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(files[i]));
+	text = cJSON_PrintUnformatted(a);
+	cJSON_Delete(a);
+	return text;
+}
+
+int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, const struct dt_fit_pos *pos)
+{
+	const struct dt_logs *logs = pos->logs;
+	struct dt_ckpt_vars v = { 0 };
+	struct dt_ckpt_meta meta[24 + DT_MAX_EXTRA_META];
+	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[96], value[64], best[64], lr[32];
+	char *states = NULL, *files_json, **files;
+	const char *monitor = NULL;
+	double monitored = 0;
+	int nmeta = 0, improved = 0, nfiles = 0, rc = -1, ok = 0;
+
+	DT_ASSERT(c->nextra_meta <= DT_MAX_EXTRA_META);
+	v.epoch = pos->epoch_end ? pos->epoch : pos->epoch + 1;
+	v.step = pos->global_step;
+	v.batch = logs ? logs->step : pos->step;
+	if (logs) {
+		v.loss = logs->loss;
+		v.accuracy = logs->accuracy;
+		v.val_loss = logs->val_loss;
+		v.val_accuracy = logs->val_accuracy;
+	}
+	if (pos->epoch_end && logs) {
+		monitor = c->monitor ? c->monitor : logs->has_val ? "val_loss" : "loss";
+		monitored = metric_of(logs, monitor, &ok);
+		if (!ok || monitored != monitored)
+			monitor = NULL;
+		else
+			improved = !c->has_best || (c->mode > 0 ? monitored > c->best : monitored < c->best);
+	}
+	if (c->best_only && !improved)
+		return 0;
+	if (dt_ckpt_template_format(c->filename, &v, name, sizeof(name) - 16) < 0)
+		return dt_error("checkpoint file name from '%s' is too long", c->filename);
+	strcat(name, ".safetensors");
+	snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+
+	/* The kept files after this one: name last, any older copy of it dropped. */
+	files = dt_calloc((size_t)c->nfiles + 1, sizeof(*files));
+	for (int i = 0; i < c->nfiles; i++)
+		if (strcmp(c->files[i], name))
+			files[nfiles++] = c->files[i];
+	files[nfiles++] = name;
+	{
+		int first = c->keep > 0 && nfiles > c->keep ? nfiles - c->keep : 0;
+		files_json = file_list_json(files + first, nfiles - first);
+	}
+
+	snprintf(epoch, sizeof(epoch), "%d", pos->epoch);
+	snprintf(step, sizeof(step), "%lld", (long long)pos->step);
+	snprintf(gstep, sizeof(gstep), "%lld", (long long)pos->global_step);
+	/* %.17g: the doubles come back bit for bit, so a resumed epoch reports the same metrics. */
+	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->all_sums[0], pos->all_sums[1], pos->all_sums[2]);
+	snprintf(lr, sizeof(lr), "%.9g", t->opts[0].learning_rate);
+	meta[nmeta++] = (struct dt_ckpt_meta){ "format", "dtrain" };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "dtrain_version", DT_VERSION };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "config", c->config_json };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "epoch", epoch };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "step", step };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "global_step", gstep };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "sums", sums };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "optimizer.learning_rate", lr };
+	if (monitor) {
+		snprintf(value, sizeof(value), "%.17g", monitored);
+		meta[nmeta++] = (struct dt_ckpt_meta){ "monitor", monitor };
+		meta[nmeta++] = (struct dt_ckpt_meta){ "monitor_value", value };
+	}
+	if (improved || c->has_best) {
+		snprintf(best, sizeof(best), "%.17g", improved ? monitored : c->best);
+		meta[nmeta++] = (struct dt_ckpt_meta){ "best", best };
+	}
+	if (improved && c->save_best)
+		meta[nmeta++] = (struct dt_ckpt_meta){ "is_best", "1" };
+	if (pos->stopped)
+		meta[nmeta++] = (struct dt_ckpt_meta){ "stopped", "1" };
+	if ((states = callback_states(t)))
+		meta[nmeta++] = (struct dt_ckpt_meta){ "callbacks", states };
+	meta[nmeta++] = (struct dt_ckpt_meta){ "checkpoint.files", files_json };
+	for (int i = 0; i < c->nextra_meta; i++)
+		meta[nmeta++] = c->extra_meta[i];
+
+	if (dt_snapshot_save(path, &t->models[0], c->weights_only ? NULL : &t->opts[0], meta, nmeta) < 0)
+		goto out;
+	if (c->write_latest && replace_symlink(c->dir, "latest.safetensors", name) < 0)
+		goto out;
+	if (improved && c->save_best && replace_link(c->dir, "best.safetensors", name) < 0)
+		goto out;
+	if (improved) {
+		c->best = monitored;
+		c->has_best = 1;
+	}
+	/* Only now that latest names the new file: drop the oldest beyond keep. */
+	while (c->keep > 0 && nfiles > c->keep) {
+		char old[4200];
+		snprintf(old, sizeof(old), "%s/%s", c->dir, files[0]);
+		if (unlink(old) < 0 && errno != ENOENT)
+			dt_warn("cannot remove the old checkpoint '%s': %s", old, strerror(errno));
+		/* files[0] is one of c->files: freed below when dropped from the list. */
+		memmove(files, files + 1, sizeof(*files) * (size_t)--nfiles);
+	}
+	{
+		char **kept = dt_calloc((size_t)nfiles + 1, sizeof(*kept));
+		for (int i = 0; i < nfiles; i++)
+			kept[i] = dt_strdup(files[i]);
+		for (int i = 0; i < c->nfiles; i++)
+			free(c->files[i]);
+		free(c->files);
+		c->files = kept;
+		c->nfiles = nfiles;
+	}
+	snprintf(c->last, sizeof(c->last), "%s", path);
+	rc = 0;
+out:
+	free(states);
+	free(files_json);
+	free(files);
+	return rc;
+}
+
+void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
+{
+	const char *files = dt_checkpoint_meta(f, "checkpoint.files"), *best = dt_checkpoint_meta(f, "best");
+	cJSON *a = files ? cJSON_Parse(files) : NULL, *e;
+	for (int i = 0; i < c->nfiles; i++)
+		free(c->files[i]);
+	free(c->files);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(*c->files));
+	c->nfiles = 0;
+	cJSON_ArrayForEach(e, a)
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON_Delete(a);
+	if (best) {
+		c->best = strtod(best, NULL);
+		c->has_best = 1;
+	}
+	/* Temporary files of a write that a crash cut short. */
+	{
+		DIR *d = opendir(c->dir);
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			char old[4200];
+			if (!strstr(de->d_name, ".safetensors.tmp."))
+				continue;
+			snprintf(old, sizeof(old), "%s/%s", c->dir, de->d_name);
+			unlink(old);
+		}
+		if (d)
+			closedir(d);
+	}
+	/* A crash between writing the newest file and linking best: link it now. */
+	if (c->save_best && dt_checkpoint_meta(f, "is_best") && c->nfiles > 0)
+		replace_link(c->dir, "best.safetensors", c->files[c->nfiles - 1]);
+}
+
+int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
+{
+	const char *path = dt_checkpoint_path(f), *v;
+	const char *need[] = { "epoch", "step", "global_step", "sums", "optimizer.iterations" };
+	cJSON *j;
+
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (!dt_checkpoint_meta(f, need[i]))
+			return dt_error("'%s' lacks the metadata '%s': it is not a full-state dtrain checkpoint "
+					"(use --init-weights to start from its weights)", path, need[i]);
+	for (int r = 0; r < t->strategy->nreplicas; r++)
+		if (dt_snapshot_load(f, &t->models[r], &t->opts[r]) < 0)
+			return -1;
+	if ((v = dt_checkpoint_meta(f, "optimizer.learning_rate")))
+		for (int r = 0; r < t->strategy->nreplicas; r++)
+			t->opts[r].learning_rate = strtof(v, NULL);
+	t->initial_epoch = (int)strtol(dt_checkpoint_meta(f, "epoch"), NULL, 10);
+	t->initial_step = strtoll(dt_checkpoint_meta(f, "step"), NULL, 10);
+	t->initial_global_step = strtoll(dt_checkpoint_meta(f, "global_step"), NULL, 10);
+	j = cJSON_Parse(dt_checkpoint_meta(f, "sums"));
+	for (int i = 0; i < 3; i++) {
+		cJSON *x = cJSON_GetArrayItem(j, i);
+		t->initial_sums[i] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+	}
+	cJSON_Delete(j);
+	/* cJSON reads numbers with strtod: exact for the %.17g text, but check. */
+	{
+		char buf[96];
+		snprintf(buf, sizeof(buf), "[%.17g,%.17g,%.17g]", t->initial_sums[0], t->initial_sums[1],
+			 t->initial_sums[2]);
+		if (strcmp(buf, dt_checkpoint_meta(f, "sums")))
+			return dt_error("'%s': metadata 'sums' is not three numbers", path);
+	}
+	/* The file's sums are over every training process: the chief carries them, the others start from 0. */
+	if (!t->strategy->is_chief)
+		memset(t->initial_sums, 0, sizeof(t->initial_sums));
+	if (t->initial_epoch < 0 || t->initial_step < 0 || t->initial_global_step < 0)
+		return dt_error("'%s': its position (epoch %d, step %lld) is not valid", path, t->initial_epoch,
+				(long long)t->initial_step);
+	if ((v = dt_checkpoint_meta(f, "callbacks"))) {
+		cJSON *o = cJSON_Parse(v);
+		int rc = 0;
+		for (int i = 0; i < t->ncallbacks && rc == 0; i++) {
+			struct dt_callback *cb = t->callbacks[i];
+			cJSON *s;
+			char *text;
+			if (!cb->state_load || !cb->name || !(s = cJSON_GetObjectItemCaseSensitive(o, cb->name)))
+				continue;
+			text = cJSON_IsString(s) ? dt_strdup(s->valuestring) : cJSON_PrintUnformatted(s);
+			rc = cb->state_load(cb, text);
+			free(text);
+		}
+		cJSON_Delete(o);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The state of a model_checkpoint writer, kept in the checkpoint section's files. */
+static char *checkpointer_state_save(struct dt_callback *cb)
+{
+	struct dt_checkpointer *c = cb->priv;
+	cJSON *o = cJSON_CreateObject();
+	char *files = file_list_json(c->files, c->nfiles), *text;
+	if (c->has_best)
+		cJSON_AddNumberToObject(o, "best", c->best);
+	cJSON_AddItemToObject(o, "files", cJSON_Parse(files));
+	free(files);
+	text = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return text;
+}
+
+static int checkpointer_state_load(struct dt_callback *cb, const char *json)
+{
+	struct dt_checkpointer *c = cb->priv;
+	cJSON *o = cJSON_Parse(json), *best, *e;
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return dt_error("the state of callback '%s' in the checkpoint is not a JSON object", cb->name);
+	}
+	best = cJSON_GetObjectItemCaseSensitive(o, "best");
+	c->has_best = cJSON_IsNumber(best);
+	c->best = c->has_best ? best->valuedouble : 0;
+	dt_checkpointer_release(c);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "files")) + 1,
+			     sizeof(*c->files));
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "files"))
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON_Delete(o);
+	return 0;
+}
+
+int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json)
+{
+	memset(c, 0, sizeof(*c));
+	c->dir = dir;
+	c->config_json = config_json;
+	c->cb.name = "checkpoint";
+	c->cb.priv = c;
+	c->cb.state_save = checkpointer_state_save;
+	c->cb.state_load = checkpointer_state_load;
+	c->filename = "ckpt-{epoch:03d}-{batch:05d}";
+	c->mode = -1;
+	c->save_best = 1;
+	c->write_latest = 1;
+	c->at_epoch_end = 1;
+	return dt_mkdir_p(dir);
+}
+
+void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg)
+{
+	c->every = cfg->checkpoint_every;
+	c->keep = cfg->checkpoint_keep;
+	c->filename = cfg->checkpoint_filename;
+	c->monitor = cfg->checkpoint_monitor;
+	c->mode = cfg->checkpoint_mode ? cfg->checkpoint_mode : -1;
+}
+
+void dt_checkpointer_release(struct dt_checkpointer *c)
+{
+	for (int i = 0; i < c->nfiles; i++)
+		free(c->files[i]);
+	free(c->files);
+	c->files = NULL;
+	c->nfiles = 0;
+}

@@ -1,0 +1,97 @@
+/*
+ * The built-in callbacks of fit:
+ *   progress    Keras-style bar updated in place on a terminal, one plain line
+ *               per epoch otherwise (stderr)
+ *   json        one JSON object per epoch on stdout (--json)
+ *   checkpoint  full-state checkpoints in the run directory (struct
+ *               dt_checkpointer below; the trainer drives it)
+ * Only the chief process installs them.
+ */
+#ifndef DT_CALLBACKS_H
+#define DT_CALLBACKS_H
+
+#include <stdio.h>
+
+#include "core/checkpoint/checkpoint.h"
+#include "core/fit/train.h"
+
+enum dt_progress_mode { DT_PROGRESS_OFF, DT_PROGRESS_BAR, DT_PROGRESS_LINES };
+
+struct dt_progress {
+	struct dt_callback cb;
+	enum dt_progress_mode mode;
+	FILE *out;
+	int epochs;
+	double last_draw;
+};
+void dt_progress_init(struct dt_progress *p, enum dt_progress_mode mode, FILE *out, int epochs);
+/* " - accuracy: 0.8912 - loss: 0.3012 ..." for logs, Keras' number format. */
+void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size);
+
+struct dt_json_log {
+	struct dt_callback cb;
+	FILE *out;
+	int epochs;
+};
+void dt_json_log_init(struct dt_json_log *j, FILE *out, int epochs);
+
+#define DT_MAX_EXTRA_META 8
+
+/*
+ * Writes full-state checkpoints: weights, optimizer slots and iterations, the
+ * position (struct dt_fit_pos), the callbacks' states, the resolved config.
+ * The trainer calls dt_checkpointer_save() every `every` steps, at the end of
+ * each epoch and on signals. Each file is named from the template, written
+ * atomically, then `latest.safetensors` (a symlink, replaced atomically) is
+ * pointed at it, best.safetensors (a hard link) when the monitored value
+ * improved, and the oldest files beyond `keep` are removed (never the newest).
+ */
+struct dt_checkpointer {
+	struct dt_callback cb;   /* name "checkpoint"; no hooks: the trainer calls save */
+	const char *dir;
+	const char *config_json; /* the resolved config, stored in the metadata */
+	/*
+	 * More metadata for every file, set by the caller after init (not owned):
+	 * "class_names" (a JSON array of strings, for predict), "preprocessing"
+	 * (a JSON object with the normalization computed on the training set).
+	 */
+	const struct dt_ckpt_meta *extra_meta;
+	int nextra_meta;
+	int64_t every;           /* steps; 0: at epoch ends only */
+	int keep;                /* files kept; 0: all */
+	const char *filename;    /* template (core/ckpt_template.h), without the extension */
+	const char *monitor;     /* NULL: val_loss with validation data, else loss */
+	int mode;                /* +1: higher is better; -1: lower */
+	int save_best;           /* keep best.safetensors (default 1) */
+	int best_only;           /* write epoch files only when the monitored value improves */
+	int weights_only;        /* no optimizer state (such files cannot be resumed) */
+	int write_latest;        /* keep latest.safetensors (default 1) */
+	int at_epoch_end;        /* also write at epoch ends (default 1; model_checkpoint with save_freq N: 0) */
+	double best;             /* monitored value of best.safetensors */
+	int has_best;
+	int nfiles;              /* files written and kept, oldest first (names in dir) */
+	char **files;
+	char last[4200];         /* the newest file written, or "" */
+};
+/* Creates dir (and parents); the defaults above. 0 or -1. */
+int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json);
+void dt_checkpointer_release(struct dt_checkpointer *c);
+/* Takes every, keep, filename and save_best from the run config's checkpoint section. */
+struct dt_run_config;
+void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg);
+/* Writes the checkpoint of position pos (see above). 0, or -1 with an error. */
+int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, const struct dt_fit_pos *pos);
+/* Takes the kept-file list and best value from a checkpoint this writer wrote. */
+void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f);
+
+/*
+ * Restores a full-state checkpoint into the trainer: every replica's weights
+ * and optimizer state, the learning rate, the position to start from and the
+ * states of the callbacks added so far. 0, or -1 with an error naming the file.
+ */
+int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f);
+
+/* Creates a directory and its parents, like mkdir -p. 0 or -1 with an error. */
+int dt_mkdir_p(const char *path);
+
+#endif

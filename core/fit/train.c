@@ -1,0 +1,446 @@
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fit/callbacks.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/testhook.h"
+#include "core/fit/train.h"
+
+/* ---- signals: the handlers set these, the loop reads them between steps ---- */
+
+static volatile sig_atomic_t stop_signal; /* SIGINT or SIGTERM received */
+static volatile sig_atomic_t save_request; /* SIGUSR1 received */
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1) {
+		save_request = 1;
+		return;
+	}
+	if (stop_signal) { /* the second one: die now, as the user asks */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	stop_signal = sig;
+}
+
+void dt_fit_signals_install(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	/* A signal the parent set to be ignored (a background job's SIGINT) stays ignored. */
+	for (int i = 0; i < 3; i++) {
+		int sig = i == 0 ? SIGINT : i == 1 ? SIGTERM : SIGUSR1;
+		struct sigaction old;
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+	}
+}
+
+/*
+ * The signal flags, the same on every process (a SIGINT may reach only some
+ * of an MPI job): [0] stop signal, [1] save request. Clears save_request.
+ * With pos (after a training step), also pos->all_sums, in the same
+ * all-reduce.
+ */
+static void poll_signals(struct dt_trainer *t, double flags[2], struct dt_fit_pos *pos)
+{
+	double v[5] = { stop_signal, save_request, 0, 0, 0 };
+	int n = pos ? 5 : 2;
+	save_request = 0;
+	if (pos)
+		memcpy(v + 2, pos->sums, sizeof(pos->sums));
+	if (t->strategy->world > 1)
+		t->strategy->type->reduce_sum(t->strategy, v, n);
+	flags[0] = v[0];
+	flags[1] = v[1];
+	if (pos)
+		memcpy(pos->all_sums, v + 2, sizeof(pos->all_sums));
+}
+
+/* Writes pos with every saver, or with those that keep latest.safetensors (the resumable ones). */
+static int save_all(struct dt_trainer *t, const struct dt_fit_pos *pos, int resumable_only)
+{
+	for (int i = 0; i < t->nsavers; i++)
+		if ((resumable_only ? t->savers[i]->write_latest : !pos->epoch_end || t->savers[i]->at_epoch_end) &&
+		    dt_checkpointer_save(t->savers[i], t, pos) < 0)
+			return -1;
+	return 0;
+}
+
+double dt_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void dt_trainer_init(struct dt_trainer *t)
+{
+	if (t->strategy->global_replicas == 0) /* a strategy made by hand (tests): this process's replicas only */
+		t->strategy->global_replicas = t->strategy->nreplicas;
+	struct dt_strategy *s = t->strategy;
+	int max = t->models[0].max_batch;
+	t->label = t->train->label;
+	dt_batch_alloc(&t->batch, t->train);
+	t->labels = dt_calloc(s->nreplicas, sizeof(float *));
+	for (int r = 0; r < s->nreplicas; r++)
+		t->labels[r] = dt_device_alloc(s->devices[r], (int64_t)max * dt_shape_count(&t->label));
+	if (t->accumulate_steps < 1)
+		t->accumulate_steps = 1;
+	if (t->accumulate_steps > 1) {
+		t->accum = dt_calloc(s->nreplicas, sizeof(float *));
+		for (int r = 0; r < s->nreplicas; r++)
+			t->accum[r] = dt_device_alloc(s->devices[r], t->models[r].ntrainable);
+	}
+}
+
+void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_classes)
+{
+	struct dt_strategy *s = t->strategy;
+	t->num_classes = num_classes;
+	t->class_weights = dt_calloc(s->nreplicas, sizeof(float *));
+	for (int r = 0; r < s->nreplicas; r++) {
+		struct dt_tensor cw = dt_tensor_flat(dt_device_alloc(s->devices[r], num_classes), s->devices[r], num_classes);
+		dt_op_from_host(&cw, w);
+		t->class_weights[r] = cw.data;
+	}
+}
+
+void dt_trainer_release(struct dt_trainer *t)
+{
+	dt_batch_free(&t->batch);
+	for (int r = 0; t->labels && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->labels[r]);
+	free(t->labels);
+	t->labels = NULL;
+	for (int r = 0; t->accum && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->accum[r]);
+	free(t->accum);
+	t->accum = NULL;
+	for (int r = 0; t->class_weights && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->class_weights[r]);
+	free(t->class_weights);
+	t->class_weights = NULL;
+}
+
+int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
+{
+	DT_ASSERT(t->ncallbacks < DT_MAX_CALLBACKS);
+	t->callbacks[t->ncallbacks++] = cb;
+	return 0;
+}
+
+/*
+ * Forward (and with train, backward) of replica r on rows [begin, end) of the
+ * host batch; adds its loss sum and correct count to sums. The gradient is
+ * scaled by 1/(b->n * group), b->n the whole global batch and group the
+ * batches accumulated into one update (1 without accumulation).
+ */
+static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
+			 int train, const struct dt_step_ctx *ctx, double sums[2], int group)
+{
+	struct dt_model *m = &t->models[r];
+	int n = end - begin;
+	int R = t->strategy->global_replicas;
+	int64_t xs = dt_shape_count(&m->input), ys = dt_shape_count(&t->label);
+	struct dt_tensor x, y, pred, dpred;
+
+	if (n == 0) {
+		if (train) {
+			struct dt_tensor g = dt_model_grads(m);
+			dt_op_fill(&g, 0);
+		}
+		return;
+	}
+	x = dt_model_input(m, n);
+	dt_op_from_host(&x, b->x + (int64_t)begin * xs);
+	y = dt_tensor_batch(t->labels[r], m->dev, n, &t->label);
+	dt_op_from_host(&y, b->y + (int64_t)begin * ys);
+	pred = dt_model_forward(m, n, ctx);
+	dpred = dt_model_output_grad(m, n);
+	if (train && t->class_weights) {
+		struct dt_tensor cw = dt_tensor_flat(t->class_weights[r], m->dev, t->num_classes);
+		sums[0] += dt_objective_loss_weighted(&t->objective, &pred, &y, &cw, &dpred, 1.0f / ((float)b->n * group));
+	} else {
+		sums[0] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL,
+					     1.0f / ((float)b->n * group));
+	}
+	if (t->accuracy)
+		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
+	if (train) {
+		dt_model_backward(m, n);
+		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
+		sums[0] += dt_model_regularize(m, 1.0f / ((float)R * group)) * b->n / R;
+	}
+}
+
+static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[3])
+{
+	logs->loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+	logs->has_accuracy = t->accuracy;
+	logs->accuracy = sums[2] > 0 ? sums[1] / (sums[2] * t->objective.per_sample) : 0;
+}
+
+/* 1 when a stop signal came: evaluation is cut short (only fit's loop asks for signals). */
+int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy)
+{
+	struct dt_batch *b = &t->batch; /* every pipeline has the training batch size and label shape */
+	struct dt_step_ctx ctx = { 0, 0 };
+	double sums[3] = { 0, 0, 0 };
+	int64_t steps = dt_pipeline_steps(p);
+	struct dt_model *m = &t->models[0];
+	struct dt_logs logs = { 0 };
+
+	DT_ASSERT(p->batch_size == t->train->batch_size && dt_shape_equal(&p->label, &t->label));
+	for (int64_t step = 0; step < steps; step++) {
+		if (dt_pipeline_read(p, 0, step, b) < 0)
+			return -1;
+		/* Inference on replica 0, in chunks of its batch capacity. */
+		for (int k = 0; k < b->n; k += m->max_batch)
+			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
+		sums[2] += b->n;
+		if (step == 0) {
+			dt_test_crash_point("evaluate");
+			dt_test_raise_in("evaluate");
+		}
+		if (stop_signal)
+			return 1;
+	}
+	dt_pipeline_report_skipped(p, -1);
+	fill_logs(t, &logs, sums);
+	*loss = logs.loss;
+	*accuracy = logs.accuracy;
+	return 0;
+}
+
+/* Batches in the accumulation group of `step`: k, or fewer for an epoch's last group. */
+static int group_size(const struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps > 1 ? t->accumulate_steps : 1, first = step / k * k;
+	return (int)(steps - first < k ? steps - first : k);
+}
+
+int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps > 1 ? t->accumulate_steps : 1;
+	return step % k == group_size(t, step, steps) - 1;
+}
+
+/*
+ * After the backward of `step`: keeps the replicas' gradients in the
+ * accumulation buffers, or at a group's last batch adds the buffers back.
+ * 1 when the gradient buffers now hold a whole group: time to apply them.
+ */
+static int accumulate(struct dt_trainer *t, int64_t step, int64_t steps)
+{
+	int64_t k = t->accumulate_steps, pos = step % k;
+	int last = dt_trainer_ends_update(t, step, steps);
+	if (k == 1 || (last && pos == 0))
+		return 1;
+	for (int r = 0; r < t->strategy->nreplicas; r++) {
+		struct dt_model *m = &t->models[r];
+		struct dt_tensor g = dt_model_grads(m), acc = dt_tensor_flat(t->accum[r], m->dev, m->ntrainable);
+		if (last)
+			dt_op_axpy(1, &acc, &g);
+		else if (pos == 0)
+			dt_op_copy(&g, &acc);
+		else
+			dt_op_axpy(1, &g, &acc);
+	}
+	return last;
+}
+
+/*
+ * Steps pos->step.. of epoch pos->epoch, updating pos. 0 at the epoch's end
+ * (logs has its training metrics), 1 when a stop signal ended it early after
+ * a checkpoint, -1 after an error.
+ */
+static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_logs *logs)
+{
+	struct dt_strategy *s = t->strategy;
+	int epoch = pos->epoch;
+	int64_t steps = dt_pipeline_steps(t->train);
+	double *sums = pos->sums, start = dt_now(), flags[2], total[3];
+	unsigned due = 0;
+	int stop = 0, signal_save = 0;
+
+	if (t->steps_per_epoch > 0 && t->steps_per_epoch < steps)
+		steps = t->steps_per_epoch;
+	memset(logs, 0, sizeof(*logs));
+	logs->epoch = epoch;
+	logs->steps = steps;
+	logs->step = pos->step;
+	fill_logs(t, logs, sums);
+	pos->logs = logs;
+	for (int64_t step = pos->step; step < steps; step++) {
+		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
+			return -1;
+		for (int r = 0; r < s->nreplicas; r++) {
+			int g = s->first_replica + r;
+			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
+							      (uint64_t)step * DT_MAX_REPLICAS + g) };
+			int begin, end;
+			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
+			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
+			sums[2] += end - begin;
+			if (t->trace)
+				for (int i = begin; i < end; i++)
+					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->batch.records[i]);
+		}
+		/* A batch whose every record was unreadable (data.on_error: skip) adds no gradient; alone, no update. */
+		if (accumulate(t, step, steps) && (t->batch.n > 0 || t->accumulate_steps > 1))
+			s->type->apply_gradients(s, t->models, t->opts);
+		logs->step = step + 1;
+		logs->seconds = dt_now() - start;
+		fill_logs(t, logs, sums);
+		for (int i = 0; i < t->ncallbacks; i++)
+			if (t->callbacks[i]->on_batch_end)
+				t->callbacks[i]->on_batch_end(t->callbacks[i], t, logs);
+		pos->step = step + 1;
+		pos->global_step++;
+		dt_test_crash_point("step");
+		dt_test_raise_at(pos->global_step);
+		if (t->stop_training) /* a callback ends training at this batch (terminate_on_nan) */
+			break;
+		/* What is due waits for the end of an update: stop, signal checkpoint, each saver's `every`. */
+		poll_signals(t, flags, pos);
+		stop |= flags[0] != 0;
+		signal_save |= flags[1] != 0 || flags[0] != 0;
+		/* At the epoch's last step, a writer that also writes at epoch ends waits for that one. */
+		for (int i = 0; i < t->nsavers; i++)
+			if (t->savers[i]->every && pos->global_step % t->savers[i]->every == 0 &&
+			    !(step + 1 == steps && t->savers[i]->at_epoch_end))
+				due |= 1u << i;
+		/* Step checkpoints and signal stops only where the optimizer has applied every gradient. */
+		if (!dt_trainer_ends_update(t, step, steps))
+			continue;
+		/* A parameter server's chief first gathers the shards: the file holds the whole state. */
+		if (s->type->sync_state && (due || (signal_save && t->nsavers)) && s->type->sync_state(s, t->models, t->opts) < 0)
+			return -1;
+		for (int i = 0; i < t->nsavers; i++)
+			if (((due >> i & 1) || (signal_save && t->savers[i]->write_latest)) &&
+			    dt_checkpointer_save(t->savers[i], t, pos) < 0)
+				return -1;
+		due = 0;
+		signal_save = 0;
+		if (stop) {
+			t->stop_signal = stop_signal ? stop_signal : SIGTERM;
+			return 1;
+		}
+	}
+	/* Reduced in a copy: pos keeps this process's sums for a checkpoint taken in validation. */
+	memcpy(total, sums, sizeof(total));
+	s->type->reduce_sum(s, total, 3);
+	memcpy(pos->all_sums, total, sizeof(total));
+	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
+	fill_logs(t, logs, total);
+	logs->seconds = dt_now() - start;
+	logs->samples_per_sec = logs->seconds > 0 ? total[2] / logs->seconds : 0;
+	return 0;
+}
+
+/*
+ * The chief's decision (stop: -1 error, 0 go on, 1 stop) and learning rate
+ * for every process and replica (strategy agree); returns the decision.
+ */
+static int agree(struct dt_trainer *t, int stop)
+{
+	struct dt_strategy *s = t->strategy;
+	double v[2] = { stop, t->opts[0].learning_rate };
+	if (s->type->agree)
+		s->type->agree(s, v, 2);
+	for (int r = 0; r < s->nreplicas; r++)
+		t->opts[r].learning_rate = (float)v[1];
+	return (int)v[0];
+}
+
+static int train_end(struct dt_trainer *t, int rc)
+{
+	for (int i = 0; i < t->ncallbacks; i++)
+		if (t->callbacks[i]->on_train_end && t->callbacks[i]->on_train_end(t->callbacks[i], t) < 0)
+			rc = -1;
+	return rc;
+}
+
+int dt_fit(struct dt_trainer *t)
+{
+	struct dt_strategy *s = t->strategy;
+	struct dt_logs logs;
+	struct dt_fit_pos pos = { t->initial_epoch, t->initial_step, t->initial_global_step,
+				  { t->initial_sums[0], t->initial_sums[1], t->initial_sums[2] }, NULL, 0, 0, { 0, 0, 0 } };
+	double flags[2];
+	int rc;
+
+	if (s->type->serve) {
+		rc = s->type->serve(s, t->models, t->opts);
+		if (rc)
+			return rc < 0 ? -1 : 0;
+	}
+	/* Every training process resumes where the chief does: the same checkpoint (a shared run directory). */
+	if (s->world > 1 && s->type->agree) {
+		double mine[3] = { pos.epoch, (double)pos.step, (double)pos.global_step }, chief[3];
+		memcpy(chief, mine, sizeof(chief));
+		s->type->agree(s, chief, 3);
+		if (memcmp(mine, chief, sizeof(mine)))
+			return dt_error("rank %d would start at epoch %d, step %lld, but the chief at epoch %.0f, step %.0f: "
+					"every rank must read the chief's checkpoint (with --resume, the run directory "
+					"must be the same on every host, e.g. on a shared filesystem)",
+					s->rank, pos.epoch + 1, (long long)pos.step, chief[0] + 1, chief[1]);
+	}
+	t->stop_training = 0;
+	for (; pos.epoch < t->epochs; pos.epoch++) {
+		for (int i = 0; i < t->ncallbacks; i++)
+			if (t->callbacks[i]->on_epoch_begin)
+				t->callbacks[i]->on_epoch_begin(t->callbacks[i], t, pos.epoch);
+		agree(t, 0);
+		if ((rc = run_epoch(t, &pos, &logs)) != 0)
+			return rc < 0 ? -1 : DT_FIT_INTERRUPTED;
+		if (t->stop_training < 0)
+			return train_end(t, -1);
+		if (s->type->epoch_end && s->type->epoch_end(s, t->models, t->opts, pos.epoch) < 0)
+			return -1;
+		/* The rate of the next update, before callbacks change it (Keras' logs). */
+		logs.has_learning_rate = t->log_learning_rate;
+		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
+		if (t->val) {
+			rc = dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy);
+			if (rc < 0)
+				return -1;
+			logs.has_val = 1;
+		}
+		poll_signals(t, flags, NULL);
+		if (rc > 0 || flags[0]) {
+			/* Stopped during validation: resume at the end of this epoch's steps. */
+			t->stop_signal = stop_signal ? stop_signal : SIGTERM;
+			return t->nsavers && save_all(t, &pos, 1) < 0 ? -1 : DT_FIT_INTERRUPTED;
+		}
+		int stop = 0;
+		for (int i = 0; i < t->ncallbacks && stop >= 0; i++) {
+			int r = t->callbacks[i]->on_epoch_end ? t->callbacks[i]->on_epoch_end(t->callbacks[i], t, &logs) : 0;
+			stop = r < 0 ? -1 : stop | (r > 0);
+		}
+		stop = agree(t, stop ? stop : t->stop_training > 0);
+		if (stop < 0)
+			return -1;
+		{
+			struct dt_fit_pos end = { pos.epoch + 1, 0, pos.global_step, { 0, 0, 0 }, &logs, 1, stop, { 0, 0, 0 } };
+			if (save_all(t, &end, 0) < 0)
+				return -1;
+		}
+		pos.step = 0;
+		memset(pos.sums, 0, sizeof(pos.sums));
+		if (stop)
+			break;
+	}
+	return train_end(t, 0);
+}

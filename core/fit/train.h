@@ -1,0 +1,163 @@
+/*
+ * The training loop, Keras' fit and evaluate over a strategy's replicas.
+ *
+ * One step: the pipeline reads global batch `step` of the epoch; replica r
+ * takes its contiguous slice, runs forward, the loss (scaled by 1/global
+ * batch) and backward; the strategy aggregates gradients and applies the
+ * optimizer. Callbacks (progress, checkpoints, ...) see the running metrics
+ * after each batch and the epoch's metrics at its end.
+ */
+#ifndef DT_TRAIN_H
+#define DT_TRAIN_H
+
+#include <stdio.h>
+
+#include "core/model/loss.h"
+#include "core/pipeline/pipeline.h"
+#include "core/fit/strategy.h"
+
+/* Metrics of an epoch (or a running part of one). */
+struct dt_logs {
+	int epoch;             /* 0-based */
+	int64_t step, steps;   /* steps done, steps in the epoch */
+	double loss;
+	double accuracy;       /* when has_accuracy */
+	int has_accuracy;
+	int has_val;
+	double val_loss, val_accuracy;
+	double seconds;        /* wall time of the epoch's training steps so far */
+	double samples_per_sec;
+	int has_learning_rate; /* the rate varies (a schedule, reduce_lr_on_plateau): show it */
+	double learning_rate;  /* at the epoch's end (always set): the rate of the next update, before callbacks */
+	int64_t skipped;       /* unreadable records skipped in the epoch (data.on_error: skip) */
+};
+
+struct dt_trainer;
+
+struct dt_callback {
+	const char *name; /* "early_stopping", ...: names its state in checkpoints */
+	void *priv;
+	void (*on_epoch_begin)(struct dt_callback *cb, const struct dt_trainer *t, int epoch);
+	void (*on_batch_end)(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs);
+	/* Returns 0 to go on, 1 to stop training normally (early stopping), -1 to stop with an error. */
+	int (*on_epoch_end)(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs);
+	/*
+	 * Optional, for exact resume: the callback's state (best value, counters)
+	 * as JSON text the caller frees, and the inverse (0, or -1 with an error).
+	 */
+	char *(*state_save)(struct dt_callback *cb);
+	int (*state_load)(struct dt_callback *cb, const char *json);
+	/* Optional: after the last epoch or a stop (early stopping restores its best weights here). 0 or -1. */
+	int (*on_train_end)(struct dt_callback *cb, const struct dt_trainer *t);
+};
+
+#define DT_MAX_CALLBACKS 16
+#define DT_MAX_SAVERS 8
+
+/*
+ * A place in training, what a checkpoint records to resume exactly: the data
+ * order and dropout masks are functions of (seed, epoch, step), so with the
+ * weights, optimizer state and callback states this is the whole state.
+ */
+struct dt_fit_pos {
+	int epoch;               /* epochs completed */
+	int64_t step;            /* training steps done in epoch `epoch` (0 after an epoch end) */
+	int64_t global_step;     /* training steps since the run began */
+	double sums[3];          /* that epoch's running loss sum, correct count, samples */
+	const struct dt_logs *logs; /* metrics: running, or the finished epoch's with epoch_end */
+	int epoch_end;           /* an epoch just ended (validation and callbacks done) */
+	int stopped;             /* a callback stopped training */
+	/*
+	 * sums over every training process (sums itself with one process), kept
+	 * after each step and at the epoch's end: what a checkpoint stores, so
+	 * that a resumed MPI run's chief carries them and the other ranks start
+	 * from 0.
+	 */
+	double all_sums[3];
+};
+
+struct dt_checkpointer;
+
+/* fit's result beyond 0 and -1: a SIGINT or SIGTERM stopped it after a checkpoint. */
+#define DT_FIT_INTERRUPTED 2
+
+struct dt_trainer {
+	struct dt_strategy *strategy;
+	struct dt_model *models;          /* one per replica */
+	struct dt_optimizer *opts;        /* one per replica */
+	struct dt_objective objective;
+	int accuracy;                     /* report accuracy */
+	struct dt_pipeline *train, *val;  /* val may be NULL */
+	int epochs, initial_epoch;
+	uint64_t seed;
+	int64_t steps_per_epoch;          /* 0: all */
+	int ncallbacks;
+	struct dt_callback *callbacks[DT_MAX_CALLBACKS];
+	FILE *trace;                      /* test hook: "epoch record" per sample trained, or NULL */
+	/*
+	 * fit.accumulate_steps (1: off): the gradients of k consecutive batches
+	 * are summed, each batch's scaled by 1/(its size * k), so one update
+	 * applies the mean of the k batch means (Keras 3's
+	 * gradient_accumulation_steps). Groups do not cross epochs: an epoch's
+	 * last group of m < k batches applies the mean of its m batch means.
+	 * The optimizer's iterations count applied updates.
+	 */
+	int accumulate_steps;
+	float **class_weights;            /* per replica, on its device, num_classes floats; NULL: none */
+	int num_classes;                  /* entries of class_weights */
+	int log_learning_rate;            /* put the rate in the logs (it varies) */
+	/*
+	 * Keras' stop_training: a callback's on_batch_end sets 1 to end the
+	 * epoch there and stop normally, -1 to stop with its error printed.
+	 */
+	int stop_training;
+	/* exact resume and checkpoints (set before dt_fit; zero: a fresh run without) */
+	int64_t initial_step;             /* steps already done in initial_epoch */
+	int64_t initial_global_step;
+	double initial_sums[3];           /* their running sums */
+	int nsavers;                      /* those with write_latest also write on signals */
+	struct dt_checkpointer *savers[DT_MAX_SAVERS];
+	int stop_signal;                  /* after DT_FIT_INTERRUPTED: SIGINT or SIGTERM */
+	/* owned by dt_trainer_init: */
+	struct dt_batch batch;
+	float **labels;                   /* per replica, on its device */
+	float **accum;                    /* per replica, ntrainable: the gradients accumulated so far */
+	struct dt_shape label;
+};
+
+/*
+ * Sizes the trainer's buffers; models and optimizers must be allocated, and
+ * accumulate_steps set (0 is taken as 1).
+ */
+void dt_trainer_init(struct dt_trainer *t);
+void dt_trainer_release(struct dt_trainer *t);
+int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb);
+/*
+ * Copies num_classes weights (host) to every replica's device, for the loss
+ * of training steps (evaluation is unweighted, as Keras' class_weight).
+ */
+void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_classes);
+/*
+ * 1 when an update is applied after batch `step` (0-based) of an epoch of
+ * `steps` batches: the end of an accumulation group (every batch when
+ * accumulate_steps is 1). A checkpoint between steps is exact only there.
+ */
+int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps);
+/*
+ * Trains from (initial_epoch, initial_step) to epochs. 0; -1 after an error;
+ * DT_FIT_INTERRUPTED after SIGINT or SIGTERM (with dt_fit_signals_install()):
+ * the current step finished and saver 0 wrote a checkpoint.
+ */
+int dt_fit(struct dt_trainer *t);
+/*
+ * SIGINT and SIGTERM ask fit to stop after the current step (a second one
+ * while it stops kills the process at once, with the signal's default action);
+ * SIGUSR1 asks for a checkpoint and training goes on. The handlers only set flags.
+ */
+void dt_fit_signals_install(void);
+/* Loss and accuracy over a whole pipeline with replica 0, inference mode. */
+int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy);
+
+double dt_now(void); /* monotonic seconds */
+
+#endif

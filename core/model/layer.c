@@ -1,0 +1,124 @@
+#include <string.h>
+
+#include "core/error.h"
+#include "core/model/layer.h"
+
+int dt_layer_param(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init,
+		   int fan_in, int fan_out)
+{
+	struct dt_param *p;
+	DT_ASSERT(l->nparams < DT_LAYER_MAX_PARAMS);
+	p = &l->params[l->nparams];
+	memset(p, 0, sizeof(*p));
+	p->name = name;
+	p->shape = shape;
+	p->init = init;
+	p->fan_in = fan_in;
+	p->fan_out = fan_out;
+	p->trainable = 1;
+	return l->nparams++;
+}
+
+const char *const dt_init_names[] = { "zeros", "ones", "glorot_uniform", "glorot_normal", "he_uniform",
+				      "he_normal", "lecun_uniform", "lecun_normal", NULL };
+
+int dt_layer_state(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init)
+{
+	int i = dt_layer_param(l, name, shape, init, 0, 0);
+	l->params[i].trainable = 0;
+	return i;
+}
+
+int dt_layer_initializer(const struct dt_node *args, const char *key, enum dt_init def, enum dt_init *out)
+{
+	int v;
+	if (dt_cfg_enum(args, key, dt_init_names, def, &v) < 0)
+		return -1;
+	*out = (enum dt_init)v;
+	return 0;
+}
+
+int dt_layer_regularizer(const struct dt_node *args, const char *key, float *l1, float *l2)
+{
+	static const char *const keys[] = { "l1", "l2", NULL };
+	static const char *const names[] = { "l1", "l2", "l1_l2", NULL };
+	const struct dt_node *n = dt_node_get(args, key);
+	double a = 0, b = 0;
+	int which;
+
+	*l1 = *l2 = 0;
+	if (!n)
+		return 0;
+	if (n->kind == DT_NODE_SCALAR) {
+		/* Keras' string forms: "l1", "l2" and "l1_l2", each with 0.01. */
+		if (dt_cfg_enum(args, key, names, 0, &which) < 0)
+			return -1;
+		*l1 = which != 1 ? 0.01f : 0;
+		*l2 = which != 0 ? 0.01f : 0;
+		return 0;
+	}
+	if (dt_node_expect(n, DT_NODE_MAP, key) < 0 || dt_cfg_check_keys(n, key, keys) < 0 ||
+	    dt_cfg_float(n, "l1", 0, 0, 1e6, &a) < 0 || dt_cfg_float(n, "l2", 0, 0, 1e6, &b) < 0)
+		return -1;
+	*l1 = (float)a;
+	*l2 = (float)b;
+	return 0;
+}
+
+int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample)
+{
+	DT_ASSERT(l->nbufs < DT_LAYER_MAX_BUFS);
+	memset(&l->bufs[l->nbufs], 0, sizeof(l->bufs[0]));
+	l->bufs[l->nbufs].name = name;
+	l->bufs[l->nbufs].per_sample = per_sample;
+	return l->nbufs++;
+}
+
+struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n)
+{
+	const struct dt_layer_buf *b = &l->bufs[i];
+	struct dt_tensor t = b->t;
+	DT_ASSERT(n <= t.shape.dim[0]);
+	t.shape.dim[0] = n;
+	return t;
+}
+
+int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, const char *const *allowed)
+{
+	const char *keys[16];
+	int n = 0;
+	if (!args)
+		return 0;
+	while (allowed[n] && n < 14) {
+		keys[n] = allowed[n];
+		n++;
+	}
+	keys[n++] = "name";
+	keys[n] = NULL;
+	return dt_cfg_check_keys(args, l->type->name, keys);
+}
+
+int dt_layer_activation(const struct dt_node *args, enum dt_activation *out)
+{
+	int a;
+	if (dt_cfg_enum(args, "activation", dt_activation_names, DT_ACT_LINEAR, &a) < 0)
+		return -1;
+	*out = (enum dt_activation)a;
+	return 0;
+}
+
+int64_t dt_layer_param_count(const struct dt_layer *l)
+{
+	int64_t n = 0;
+	for (int i = 0; i < l->nparams; i++)
+		n += dt_shape_count(&l->params[i].shape);
+	return n;
+}
+
+const struct dt_layer_type *dt_layer_type_find(const struct dt_layer_type *const *types, const char *name)
+{
+	for (int i = 0; types[i]; i++)
+		if (!strcmp(types[i]->name, name))
+			return types[i];
+	return NULL;
+}

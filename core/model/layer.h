@@ -1,0 +1,138 @@
+/*
+ * The layer interface. Each layer type lives in its own file in layers/ and
+ * is listed in the table of layers/layers.c; core/ knows none by name.
+ *
+ * Life of a layer: the model fills type, name, index and in (the per-sample
+ * input shape) and calls type->init with the layer's YAML arguments. init
+ * validates them, sets out and act, and declares its parameters and its
+ * per-sample scratch buffers with dt_layer_param() and dt_layer_buffer(). The
+ * model then places every parameter in its one flat buffer and sizes buffers
+ * for the largest batch, setting the tensor views. forward and backward only
+ * read and write those views and the tensors they are given: no allocation.
+ */
+#ifndef DT_LAYER_H
+#define DT_LAYER_H
+
+#include <stdint.h>
+
+#include "core/config/config.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+
+#define DT_LAYER_MAX_PARAMS 4
+#define DT_LAYER_MAX_BUFS 4
+
+/* Keras' initializers; the *_normal ones draw from a normal truncated at 2 stddev, as Keras. */
+enum dt_init {
+	DT_INIT_ZEROS,
+	DT_INIT_ONES,
+	DT_INIT_GLOROT_UNIFORM,
+	DT_INIT_GLOROT_NORMAL,
+	DT_INIT_HE_UNIFORM,
+	DT_INIT_HE_NORMAL,
+	DT_INIT_LECUN_UNIFORM,
+	DT_INIT_LECUN_NORMAL,
+	DT_INIT_COUNT
+};
+/* "zeros", "ones", "glorot_uniform", ...; NULL-terminated, indexed by enum. */
+extern const char *const dt_init_names[];
+
+struct dt_param {
+	const char *name;        /* "kernel", "bias", "moving_mean": a static string */
+	struct dt_shape shape;   /* Keras layout: dense kernel (in, out), conv kernel (kh, kw, in, out) */
+	enum dt_init init;
+	int fan_in, fan_out;
+	int trainable;           /* 0: state the layer updates itself (batch norm's moving statistics) */
+	float l1, l2;            /* regularization added to the loss (Keras' kernel_regularizer) */
+	int64_t offset;          /* in the model's flat buffer, in floats: trainable ones first */
+	struct dt_tensor value;  /* views into the model's parameter buffer */
+	struct dt_tensor grad;   /* and gradient buffer (trainable parameters only) */
+};
+
+struct dt_layer_buf {
+	const char *name;
+	int64_t per_sample;      /* floats per sample */
+	struct dt_tensor t;      /* (max_batch * per_sample) on the model's device */
+};
+
+/* What one forward pass needs to know beyond its input. */
+struct dt_step_ctx {
+	int training;  /* dropout active, batch statistics */
+	uint64_t key;  /* randomness of this step, same for a (seed, epoch, step, replica) */
+};
+
+struct dt_layer {
+	const struct dt_layer_type *type;
+	char name[64];                /* "dense_1", unique in the model */
+	int index;                    /* position in the model */
+	struct dt_shape in, out;      /* per-sample shapes */
+	enum dt_activation act;       /* the layer's output activation */
+	int fused_act;                /* set by the model when the loss hands backward the
+					 gradient before act (softmax/sigmoid + crossentropy) */
+	int nparams;
+	struct dt_param params[DT_LAYER_MAX_PARAMS];
+	int nbufs;
+	struct dt_layer_buf bufs[DT_LAYER_MAX_BUFS];
+	void *priv;                   /* the type's own state */
+};
+
+/* A configuration the tests build: input shape like "28,28,1" and YAML arguments. */
+struct dt_layer_example {
+	const char *input;
+	const char *args;
+};
+
+struct dt_layer_type {
+	const char *name;       /* YAML name: "dense" */
+	const char *class_name; /* Keras class for summaries: "Dense" */
+	/* Configurations the gradient check runs (at least one; ends with {NULL, NULL}). */
+	const struct dt_layer_example *examples;
+	/* args: the layer's mapping (an empty one, placed at the item, for a bare "- flatten"). 0 or -1. */
+	int (*init)(struct dt_layer *l, const struct dt_node *args);
+	/* x (N, in) -> y (N, out) */
+	void (*forward)(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
+			const struct dt_step_ctx *ctx);
+	/*
+	 * From dy (N, out) and the forward's x and y: parameter gradients
+	 * (overwritten, not accumulated) and dx (N, in); dx is NULL for the first
+	 * layer. dy may be overwritten.
+	 */
+	void (*backward)(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
+			 struct dt_tensor *dy, struct dt_tensor *dx);
+	void (*release)(struct dt_layer *l); /* frees priv and plans; may be NULL */
+	/*
+	 * Optional: makes backend plans (dt_plan_conv, ...) once the device and the
+	 * largest batch are known, after the buffers are placed. 0 or -1.
+	 */
+	int (*alloc)(struct dt_layer *l, struct dt_device dev, int max_batch);
+	/* Optional: multiply-adds x 2 of one sample's forward pass, for dtrain time. */
+	int64_t (*flops)(const struct dt_layer *l);
+};
+
+/* Declares a trainable parameter; returns its index in l->params. */
+int dt_layer_param(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init,
+		   int fan_in, int fan_out);
+/* Declares non-trainable state kept with the parameters (checkpointed, not optimized). */
+int dt_layer_state(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init);
+/* Reads an optional initializer key such as `kernel_initializer: he_normal`. */
+int dt_layer_initializer(const struct dt_node *args, const char *key, enum dt_init def, enum dt_init *out);
+/*
+ * Reads an optional regularizer key: `kernel_regularizer: l2` (0.01, Keras'
+ * default), `{l2: 0.001}`, `{l1: 0.01, l2: 0.01}`. Absent: both 0.
+ */
+int dt_layer_regularizer(const struct dt_node *args, const char *key, float *l1, float *l2);
+/* Declares a scratch buffer of per_sample floats per sample; returns its index. */
+int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample);
+/* The buffer's view for a batch of n: (n, per_sample). */
+struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n);
+/* Checks args against allowed keys (plus the common "name"); NULL args pass. */
+int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, const char *const *allowed);
+/* Reads an optional `activation:` key. */
+int dt_layer_activation(const struct dt_node *args, enum dt_activation *out);
+/* Parameters of the layer (sum of the counts of its params). */
+int64_t dt_layer_param_count(const struct dt_layer *l);
+
+/* Finds a type by YAML name in a NULL-terminated table, or NULL. */
+const struct dt_layer_type *dt_layer_type_find(const struct dt_layer_type *const *types, const char *name);
+
+#endif

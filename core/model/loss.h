@@ -1,0 +1,59 @@
+/*
+ * The objective: a loss, how the model's output feeds it, and the accuracy
+ * metric Keras would pick for it ("accuracy" means sparse categorical accuracy
+ * for sparse_categorical_crossentropy, binary accuracy for
+ * binary_crossentropy or a single output, categorical accuracy otherwise).
+ *
+ * When the model ends in softmax (or sigmoid) and the loss is the matching
+ * crossentropy on probabilities, the gradient is taken w.r.t. the logits
+ * (p - y), as TensorFlow does: the last layer is told to skip its
+ * activation's backward (dt_layer.fused_act).
+ */
+#ifndef DT_LOSS_H
+#define DT_LOSS_H
+
+#include "core/model/model.h"
+
+struct dt_objective {
+	enum dt_loss loss;
+	enum dt_loss_input input;
+	enum dt_accuracy accuracy;
+	float threshold;       /* binary accuracy: 0.5 on probabilities, 0 on logits */
+	int per_sample;        /* accuracy counts per sample: 1, or C for binary */
+};
+
+/*
+ * Checks that labels of shape `label` (num_classes for class indices) fit the
+ * model's output and the loss, and marks the model's last layer fused when it
+ * pays. Errors are printed naming `where` (the YAML position of the loss).
+ */
+int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits, struct dt_model *m,
+		      const struct dt_shape *label, int num_classes, const struct dt_node *where);
+
+/*
+ * Loss sum over the batch and, when dpred is not NULL, its gradient scaled by
+ * grad_scale (1/global batch) written to dpred.
+ */
+double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *pred,
+			 const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
+/* dt_objective_loss with per-class weights (see dt_op_loss_weighted); class_weight may be NULL. */
+double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_tensor *pred,
+				  const struct dt_tensor *target, const struct dt_tensor *class_weight,
+				  struct dt_tensor *dpred, float grad_scale);
+/*
+ * The classes class weights index for model m: its output width, or 2 for a
+ * single output (binary).
+ */
+int dt_objective_num_classes(const struct dt_model *m);
+/*
+ * Reads Keras' class_weight, a mapping `{0: 1.0, 3: 2.5}` of class index to
+ * weight, into w (k floats, 1 for classes it leaves out). Errors name the
+ * key or value (an index outside [0, k), a negative weight). 0 or -1.
+ */
+int dt_class_weight_read(const struct dt_node *map, int k, float *w);
+
+/* Correct predictions in the batch (elements for binary accuracy). */
+int64_t dt_objective_correct(const struct dt_objective *o, const struct dt_tensor *pred,
+			     const struct dt_tensor *target);
+
+#endif

@@ -1,0 +1,325 @@
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/model/model.h"
+#include "core/rng.h"
+
+/*
+ * The layer's type and its arguments from one item of the `layers:` list. A
+ * bare name ("- flatten") gets `empty`, an empty mapping placed at the item,
+ * so that "missing required key" errors still have a position.
+ */
+static int parse_item(const struct dt_node *item, const struct dt_layer_type *const *types,
+		      const struct dt_layer_type **type, const struct dt_node **args, struct dt_node *empty)
+{
+	const char *name;
+	const struct dt_node *name_node = item;
+	const char *names[64];
+	int n = 0;
+
+	memset(empty, 0, sizeof(*empty));
+	empty->kind = DT_NODE_MAP;
+	empty->file = item->file;
+	empty->line = item->line;
+	empty->col = item->col;
+	empty->dir = item->dir;
+	*args = empty;
+	if (item->kind == DT_NODE_SCALAR) {
+		name = item->value;
+	} else if (item->kind == DT_NODE_MAP && item->n == 1) {
+		name = item->keys[0];
+		name_node = item->key_nodes[0];
+		if (dt_node_get(item, name)) { /* else "- flatten:" with nothing after it */
+			*args = item->items[0];
+			if (dt_node_expect(*args, DT_NODE_MAP, name) < 0)
+				return -1;
+		}
+	} else {
+		return dt_node_error(item, "a layer is one key naming its type, e.g. '- dense: {units: 10}'");
+	}
+	*type = dt_layer_type_find(types, name);
+	if (*type)
+		return 0;
+	while (types[n] && n < 63) {
+		names[n] = types[n]->name;
+		n++;
+	}
+	names[n] = NULL;
+	{
+		const char *close = dt_did_you_mean(name, names);
+		char list[512] = "";
+		for (int i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", names[i]);
+		if (close)
+			return dt_node_error(name_node, "unknown layer type '%s'; did you mean '%s'?", name, close);
+		return dt_node_error(name_node, "unknown layer type '%s' (expected one of: %s)", name, list);
+	}
+}
+
+int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
+		  const struct dt_node *layers, const struct dt_layer_type *const *types)
+{
+	struct dt_shape shape = *input;
+	char a[64], b[64];
+
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->input = *input;
+	if (dt_node_expect(layers, DT_NODE_SEQ, "layers") < 0)
+		return -1;
+	if (layers->n == 0)
+		return dt_node_error(layers, "'layers' is empty; a model needs at least one layer");
+	m->layers = dt_calloc(layers->n, sizeof(*m->layers));
+	for (int i = 0; i < layers->n; i++) {
+		struct dt_layer *l = &m->layers[i];
+		const struct dt_node *args;
+		struct dt_node empty;
+		const char *given = NULL;
+		int same = 0;
+
+		if (parse_item(layers->items[i], types, &l->type, &args, &empty) < 0)
+			goto fail;
+		if (dt_cfg_string(args, "name", NULL, &given) < 0)
+			goto fail;
+		for (int j = 0; j < i; j++)
+			same += m->layers[j].type == l->type;
+		if (given)
+			snprintf(l->name, sizeof(l->name), "%s", given);
+		else if (same)
+			snprintf(l->name, sizeof(l->name), "%s_%d", l->type->name, same);
+		else
+			snprintf(l->name, sizeof(l->name), "%s", l->type->name);
+		for (int j = 0; j < i; j++)
+			if (!strcmp(m->layers[j].name, l->name)) {
+				dt_node_error(layers->items[i], "layer name '%s' is used twice", l->name);
+				goto fail;
+			}
+		l->index = i;
+		l->in = shape;
+		l->act = DT_ACT_LINEAR;
+		m->nlayers = i + 1;
+		if (l->type->init(l, args) < 0)
+			goto fail;
+		if (dt_shape_count(&l->out) <= 0) {
+			dt_node_error(layers->items[i], "layer '%s' maps input %s to an empty output %s",
+				      l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
+				      dt_shape_format(&l->out, 1, b, sizeof(b)));
+			goto fail;
+		}
+		shape = l->out;
+	}
+	m->output = shape;
+	/* Trainable parameters first, then state: the optimizer sees one contiguous block. */
+	for (int pass = 1; pass >= 0; pass--)
+		for (int i = 0; i < m->nlayers; i++)
+			for (int p = 0; p < m->layers[i].nparams; p++) {
+				struct dt_param *pr = &m->layers[i].params[p];
+				if (pr->trainable != pass)
+					continue;
+				pr->offset = m->nparams;
+				m->nparams += dt_shape_count(&pr->shape);
+				if (pass)
+					m->ntrainable = m->nparams;
+			}
+	return 0;
+fail:
+	dt_model_release(m);
+	return -1;
+}
+
+int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
+{
+	m->dev = dev;
+	m->max_batch = max_batch;
+	m->params = dt_device_alloc(dev, m->nparams);
+	m->grads = dt_device_alloc(dev, m->ntrainable);
+	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
+	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
+	m->acts[0] = dt_device_alloc(dev, (int64_t)max_batch * dt_shape_count(&m->input));
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		int64_t out = (int64_t)max_batch * dt_shape_count(&l->out);
+		m->acts[i + 1] = dt_device_alloc(dev, out);
+		m->dacts[i + 1] = dt_device_alloc(dev, out);
+		for (int p = 0; p < l->nparams; p++) {
+			struct dt_param *pr = &l->params[p];
+			pr->value = (struct dt_tensor){ m->params + pr->offset, pr->shape, dev };
+			if (pr->trainable)
+				pr->grad = (struct dt_tensor){ m->grads + pr->offset, pr->shape, dev };
+		}
+		for (int k = 0; k < l->nbufs; k++) {
+			struct dt_layer_buf *bf = &l->bufs[k];
+			float *mem = dt_device_alloc(dev, (int64_t)max_batch * bf->per_sample);
+			int dims[2] = { max_batch, (int)bf->per_sample };
+			bf->t = (struct dt_tensor){ mem, dt_shape_make(2, dims), dev };
+		}
+		if (l->type->alloc && l->type->alloc(l, dev, max_batch) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* A normal draw truncated at two standard deviations, as Keras' truncated_normal. */
+static double truncated_normal(struct dt_rng *rng)
+{
+	double z;
+	do
+		z = dt_rng_normal(rng);
+	while (z < -2 || z > 2);
+	return z;
+}
+
+/* One value of initializer `init` for a parameter with these fans (Keras' VarianceScaling). */
+static float draw(enum dt_init init, int fan_in, int fan_out, struct dt_rng *rng)
+{
+	/* stddev of a unit normal truncated at 2 sigma: Keras divides by it */
+	const double trunc = 0.87962566103423978;
+	double fan_avg = (fan_in + fan_out) / 2.0;
+	switch (init) {
+	case DT_INIT_ZEROS:
+		return 0;
+	case DT_INIT_ONES:
+		return 1;
+	case DT_INIT_GLOROT_UNIFORM:
+		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(3.0 / fan_avg));
+	case DT_INIT_GLOROT_NORMAL:
+		return (float)(truncated_normal(rng) * sqrt(1.0 / fan_avg) / trunc);
+	case DT_INIT_HE_UNIFORM:
+		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(6.0 / fan_in));
+	case DT_INIT_HE_NORMAL:
+		return (float)(truncated_normal(rng) * sqrt(2.0 / fan_in) / trunc);
+	case DT_INIT_LECUN_UNIFORM:
+		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(3.0 / fan_in));
+	case DT_INIT_LECUN_NORMAL:
+		return (float)(truncated_normal(rng) * sqrt(1.0 / fan_in) / trunc);
+	default:
+		DT_BUG("initializer %d", (int)init);
+	}
+}
+
+void dt_model_init_params(struct dt_model *m, uint64_t seed)
+{
+	int index = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		for (int p = 0; p < l->nparams; p++, index++) {
+			struct dt_param *pr = &l->params[p];
+			int64_t n = dt_shape_count(&pr->shape);
+			float *host = dt_malloc((size_t)n * sizeof(float));
+			struct dt_rng rng;
+			dt_rng_seed(&rng, seed, 1000 + index);
+			DT_ASSERT(pr->init <= DT_INIT_ONES || (pr->fan_in > 0 && pr->fan_out > 0));
+			for (int64_t k = 0; k < n; k++)
+				host[k] = draw(pr->init, pr->fan_in, pr->fan_out, &rng);
+			dt_op_from_host(&pr->value, host);
+			free(host);
+		}
+	}
+}
+
+double dt_model_regularize(struct dt_model *m, float scale)
+{
+	double penalty = 0;
+	for (int i = 0; i < m->nlayers; i++)
+		for (int p = 0; p < m->layers[i].nparams; p++) {
+			struct dt_param *pr = &m->layers[i].params[p];
+			if (pr->l1 > 0 || pr->l2 > 0)
+				penalty += dt_op_regularize(&pr->value, &pr->grad, pr->l1, pr->l2, scale);
+		}
+	return penalty;
+}
+
+void dt_model_release(struct dt_model *m)
+{
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		if (l->type && l->type->release)
+			l->type->release(l);
+		for (int k = 0; k < l->nbufs; k++)
+			if (l->bufs[k].t.data)
+				dt_device_free(m->dev, l->bufs[k].t.data);
+	}
+	if (m->acts) {
+		for (int i = 0; i <= m->nlayers; i++) {
+			dt_device_free(m->dev, m->acts[i]);
+			dt_device_free(m->dev, m->dacts[i]);
+		}
+	}
+	free(m->acts);
+	free(m->dacts);
+	if (m->params) {
+		dt_device_free(m->dev, m->params);
+		dt_device_free(m->dev, m->grads);
+	}
+	free(m->layers);
+	memset(m, 0, sizeof(*m));
+}
+
+struct dt_tensor dt_model_params(const struct dt_model *m) { return dt_tensor_flat(m->params, m->dev, m->ntrainable); }
+struct dt_tensor dt_model_grads(const struct dt_model *m) { return dt_tensor_flat(m->grads, m->dev, m->ntrainable); }
+
+struct dt_tensor dt_model_input(const struct dt_model *m, int n)
+{
+	DT_ASSERT(n > 0 && n <= m->max_batch);
+	return dt_tensor_batch(m->acts[0], m->dev, n, &m->input);
+}
+
+struct dt_tensor dt_model_output_grad(const struct dt_model *m, int n)
+{
+	return dt_tensor_batch(m->dacts[m->nlayers], m->dev, n, &m->output);
+}
+
+struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const struct dt_step_ctx *ctx)
+{
+	struct dt_layer *l;
+	struct dt_tensor x, y;
+	DT_ASSERT(i >= 0 && i < m->nlayers && n > 0 && n <= m->max_batch);
+	l = &m->layers[i];
+	x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+	y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+	l->type->forward(l, &x, &y, ctx);
+	return y;
+}
+
+struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_step_ctx *ctx)
+{
+	struct dt_tensor y = dt_model_input(m, n);
+	for (int i = 0; i < m->nlayers; i++)
+		y = dt_model_forward_layer(m, i, n, ctx);
+	return y;
+}
+
+int dt_model_first_trainable(const struct dt_model *m)
+{
+	for (int i = 0; i < m->nlayers; i++)
+		if (m->layers[i].nparams)
+			return i;
+	return m->nlayers;
+}
+
+void dt_model_backward_layer(struct dt_model *m, int i, int n)
+{
+	int first = dt_model_first_trainable(m);
+	struct dt_layer *l;
+	struct dt_tensor x, y, dy, dx;
+	DT_ASSERT(i >= 0 && i < m->nlayers && n > 0 && n <= m->max_batch);
+	if (i < first)
+		return;
+	l = &m->layers[i];
+	x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+	y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+	dy = dt_tensor_batch(m->dacts[i + 1], m->dev, n, &l->out);
+	dx = dt_tensor_batch(m->dacts[i], m->dev, n, &l->in);
+	l->type->backward(l, &x, &y, &dy, i > first ? &dx : NULL);
+}
+
+void dt_model_backward(struct dt_model *m, int n)
+{
+	for (int i = m->nlayers - 1, first = dt_model_first_trainable(m); i >= first; i--)
+		dt_model_backward_layer(m, i, n);
+}
+
+int64_t dt_model_param_count(const struct dt_model *m) { return m->nparams; }

@@ -1,0 +1,80 @@
+/*
+ * A sequential model: layers in order, shapes inferred from the input shape,
+ * all parameters of one replica in ONE flat buffer (and their gradients in
+ * another of the same layout), activations sized for the largest batch.
+ *
+ *   dt_model_init      layers from the YAML list, shapes, parameter layout (no memory)
+ *   dt_model_alloc     buffers on a device for batches up to max_batch
+ *   dt_model_init_params  Keras' initializers, seeded
+ *   dt_model_forward / dt_model_backward   one step, no allocation
+ *   dt_model_release
+ */
+#ifndef DT_MODEL_H
+#define DT_MODEL_H
+
+#include "core/model/layer.h"
+
+struct dt_model {
+	char name[64];
+	struct dt_shape input;        /* per-sample */
+	struct dt_shape output;       /* per-sample, = last layer's out */
+	int nlayers;
+	struct dt_layer *layers;
+	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
+	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
+	/* after dt_model_alloc: */
+	struct dt_device dev;
+	int max_batch;
+	float *params, *grads;        /* (nparams) and (ntrainable), on dev */
+	float **acts;                 /* acts[i]: input of layer i (i = 0..nlayers), max_batch samples */
+	float **dacts;                /* gradient w.r.t. acts[i], i >= 1 */
+};
+
+/*
+ * Builds the layers listed in `layers` (a YAML sequence of single-key
+ * mappings such as `- dense: {units: 10}`, or bare names like `- flatten`)
+ * from the table `types`, inferring shapes from `input`. Errors name the YAML
+ * position; a shape mismatch names the layer and both shapes.
+ */
+int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
+		  const struct dt_node *layers, const struct dt_layer_type *const *types);
+int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch);
+/* glorot_uniform kernels and zero biases (or as declared), from (seed, parameter index). */
+void dt_model_init_params(struct dt_model *m, uint64_t seed);
+void dt_model_release(struct dt_model *m);
+
+/* The trainable part of the parameter buffer, and the gradient buffer, as flat tensors. */
+struct dt_tensor dt_model_params(const struct dt_model *m);
+struct dt_tensor dt_model_grads(const struct dt_model *m);
+/*
+ * Adds the regularizers' gradients, times scale, to the gradient buffer and
+ * returns the penalty they add to the loss (0 without regularizers).
+ */
+double dt_model_regularize(struct dt_model *m, float scale);
+/* The input view for a batch of n: write the batch here before forward. */
+struct dt_tensor dt_model_input(const struct dt_model *m, int n);
+/* Runs every layer on the batch in the input view; returns the output view (n, output). */
+struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_step_ctx *ctx);
+/* The view that receives d(loss)/d(output) for a batch of n. */
+struct dt_tensor dt_model_output_grad(const struct dt_model *m, int n);
+/* Back-propagates the gradient in dt_model_output_grad(); fills the gradient buffer. */
+void dt_model_backward(struct dt_model *m, int n);
+
+/*
+ * One layer of the two passes above, for callers that time layers (dtrain
+ * time): running forward_layer for i = 0..nlayers-1, then backward_layer for
+ * i = nlayers-1 down to 0, is dt_model_forward then dt_model_backward.
+ * forward_layer reads acts[i] and returns layer i's output view (n, out),
+ * acts[i + 1]. backward_layer reads dacts[i + 1], writes the layer's
+ * parameter gradients and, past the first layer with parameters, dacts[i];
+ * before that layer it does nothing (no gradient is needed there).
+ */
+struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const struct dt_step_ctx *ctx);
+void dt_model_backward_layer(struct dt_model *m, int i, int n);
+/* Index of the first layer with parameters (nlayers when none has any). */
+int dt_model_first_trainable(const struct dt_model *m);
+
+/* Parameters in the model: trainable and state (non-trainable). */
+int64_t dt_model_param_count(const struct dt_model *m);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * Optimizers over the flat parameter buffer, with Keras 3's defaults and
+ * update rules: sgd (momentum, nesterov), adam, adamw, rmsprop; every one
+ * takes learning_rate, weight_decay (decoupled, w -= lr*wd*w) and clipnorm
+ * (each parameter's gradient clipped to that norm, as Keras' clipnorm).
+ *
+ * YAML: `optimizer: adam` or `optimizer: {sgd: {learning_rate: 0.1, momentum: 0.9}}`.
+ * State (slots) lives in flat buffers laid out like the parameters, so one
+ * fused pass updates everything and a checkpoint stores named views.
+ */
+#ifndef DT_OPTIMIZER_H
+#define DT_OPTIMIZER_H
+
+#include "core/config/config.h"
+#include "core/model/model.h"
+#include "core/model/schedule.h"
+
+struct dt_optimizer_config {
+	enum dt_opt_kind kind;
+	double learning_rate;   /* the schedule's value at step 0 */
+	struct dt_schedule schedule; /* learning_rate: a number or a schedule (core/schedule.h) */
+	double momentum;     /* sgd, rmsprop */
+	int nesterov;        /* sgd */
+	double rho;          /* rmsprop */
+	double beta_1, beta_2;
+	double epsilon;
+	double weight_decay;
+	double clipnorm;     /* 0: off */
+};
+
+/* Reads the `optimizer` key of the compile mapping (absent: rmsprop, Keras' default). */
+int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node *compile);
+
+struct dt_optimizer {
+	struct dt_optimizer_config cfg;
+	float learning_rate;      /* of the latest update; schedules and callbacks change it */
+	int64_t iterations;       /* updates applied */
+	int nslots;
+	const char *slot_names[2];
+	float *slots[2];          /* (nparams) each on the model's device */
+};
+
+void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config *cfg, const struct dt_model *m);
+/* Applies the model's gradient buffer to its parameters: one step. */
+void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m);
+/*
+
+ * One step on the trainable parameters in [lo, hi) of the flat buffer only,
+ * from the gradient buffer's same range (a parameter server's shard). lo and
+ * hi must fall on parameter boundaries, so that clipnorm sees whole tensors.
+ */
+void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi);
+/*
+ * The learning rate the next update will use: the schedule's value at
+ * `iterations` when the rate is scheduled, else learning_rate (which
+ * reduce_lr_on_plateau may lower).
+ */
+double dt_optimizer_lr(const struct dt_optimizer *o);
+void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m);
+/* The slot view of parameter p: same shape, same offset as its value. */
+struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev);
+
+#endif

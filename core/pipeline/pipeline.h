@@ -1,0 +1,193 @@
+/*
+ * The input pipeline: order, batching, preprocessing, augmentation, caching
+ * and prefetching over a source.
+ *
+ * A pipeline covers records [begin, end) of a source (validation_split takes
+ * the last fraction, as Keras does, before any shuffling). Each epoch has one
+ * permutation drawn from (seed, epoch), the same on every worker; global batch
+ * b is perm[b*B .. b*B+B), the last one possibly shorter. Replicas take
+ * contiguous slices of a global batch (dt_batch_slice), so every record is
+ * seen exactly once per epoch and the position (epoch, step) is enough to
+ * resume.
+ *
+ * One batch, in order: the source reads the records (from the cache when
+ * data.cache is on); with on_error: skip, unreadable records are dropped (the
+ * batch gets shorter, possibly empty) and counted; augmentation (training
+ * only) transforms each image with randomness drawn from (seed, epoch, record
+ * index), never from the batch position or the thread; then x = (x * rescale
+ * - mean[c]) / std[c] (dt_preprocess); with one_hot > 0 class-index labels
+ * become one-hot vectors of that many classes.
+ *
+ * With prefetch > 0 a background thread fills a ring of that many batches
+ * ahead of the trainer, in the order the trainer asks for them; asking for
+ * another position (a resume, a new epoch after steps_per_epoch, a second
+ * evaluation) restarts it there. The batches are the same, byte for byte, as
+ * without the thread. Errors raised in the thread reach the caller of
+ * dt_pipeline_read() with the same message. All source reads of all pipelines
+ * are serialized (one source may back a training and a validation pipeline).
+ */
+#ifndef DT_PIPELINE_H
+#define DT_PIPELINE_H
+
+#include <stdint.h>
+
+#include "core/config/config.h"
+#include "core/pipeline/source.h"
+
+enum dt_on_error { DT_ON_ERROR_ERROR, DT_ON_ERROR_SKIP };
+enum dt_fill_mode { DT_FILL_REFLECT, DT_FILL_WRAP, DT_FILL_NEAREST, DT_FILL_CONSTANT };
+
+/*
+ * Random augmentation of images (H, W, C), Keras' layers: RandomFlip
+ * (horizontal, vertical or both), a random crop after zero padding (the
+ * CIFAR recipe) and RandomTranslation by whole pixels. Applied in that order.
+ */
+struct dt_augment {
+	int flip_h, flip_v;
+	int crop_padding;                 /* pixels of zeros on each side, 0: no crop */
+	int translate;                    /* random_translation given */
+	double height_lo, height_hi;      /* shift range, fractions of H (positive: down) */
+	double width_lo, width_hi;        /* fractions of W (positive: right) */
+	enum dt_fill_mode fill_mode;      /* outside the image after a translation */
+	float fill_value;                 /* for DT_FILL_CONSTANT */
+};
+
+/* The pipeline keys of the data section (man dtrain.yaml(5)). */
+struct dt_pipeline_config {
+	int prefetch;                     /* ring size, default 2; 0: synchronous */
+	int cache;
+	enum dt_on_error on_error;
+	enum { DT_NORMALIZE_NONE, DT_NORMALIZE_GIVEN, DT_NORMALIZE_AUTO } normalize;
+	int nnorm;                        /* given: channels */
+	float *mean, *std;                /* given: (nnorm), owned */
+	const struct dt_node *normalize_node; /* position for channel-count errors */
+	int has_augment;
+	struct dt_augment augment;
+	const struct dt_node *augment_node;
+};
+
+/* Reads prefetch, cache, on_error, normalize and augment of the data mapping. 0, or -1 after the error. */
+int dt_pipeline_config_read(struct dt_pipeline_config *c, const struct dt_node *data);
+void dt_pipeline_config_release(struct dt_pipeline_config *c);
+
+/*
+ * Value preprocessing: x = (x * rescale - mean[c]) / std[c] where c is the
+ * channel of the value: the last dimension of an (H, W, C) sample, the feature
+ * of a flat (F,) sample, and one channel for other shapes. nchan 0: rescale only.
+ * The same struct, saved as JSON in checkpoints, lets evaluate and predict
+ * apply what fit computed.
+ */
+struct dt_preprocess {
+	float rescale;
+	int nchan;
+	float *mean, *std; /* (nchan), owned */
+};
+
+/* Number of normalization channels of samples shaped `sample`. */
+int dt_preprocess_channels(const struct dt_shape *sample);
+/* x (n, sample_size) in place. */
+void dt_preprocess_apply(const struct dt_preprocess *pp, float *x, int64_t n, int64_t sample_size);
+/* Copies mean and std (nchan each) into pp. */
+void dt_preprocess_set(struct dt_preprocess *pp, int nchan, const float *mean, const float *std);
+void dt_preprocess_release(struct dt_preprocess *pp);
+/* {"rescale": r, "mean": [..], "std": [..]} (no arrays when nchan is 0). Caller frees. */
+char *dt_preprocess_to_json(const struct dt_preprocess *pp);
+/* The inverse; `what` names the text's origin in errors. 0, or -1 with an error. */
+int dt_preprocess_from_json(struct dt_preprocess *pp, const char *json, const char *what);
+
+struct dt_pipeline_worker; /* order and scratch of one reading thread */
+struct dt_prefetch;
+struct dt_cache;
+
+#define DT_SKIP_LIST 10 /* skipped record numbers named in the end-of-epoch warning */
+
+struct dt_pipeline {
+	struct dt_source *src;   /* not owned */
+	int64_t begin, end;      /* records used */
+	int batch_size;          /* global batch B */
+	int shuffle;
+	uint64_t seed;
+	float rescale;           /* = pre.rescale */
+	int one_hot;             /* 0, or number of classes */
+	struct dt_shape sample;  /* = src->sample */
+	struct dt_shape label;   /* src->label, or (one_hot,) */
+	struct dt_preprocess pre;
+	/* options (dt_pipeline_configure) */
+	int prefetch;
+	enum dt_on_error on_error;
+	int augment_on;
+	struct dt_augment augment;
+	int64_t steps_per_epoch; /* 0: all; where the prefetch thread wraps to the next epoch */
+	/* state */
+	struct dt_pipeline_worker *sync; /* reads without prefetch */
+	struct dt_prefetch *pf;          /* the thread, started by the first read */
+	struct dt_cache *cache;
+	/* records skipped (on_error: skip) in the batches returned since the last report */
+	int64_t skipped;
+	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which reads the same batches) */
+	int64_t skipped_list[DT_SKIP_LIST];
+};
+
+/* Host batch, owned by the caller: x (B, sample) and y (B, label). */
+struct dt_batch {
+	int n;   /* samples in this batch (< B for the last one, or after skipped records) */
+	float *x;
+	float *y;
+	int64_t *records; /* (B) the source record of each row */
+	int capacity;     /* B of the pipeline it was allocated for */
+};
+
+int dt_pipeline_init(struct dt_pipeline *p, struct dt_source *src, int64_t begin, int64_t end,
+		     int batch_size, int shuffle, uint64_t seed, float rescale, int one_hot);
+
+/* The options of one pipeline (augment only for training data; NULL: none). */
+struct dt_pipeline_options {
+	int prefetch;
+	int cache;
+	enum dt_on_error on_error;
+	const struct dt_augment *augment;
+	int64_t steps_per_epoch;
+};
+/*
+ * Applies options before the first read: a cache that would not fit in half
+ * of the physical memory, or augmentation of samples that are not images
+ * (H, W, C), is an error. 0 or -1.
+ */
+int dt_pipeline_configure(struct dt_pipeline *p, const struct dt_pipeline_options *o);
+/* Sets the normalization (nchan must be dt_preprocess_channels(&p->sample)). 0 or -1. */
+int dt_pipeline_set_normalize(struct dt_pipeline *p, int nchan, const float *mean, const float *std);
+/*
+ * Computes per-channel mean and population std (floored at 1e-7, as Keras'
+ * Normalization) of the rescaled records of p, read once in record order
+ * without augmentation, skipping unreadable ones under on_error: skip, and
+ * sets them as p's normalization. Call before the first dt_pipeline_read.
+ */
+int dt_pipeline_normalize_auto(struct dt_pipeline *p);
+/* Stops the prefetch thread and frees everything; p may be zeroed or half-initialized. */
+void dt_pipeline_release(struct dt_pipeline *p);
+int64_t dt_pipeline_size(const struct dt_pipeline *p);  /* end - begin */
+int64_t dt_pipeline_steps(const struct dt_pipeline *p); /* ceil(size / B) */
+/* Allocates a host batch sized for B samples; free with dt_batch_free(). */
+void dt_batch_alloc(struct dt_batch *b, const struct dt_pipeline *p);
+void dt_batch_free(struct dt_batch *b);
+/*
+ * Fills b with global batch `step` of `epoch`. Returns 0, or -1 on a read
+ * error (the source's message, raised in the calling thread).
+ */
+int dt_pipeline_read(struct dt_pipeline *p, int epoch, int64_t step, struct dt_batch *b);
+/*
+ * With skipped records since the last call: warns "skipped N unreadable
+ * records in epoch E of 'path': records i, j, ..." (E is epoch + 1; no
+ * epoch when epoch < 0, for validation and test data) and resets the
+ * count. Returns the count.
+ */
+int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch);
+
+/*
+ * Rows [begin, end) of a global batch of n rows that replica r of R
+ * computes: contiguous, in replica order, sizes differing by at most one, so
+ * every row belongs to exactly one replica (some get none when n < R).
+ */
+void dt_batch_slice(int n, int r, int R, int *begin, int *end);
+
+#endif
