@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
+#include "core/checkpoint/run_dir.h"
 #include "core/error.h"
 #include "core/checkpoint/snapshot.h"
 
@@ -36,12 +37,7 @@ int cmd_evaluate(int argc, char **argv)
 		goto out;
 	if (!a.strategy.is_chief)
 		goto out; /* under mpirun, the chief alone evaluates and prints */
-	if (o.checkpoint)
-		snprintf(path, sizeof(path), "%s", o.checkpoint);
-	else if (a.cfg.checkpoint_dir)
-		snprintf(path, sizeof(path), "%s/latest.safetensors", a.cfg.checkpoint_dir);
-	else
-		snprintf(path, sizeof(path), "runs/%s/latest.safetensors", a.cfg.name);
+	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	rc = DT_EXIT_FAIL;
 	c = dt_checkpoint_load(path);
 	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0)

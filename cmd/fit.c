@@ -12,10 +12,10 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
-#include "core/fit/callbacks.h"
-#include "core/error.h"
-#include "core/fit/fit_callbacks.h"
+#include "core/checkpoint/run_dir.h"
 #include "core/checkpoint/snapshot.h"
+#include "core/error.h"
+#include "core/fit/callback_set.h"
 
 static const char usage[] =
 	"usage: dtrain fit [options] MODEL.yaml\n"
@@ -89,31 +89,98 @@ static struct dt_ckpt *open_resume(const struct dt_app *a, const char *dir, int 
 	return f;
 }
 
+/* --init-weights FILE: the weights of every replica (the chief's copy counts). 0 or -1. */
+static int load_init_weights(struct dt_app *a, const char *path)
+{
+	struct dt_ckpt *c = dt_checkpoint_load(path);
+	int rc = 0;
+	if (!c)
+		return -1;
+	for (int r = 0; r < a->nreplicas && rc == 0; r++)
+		rc = dt_snapshot_load(c, &a->models[r], NULL);
+	dt_checkpoint_free(c);
+	if (rc == 0)
+		a->strategy.type->broadcast(&a->strategy, a->models, a->opts);
+	return rc;
+}
+
+/* Test hook DTRAIN_TRACE_SAMPLES=PREFIX: "epoch record" per sample trained, in PREFIX.RANK. NULL: off or failed (*rc). */
+static FILE *open_trace(const struct dt_app *a, int *rc)
+{
+	char path[4096];
+	FILE *f;
+	*rc = 0;
+	if (!getenv("DTRAIN_TRACE_SAMPLES"))
+		return NULL;
+	snprintf(path, sizeof(path), "%s.%d", getenv("DTRAIN_TRACE_SAMPLES"), a->strategy.rank);
+	if (!(f = fopen(path, "w")))
+		*rc = dt_error("cannot write '%s'", path);
+	return f;
+}
+
+/*
+ * --resume: the state from f into the trainer and the writers. -1 to go on
+ * training; else the exit status: DT_EXIT_FAIL after an error, DT_EXIT_OK
+ * when nothing is left to do.
+ */
+static int resume_run(struct dt_app *a, struct dt_callback_set *cbs, const struct dt_ckpt *f, int quiet)
+{
+	if (dt_callback_set_restore(cbs, &a->trainer, f) < 0)
+		return DT_EXIT_FAIL;
+	/* Every process read the file (the run directory is shared); the chief's copy is the one that counts. */
+	a->strategy.type->broadcast(&a->strategy, a->models, a->opts);
+	if (dt_checkpoint_meta(f, "stopped")) {
+		fprintf(stderr, "nothing to resume: a callback stopped training after epoch %d (%s)\n",
+			a->trainer.initial_epoch, dt_checkpoint_path(f));
+		return DT_EXIT_OK;
+	}
+	if (a->trainer.initial_epoch >= a->cfg.epochs) {
+		fprintf(stderr, "nothing to resume: the run has done %d epochs and fit.epochs is %d; raise it to train more\n",
+			a->trainer.initial_epoch, a->cfg.epochs);
+		return DT_EXIT_OK;
+	}
+	if (!quiet && a->strategy.is_chief)
+		fprintf(stderr, "resuming from '%s': epoch %d, step %lld\n", dt_checkpoint_path(f),
+			a->trainer.initial_epoch + 1, (long long)a->trainer.initial_step);
+	return -1;
+}
+
+/* Trains, then evaluates the test set on the chief: the exit status. */
+static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_callback_set *cbs)
+{
+	int rc;
+	dt_fit_signals_install();
+	rc = dt_fit(&a->trainer);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	if (rc == DT_FIT_INTERRUPTED) {
+		if (cbs->have_ckpt)
+			print_resume_hint(o, dt_callback_set_last(cbs), a->trainer.stop_signal);
+		return 128 + a->trainer.stop_signal;
+	}
+	if (rc < 0)
+		return DT_EXIT_FAIL;
+	if (a->have_test && a->strategy.is_chief) {
+		double loss, acc;
+		if (dt_evaluate(&a->trainer, &a->test, &loss, &acc) < 0)
+			return DT_EXIT_FAIL;
+		print_test(o->json, o->quiet, loss, acc, a->cfg.accuracy, dt_pipeline_size(&a->test));
+	}
+	return DT_EXIT_OK;
+}
+
 int cmd_fit(int argc, char **argv)
 {
 	struct dt_opts o;
 	struct dt_app a;
-	struct dt_progress progress;
-	struct dt_json_log json;
-	struct dt_checkpointer ckpt;
-	struct dt_early_stopping early;
-	struct dt_reduce_lr plateau;
-	struct dt_terminate_on_nan nan_stop;
-	struct dt_csv_logger csv;
-	const struct dt_callbacks_config *cbc;
-	char dir[4096];
+	struct dt_callback_set cbs;
+	struct dt_callback_env env = { 0 };
 	struct dt_ckpt *resume = NULL;
-	struct dt_checkpointer mcs[DT_MAX_MODEL_CHECKPOINTS];
-	char mc_names[DT_MAX_MODEL_CHECKPOINTS][32];
-	int nmcs = 0, nextra = 0;
-	char *config_json = NULL, *class_names = NULL;
-	char *preprocessing_json = NULL;
-	struct dt_ckpt_meta extra[DT_MAX_EXTRA_META];
+	char dir[4096], *preprocessing = NULL;
 	FILE *trace = NULL;
-	int rc, have_ckpt = 0;
+	int rc;
 
-	memset(&early, 0, sizeof(early));
-	memset(&csv, 0, sizeof(csv));
+	memset(&cbs, 0, sizeof(cbs));
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json quiet init-weights resume", usage)) >= 0)
 		goto out_opts;
 	if (o.resume && o.init_weights) {
@@ -124,195 +191,42 @@ int cmd_fit(int argc, char **argv)
 	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
 		goto out;
-	if (a.cfg.checkpoint_dir)
-		snprintf(dir, sizeof(dir), "%s", a.cfg.checkpoint_dir);
-	else
-		snprintf(dir, sizeof(dir), "runs/%s", a.cfg.name);
-	cbc = &a.cfg.callback_cfg;
-	if (dt_callbacks_config_check(cbc, a.cfg.accuracy, a.trainer.val != NULL) < 0) {
-		rc = DT_EXIT_USAGE;
+	dt_run_dir(&a.cfg, dir, sizeof(dir));
+	rc = DT_EXIT_USAGE;
+	if (dt_callbacks_config_check(&a.cfg.callback_cfg, a.cfg.accuracy, a.trainer.val != NULL) < 0)
 		goto out;
-	}
 	if (o.resume && !a.cfg.checkpoint_enabled) {
 		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
-		rc = DT_EXIT_USAGE;
 		goto out;
 	}
 	if (o.resume && !(resume = open_resume(&a, dir, &rc)))
 		goto out;
-	if (o.init_weights) {
-		struct dt_ckpt *c = dt_checkpoint_load(o.init_weights);
-		rc = DT_EXIT_FAIL;
-		if (!c)
-			goto out;
-		for (int r = 0; r < a.nreplicas; r++)
-			if (dt_snapshot_load(c, &a.models[r], NULL) < 0) {
-				dt_checkpoint_free(c);
-				goto out;
-			}
-		dt_checkpoint_free(c);
-		/* Every process loaded the file; the chief's copy is the one that counts. */
-		a.strategy.type->broadcast(&a.strategy, a.models, a.opts);
-	}
-	if (getenv("DTRAIN_TRACE_SAMPLES")) {
-		/* Test hook: "epoch record" for every sample this process trains on, one file per rank. */
-		char path[4096];
-		snprintf(path, sizeof(path), "%s.%d", getenv("DTRAIN_TRACE_SAMPLES"), a.strategy.rank);
-		if (!(trace = fopen(path, "w"))) {
-			rc = DT_EXIT_FAIL;
-			dt_error("cannot write '%s'", path);
-			goto out;
-		}
-		a.trainer.trace = trace;
-	}
+	rc = DT_EXIT_FAIL;
+	if ((o.init_weights && load_init_weights(&a, o.init_weights) < 0) || (!(trace = open_trace(&a, &rc)) && rc))
+		goto out;
+	a.trainer.trace = trace;
 	a.strategy.quiet = o.quiet;
-	if (a.strategy.is_chief) {
-		enum dt_progress_mode mode = o.quiet ? DT_PROGRESS_OFF
-					   : isatty(STDERR_FILENO) ? DT_PROGRESS_BAR : DT_PROGRESS_LINES;
-		dt_progress_init(&progress, mode, stderr, a.cfg.epochs);
-		dt_trainer_add_callback(&a.trainer, &progress.cb);
-		if (o.json) {
-			dt_json_log_init(&json, stdout, a.cfg.epochs);
-			dt_trainer_add_callback(&a.trainer, &json.cb);
-		}
+	env = (struct dt_callback_env){ .dir = dir, .chief = a.strategy.is_chief, .quiet = o.quiet, .json = o.json };
+	if (a.train_src.class_names) {
+		env.class_names = a.train_src.class_names;
+		env.num_classes = a.train_src.num_classes;
 	}
-	/* fit.callbacks: the deciding ones on every rank (they see reduced metrics), the writer on the chief. */
-	if (cbc->terminate_on_nan) {
-		dt_terminate_on_nan_init(&nan_stop, &a.trainer);
-		dt_trainer_add_callback(&a.trainer, &nan_stop.cb);
-	}
-	if (cbc->early_stopping) {
-		dt_early_stopping_init(&early, &cbc->early, &a.trainer, a.strategy.is_chief && !o.quiet ? stderr : NULL);
-		if (a.strategy.is_chief && a.cfg.checkpoint_enabled) {
-			char best[4200];
-			snprintf(best, sizeof(best), "%s/early_stopping_best.safetensors", dir);
-			dt_early_stopping_keep_file(&early, best);
-		}
-		dt_trainer_add_callback(&a.trainer, &early.cb);
-	}
-	if (cbc->reduce_lr_on_plateau) {
-		dt_reduce_lr_init(&plateau, &cbc->plateau, &a.trainer, a.strategy.is_chief && !o.quiet ? stderr : NULL);
-		dt_trainer_add_callback(&a.trainer, &plateau.cb);
-	}
-	if (cbc->csv_logger && a.strategy.is_chief) {
-		rc = DT_EXIT_FAIL;
-		if (dt_mkdir_p(dir) < 0)
-			goto out;
-		dt_csv_logger_init(&csv, &cbc->csv, dir);
-		dt_trainer_add_callback(&a.trainer, &csv.cb);
-	}
-	if (a.strategy.is_chief) {
-		if (a.cfg.checkpoint_enabled || a.cfg.nmodel_checkpoints)
-			config_json = dt_node_to_json(dt_doc_root(a.cfg.doc));
-		/* The training data's class names, for dtrain predict. */
-		if (a.train_src.class_names) {
-			cJSON *names = cJSON_CreateStringArray((const char *const *)a.train_src.class_names,
-							       a.train_src.num_classes);
-			class_names = cJSON_PrintUnformatted(names);
-			cJSON_Delete(names);
-			extra[nextra++] = (struct dt_ckpt_meta){ "class_names", class_names };
-		}
-		/* The normalization fit used (given or computed), for evaluate and predict. */
-		if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
-			extra[nextra++] = (struct dt_ckpt_meta){ "preprocessing",
-								 preprocessing_json = dt_preprocess_to_json(&a.train.pre) };
-		/* fit.callbacks' model_checkpoint items: before the checkpoint section's writer, which stores their state. */
-		for (int i = 0; i < a.cfg.nmodel_checkpoints; i++) {
-			const struct dt_model_checkpoint_cfg *m = &a.cfg.model_checkpoints[i];
-			struct dt_checkpointer *w = &mcs[i];
-			rc = DT_EXIT_FAIL;
-			if (dt_checkpointer_init(w, m->dir[0] ? m->dir : dir, config_json) < 0)
-				goto out;
-			nmcs++;
-			snprintf(mc_names[i], sizeof(mc_names[i]), i ? "model_checkpoint_%d" : "model_checkpoint", i + 1);
-			w->cb.name = mc_names[i];
-			w->filename = m->filename;
-			w->every = m->save_freq;
-			w->monitor = m->monitor;
-			w->mode = m->mode;
-			w->best_only = m->save_best_only;
-			w->weights_only = m->save_weights_only;
-			w->save_best = 0;
-			w->write_latest = 0;
-			w->at_epoch_end = m->save_freq == 0;
-			w->extra_meta = extra;
-			w->nextra_meta = nextra;
-			a.trainer.savers[a.trainer.nsavers++] = w;
-			dt_trainer_add_callback(&a.trainer, &w->cb);
-		}
-		if (a.cfg.checkpoint_enabled) {
-			rc = DT_EXIT_FAIL;
-			if (dt_checkpointer_init(&ckpt, dir, config_json) < 0)
-				goto out;
-			have_ckpt = 1;
-			dt_checkpointer_configure(&ckpt, &a.cfg);
-			ckpt.extra_meta = extra;
-			ckpt.nextra_meta = nextra;
-			a.trainer.savers[a.trainer.nsavers++] = &ckpt;
-		}
-	}
+	if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
+		env.preprocessing = preprocessing = dt_preprocess_to_json(&a.train.pre);
 	rc = DT_EXIT_FAIL;
-	if (resume) {
-		if (dt_trainer_restore(&a.trainer, resume) < 0)
-			goto out;
-		/* Every process read the file (the run directory is shared); the chief's copy is the one that counts. */
-		a.strategy.type->broadcast(&a.strategy, a.models, a.opts);
-		if (have_ckpt)
-			dt_checkpointer_restore(&ckpt, resume);
-		rc = DT_EXIT_OK;
-		if (dt_checkpoint_meta(resume, "stopped")) {
-			fprintf(stderr, "nothing to resume: a callback stopped training after epoch %d (%s)\n",
-				a.trainer.initial_epoch, dt_checkpoint_path(resume));
-			goto out;
-		}
-		if (a.trainer.initial_epoch >= a.cfg.epochs) {
-			fprintf(stderr, "nothing to resume: the run has done %d epochs and fit.epochs is %d; raise it to train more\n",
-				a.trainer.initial_epoch, a.cfg.epochs);
-			goto out;
-		}
-		if (!o.quiet && a.strategy.is_chief)
-			fprintf(stderr, "resuming from '%s': epoch %d, step %lld\n", dt_checkpoint_path(resume),
-				a.trainer.initial_epoch + 1, (long long)a.trainer.initial_step);
-		rc = DT_EXIT_FAIL;
-	}
-	dt_fit_signals_install();
-	rc = dt_fit(&a.trainer);
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	if (rc == DT_FIT_INTERRUPTED) {
-		int sig = a.trainer.stop_signal;
-		if (have_ckpt)
-			print_resume_hint(&o, ckpt.last, sig);
-		rc = 128 + sig;
+	if (dt_callback_set_install(&cbs, &a.trainer, &a.cfg, &env) < 0)
 		goto out;
-	}
-	if (rc < 0) {
-		rc = DT_EXIT_FAIL;
+	if (resume && ((rc = resume_run(&a, &cbs, resume, o.quiet)) >= 0))
 		goto out;
-	}
-	rc = DT_EXIT_FAIL;
-	if (a.have_test && a.strategy.is_chief) {
-		double loss, acc;
-		if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
-			goto out;
-		print_test(o.json, o.quiet, loss, acc, a.cfg.accuracy, dt_pipeline_size(&a.test));
-	}
-	rc = DT_EXIT_OK;
+	rc = train(&a, &o, &cbs);
 out:
 	/* Under MPI, the other ranks must not wait for this one. */
 	a.strategy.failed = rc;
 	if (trace)
 		fclose(trace);
-	dt_early_stopping_release(&early);
-	dt_csv_logger_release(&csv);
-	if (have_ckpt)
-		dt_checkpointer_release(&ckpt);
-	for (int i = 0; i < nmcs; i++)
-		dt_checkpointer_release(&mcs[i]);
+	dt_callback_set_release(&cbs);
 	dt_checkpoint_free(resume);
-	free(config_json);
-	free(class_names);
-	free(preprocessing_json);
+	free(preprocessing);
 	dt_app_release(&a);
 out_opts:
 	dt_opts_release(&o);

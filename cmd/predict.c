@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
+#include "core/checkpoint/run_dir.h"
 #include "core/error.h"
 #include "core/checkpoint/snapshot.h"
 #include "data/png.h"
@@ -199,116 +200,83 @@ static int output_failed(int *quiet)
 	return dt_error("cannot write to standard output: %s", strerror(errno));
 }
 
-int cmd_predict(int argc, char **argv)
+/* The input's format: --format, else from the name, else the training data's, else CSV. */
+static const char *input_format(const struct dt_app *a, const struct dt_opts *o)
 {
-	struct dt_opts o;
-	struct dt_app a;
-	struct dt_model m = { 0 };
-	struct dt_reader r = { 0 };
-	struct dt_reader_opts ro = { 0 };
-	struct predict_out p = { 0 };
-	const struct dt_reader_type *type;
 	const char *format = NULL, *train_format = NULL;
-	struct dt_ckpt *c = NULL;
-	struct dt_step_ctx ctx = { 0 };
-	struct dt_preprocess pp = { 0 };
-	float *x = NULL, *y = NULL, *probs = NULL;
-	char path[4096];
-	int rc, have_model = 0, quiet = 0, B, C;
-	int64_t index = 0, F;
-
-	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json checkpoint format all header", usage)) >= 0)
-		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)))
-		goto out;
-	rc = DT_EXIT_USAGE;
 	/* A model trained on a png_folder reads lists of PNG paths (format png). */
-	if (dt_cfg_string(a.cfg.train, "format", NULL, &train_format) >= 0 && train_format &&
+	if (dt_cfg_string(a->cfg.train, "format", NULL, &train_format) >= 0 && train_format &&
 	    !strcmp(train_format, "png_folder"))
 		train_format = "png";
-	if (o.format) {
-		format = o.format;
-	} else if (strcmp(o.input, "-")) {
-		format = dt_reader_guess(o.input);
-		if (format && !strcmp(format, "csv") && is_txt(o.input) && train_format && !strcmp(train_format, "png"))
+	if (o->format)
+		return o->format;
+	if (strcmp(o->input, "-")) {
+		format = dt_reader_guess(o->input);
+		if (format && !strcmp(format, "csv") && is_txt(o->input) && train_format && !strcmp(train_format, "png"))
 			format = "png";
 	}
 	if (!format && train_format && dt_reader_find(train_format))
 		format = train_format;
-	if (!format)
-		format = "csv";
-	if (!(type = dt_reader_find(format))) {
+	return format ? format : "csv";
+}
+
+/* Opens the input with its reader: -1 when open, else the exit status (after the error). */
+static int open_input(struct dt_app *a, const struct dt_opts *o, struct dt_reader *r)
+{
+	struct dt_reader_opts ro = { 0 };
+	const char *format = input_format(a, o);
+	const struct dt_reader_type *type = dt_reader_find(format);
+	int rc;
+
+	if (!type) {
 		dt_error("unknown input format '%s' (expected one of: csv, npy, idx, png)", format);
-		goto out;
+		return DT_EXIT_USAGE;
 	}
-	ro.train = a.cfg.train;
-	ro.skip_bad = a.cfg.pipeline.on_error == DT_ON_ERROR_SKIP;
-	ro.sample = a.cfg.input_shape;
+	ro.train = a->cfg.train;
+	ro.skip_bad = a->cfg.pipeline.on_error == DT_ON_ERROR_SKIP;
+	ro.sample = a->cfg.input_shape;
 	if (!ro.sample.ndim && type->needs_shape) {
 		/* The shape comes from the training data: it must not be the stream to predict. */
-		if (!strcmp(o.input, "-") && train_reads_stdin(a.cfg.train)) {
-			dt_error("'%s' trains on standard input; give model.input_shape to predict from it", a.cfg.path);
-			goto out;
+		if (!strcmp(o->input, "-") && train_reads_stdin(a->cfg.train)) {
+			dt_error("'%s' trains on standard input; give model.input_shape to predict from it", a->cfg.path);
+			return DT_EXIT_USAGE;
 		}
-		if ((rc = dt_app_input_shape(&a, &ro.sample)))
-			goto out;
+		if ((rc = dt_app_input_shape(a, &ro.sample)))
+			return rc;
 	}
 	if (type == &dt_png_reader && dt_png_reader_check(&ro.sample) < 0)
-		goto out; /* a model whose input is not an image: a config error */
-	rc = DT_EXIT_FAIL;
-	if (dt_reader_open(&r, type, o.input, &ro) < 0)
-		goto out;
+		return DT_EXIT_USAGE; /* a model whose input is not an image: a config error */
+	return dt_reader_open(r, type, o->input, &ro) < 0 ? DT_EXIT_FAIL : -1;
+}
 
-	rc = DT_EXIT_USAGE;
-	B = a.cfg.batch_size;
-	if (dt_model_init(&m, a.cfg.name, &r.sample, a.cfg.layers, dt_layer_types) < 0) {
-		rc = dt_exit_status();
-		goto out;
-	}
-	have_model = 1;
-	dt_model_alloc(&m, DT_CPU, B);
-	if (o.checkpoint)
-		snprintf(path, sizeof(path), "%s", o.checkpoint);
-	else if (a.cfg.checkpoint_dir)
-		snprintf(path, sizeof(path), "%s/latest.safetensors", a.cfg.checkpoint_dir);
-	else
-		snprintf(path, sizeof(path), "runs/%s/latest.safetensors", a.cfg.name);
-	rc = DT_EXIT_FAIL;
-	c = dt_checkpoint_load(path);
-	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
-		goto out;
-	/* The training's preprocessing: data.rescale and the normalization fit saved. */
-	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &r.sample, &pp) < 0)
-		goto out;
+/*
+ * Reads r to its end in chunks of B samples and prints a line per sample,
+ * stopping quietly when stdout's reader went away. 0, or -1 with an error.
+ */
+static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct dt_preprocess *pp,
+			  const struct predict_out *p, int B, int from_logits)
+{
+	struct dt_step_ctx ctx = { 0 };
+	int64_t index = 0, F = dt_shape_count(&r->sample);
+	int C = (int)dt_shape_count(&m->output), quiet = 0, rc = -1;
+	float *x = dt_malloc((size_t)(B * F) * sizeof(float)), *y = dt_malloc((size_t)B * C * sizeof(float));
+	float *probs = dt_malloc((size_t)B * p->ncls * sizeof(float));
 
-	C = (int)dt_shape_count(&m.output);
-	F = dt_shape_count(&r.sample);
-	p.json = o.json;
-	p.all = o.all;
-	p.named = r.type->sample_name != NULL;
-	p.ncls = C == 1 ? 2 : C;
-	class_labels(&p, c);
-	x = dt_malloc((size_t)(B * F) * sizeof(float));
-	y = dt_malloc((size_t)B * C * sizeof(float));
-	probs = dt_malloc((size_t)B * p.ncls * sizeof(float));
-	if (o.header && !o.json)
-		print_header(&p);
 	for (;;) {
 		struct dt_tensor in, out;
-		int n = r.type->next(&r, B, x);
+		int n = r->type->next(r, B, x);
 		if (n < 0)
 			goto out;
 		if (n == 0)
 			break;
-		dt_preprocess_apply(&pp, x, n, F);
-		in = dt_model_input(&m, n);
+		dt_preprocess_apply(pp, x, n, F);
+		in = dt_model_input(m, n);
 		dt_op_from_host(&in, x);
-		out = dt_model_forward(&m, n, &ctx);
+		out = dt_model_forward(m, n, &ctx);
 		dt_op_to_host(&out, y);
-		probabilities(y, n, C, a.cfg.from_logits, probs);
+		probabilities(y, n, C, from_logits, probs);
 		for (int i = 0; i < n; i++)
-			print_line(&p, index++, p.named ? r.type->sample_name(&r, i) : NULL,
-				   probs + (int64_t)i * p.ncls);
+			print_line(p, index++, p->named ? r->type->sample_name(r, i) : NULL, probs + (int64_t)i * p->ncls);
 		if (ferror(stdout)) {
 			if (output_failed(&quiet) < 0)
 				goto out;
@@ -317,12 +285,58 @@ int cmd_predict(int argc, char **argv)
 	}
 	if (!quiet && fflush(stdout) != 0 && output_failed(&quiet) < 0)
 		goto out;
-	rc = DT_EXIT_OK;
+	rc = 0;
 out:
-	dt_preprocess_release(&pp);
 	free(x);
 	free(y);
 	free(probs);
+	return rc;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+	struct dt_opts o;
+	struct dt_app a;
+	struct dt_model m = { 0 };
+	struct dt_reader r = { 0 };
+	struct predict_out p = { 0 };
+	struct dt_ckpt *c = NULL;
+	struct dt_preprocess pp = { 0 };
+	char path[4096];
+	int rc, have_model = 0, B, C;
+
+	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json checkpoint format all header", usage)) >= 0)
+		goto out_opts;
+	if ((rc = dt_app_config(&a, &o)) || (rc = open_input(&a, &o, &r)) >= 0)
+		goto out;
+	rc = DT_EXIT_USAGE;
+	B = a.cfg.batch_size;
+	if (dt_model_init(&m, a.cfg.name, &r.sample, a.cfg.layers, dt_layer_types) < 0) {
+		rc = dt_exit_status();
+		goto out;
+	}
+	have_model = 1;
+	dt_model_alloc(&m, DT_CPU, B);
+	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
+	rc = DT_EXIT_FAIL;
+	c = dt_checkpoint_load(path);
+	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
+		goto out;
+	/* The training's preprocessing: data.rescale and the normalization fit saved. */
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &r.sample, &pp) < 0)
+		goto out;
+	C = (int)dt_shape_count(&m.output);
+	p.json = o.json;
+	p.all = o.all;
+	p.named = r.type->sample_name != NULL;
+	p.ncls = C == 1 ? 2 : C;
+	class_labels(&p, c);
+	if (o.header && !o.json)
+		print_header(&p);
+	if (predict_stream(&m, &r, &pp, &p, B, a.cfg.from_logits) == 0)
+		rc = DT_EXIT_OK;
+out:
+	dt_preprocess_release(&pp);
 	for (int i = 0; p.names && i < p.ncls; i++)
 		free(p.names[i]);
 	free(p.names);

@@ -176,21 +176,6 @@ int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accur
 	return 0;
 }
 
-double dt_logs_get(const struct dt_logs *logs, const char *name)
-{
-	if (!strcmp(name, "loss"))
-		return logs->loss;
-	if (!strcmp(name, "accuracy"))
-		return logs->has_accuracy ? logs->accuracy : NAN;
-	if (!strcmp(name, "val_loss"))
-		return logs->has_val ? logs->val_loss : NAN;
-	if (!strcmp(name, "val_accuracy"))
-		return logs->has_val && logs->has_accuracy ? logs->val_accuracy : NAN;
-	if (!strcmp(name, "learning_rate"))
-		return logs->has_learning_rate ? logs->learning_rate : NAN;
-	return NAN;
-}
-
 /* State values: a finite number, or null for the initial +-infinity. */
 static void add_value(cJSON *o, const char *key, double v)
 {
@@ -258,23 +243,23 @@ static struct dt_tensor all_params(const struct dt_model *m)
 	return dt_tensor_flat(m->params, m->dev, m->nparams);
 }
 
-static int keep_weights(struct dt_early_stopping *e)
+static int keep_weights(struct dt_early_stopping *e, const struct dt_trainer *t)
 {
-	struct dt_tensor w = all_params(&e->t->models[0]);
+	struct dt_tensor w = all_params(&t->models[0]);
 	dt_op_to_host(&w, e->best_weights);
 	e->has_best_weights = 1;
 	if (e->file[0]) {
 		struct dt_ckpt_meta meta[] = { { "format", "dtrain" }, { "dtrain_version", DT_VERSION },
 					       { "content", "early_stopping best weights" } };
-		return dt_snapshot_save(e->file, &e->t->models[0], NULL, meta, 3);
+		return dt_snapshot_save(e->file, &t->models[0], NULL, meta, 3);
 	}
 	return 0;
 }
 
 /* Reads the best weights from a file through replica 0, whose own weights stay as they are. */
-static int load_weights(struct dt_early_stopping *e, const char *path)
+static int load_weights(struct dt_early_stopping *e, struct dt_trainer *t, const char *path)
 {
-	struct dt_model *m = &e->t->models[0];
+	struct dt_model *m = &t->models[0];
 	struct dt_tensor w = all_params(m);
 	float *now = dt_malloc((size_t)m->nparams * sizeof(float));
 	struct dt_ckpt *c = dt_checkpoint_load(path);
@@ -291,7 +276,7 @@ static int load_weights(struct dt_early_stopping *e, const char *path)
 	return rc;
 }
 
-static int early_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+static int early_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs)
 {
 	struct dt_early_stopping *e = cb->priv;
 	double current = dt_logs_get(logs, e->cfg.monitor);
@@ -299,12 +284,12 @@ static int early_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, c
 	int rc;
 	/* Keras: before the first judged epoch, its weights are the best so far. */
 	if (e->best_weights && !e->has_best_weights && !isnan(current) && epoch >= e->cfg.start_from_epoch) {
-		if (keep_weights(e) < 0)
+		if (keep_weights(e, t) < 0)
 			return -1;
 		e->best_epoch = epoch;
 	}
 	rc = dt_early_stopping_decide(e, epoch, current);
-	if (rc == 2 && e->best_weights && keep_weights(e) < 0)
+	if (rc == 2 && e->best_weights && keep_weights(e, t) < 0)
 		return -1;
 	if (rc == 1 && e->out) {
 		fprintf(e->out, "Epoch %lld: early stopping (%s did not improve for %lld epoch%s)\n", (long long)epoch + 1,
@@ -314,7 +299,7 @@ static int early_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, c
 	return rc == 1;
 }
 
-static int early_train_end(struct dt_callback *cb, const struct dt_trainer *t)
+static int early_train_end(struct dt_callback *cb, struct dt_trainer *t)
 {
 	struct dt_early_stopping *e = cb->priv;
 	if (!e->best_weights || !e->has_best_weights)
@@ -324,14 +309,11 @@ static int early_train_end(struct dt_callback *cb, const struct dt_trainer *t)
 			(long long)e->best_epoch + 1);
 		fflush(e->out);
 	}
-	for (int r = 0; r < e->t->strategy->nreplicas; r++) {
-		struct dt_tensor w = all_params(&e->t->models[r]);
-		dt_op_from_host(&w, e->best_weights);
-	}
+	dt_trainer_set_weights(t, e->best_weights);
 	return 0;
 }
 
-static char *early_state_save(struct dt_callback *cb)
+static char *early_state_save(struct dt_callback *cb, const struct dt_trainer *t)
 {
 	struct dt_early_stopping *e = cb->priv;
 	cJSON *o = cJSON_CreateObject();
@@ -344,7 +326,7 @@ static char *early_state_save(struct dt_callback *cb)
 	return print_state(o);
 }
 
-static int early_state_load(struct dt_callback *cb, const char *json)
+static int early_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
 {
 	struct dt_early_stopping *e = cb->priv;
 	cJSON *o = cJSON_Parse(json);
@@ -363,7 +345,7 @@ static int early_state_load(struct dt_callback *cb, const char *json)
 	if (!e->best_weights || !isfinite(e->best))
 		return 0;
 	if (path[0])
-		return load_weights(e, path);
+		return load_weights(e, t, path);
 	/*
 	 * Without the file the best weights are lost: the weights resumed from
 	 * count as the best until a later epoch improves on the saved best value.
@@ -373,11 +355,11 @@ static int early_state_load(struct dt_callback *cb, const char *json)
 	return 0;
 }
 
-static void early_epoch_begin(struct dt_callback *cb, const struct dt_trainer *t, int epoch)
+static void early_epoch_begin(struct dt_callback *cb, struct dt_trainer *t, int epoch)
 {
 	struct dt_early_stopping *e = cb->priv;
 	if (e->take_at_begin)
-		keep_weights(e);
+		keep_weights(e, t);
 	e->take_at_begin = 0;
 }
 
@@ -389,11 +371,10 @@ static int monitor_greater(enum dt_monitor_mode mode, const char *monitor)
 }
 
 void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_stopping_config *cfg,
-			    struct dt_trainer *t, FILE *out)
+			    const struct dt_trainer *t, FILE *out)
 {
 	memset(e, 0, sizeof(*e));
 	e->cfg = *cfg;
-	e->t = t;
 	e->out = out;
 	e->greater = monitor_greater(cfg->mode, cfg->monitor);
 	e->min_delta = e->greater ? fabs(cfg->min_delta) : -fabs(cfg->min_delta);
@@ -452,18 +433,12 @@ int dt_reduce_lr_decide(struct dt_reduce_lr *p, double current, double *lr)
 	return 1;
 }
 
-static void set_lr(struct dt_trainer *t, double lr)
-{
-	for (int r = 0; r < t->strategy->nreplicas; r++)
-		t->opts[r].learning_rate = (float)lr;
-}
-
-static int plateau_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+static int plateau_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs)
 {
 	struct dt_reduce_lr *p = cb->priv;
-	double lr = p->t->opts[0].learning_rate;
+	double lr = dt_trainer_learning_rate(t);
 	if (dt_reduce_lr_decide(p, dt_logs_get(logs, p->cfg.monitor), &lr)) {
-		set_lr(p->t, lr);
+		dt_trainer_set_learning_rate(t, lr);
 		if (p->out) {
 			char v[40];
 			dt_format_repr((float)lr, v, sizeof(v));
@@ -474,19 +449,19 @@ static int plateau_epoch_end(struct dt_callback *cb, const struct dt_trainer *t,
 	return 0;
 }
 
-static char *plateau_state_save(struct dt_callback *cb)
+static char *plateau_state_save(struct dt_callback *cb, const struct dt_trainer *t)
 {
 	struct dt_reduce_lr *p = cb->priv;
 	cJSON *o = cJSON_CreateObject();
 	add_value(o, "best", p->best);
 	cJSON_AddNumberToObject(o, "wait", (double)p->wait);
 	cJSON_AddNumberToObject(o, "cooldown_counter", (double)p->cooldown_counter);
-	if (p->t)
-		cJSON_AddNumberToObject(o, "learning_rate", p->t->opts[0].learning_rate);
+	if (t)
+		cJSON_AddNumberToObject(o, "learning_rate", dt_trainer_learning_rate(t));
 	return print_state(o);
 }
 
-static int plateau_state_load(struct dt_callback *cb, const char *json)
+static int plateau_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
 {
 	struct dt_reduce_lr *p = cb->priv;
 	cJSON *o = cJSON_Parse(json);
@@ -494,19 +469,18 @@ static int plateau_state_load(struct dt_callback *cb, const char *json)
 	int bad = !o || get_value(o, "best", p->greater ? -INFINITY : INFINITY, &p->best) < 0 ||
 		  get_count(o, "wait", &p->wait) < 0 || get_count(o, "cooldown_counter", &p->cooldown_counter) < 0 ||
 		  (lr && !cJSON_IsNumber(lr));
-	if (!bad && lr && p->t)
-		set_lr(p->t, lr->valuedouble);
+	if (!bad && lr && t)
+		dt_trainer_set_learning_rate(t, lr->valuedouble);
 	cJSON_Delete(o);
 	if (bad)
 		return dt_error("the saved state of 'reduce_lr_on_plateau' is not valid: %s", json);
 	return 0;
 }
 
-void dt_reduce_lr_init(struct dt_reduce_lr *p, const struct dt_reduce_lr_config *cfg, struct dt_trainer *t, FILE *out)
+void dt_reduce_lr_init(struct dt_reduce_lr *p, const struct dt_reduce_lr_config *cfg, FILE *out)
 {
 	memset(p, 0, sizeof(*p));
 	p->cfg = *cfg;
-	p->t = t;
 	p->out = out;
 	/* Keras' ReduceLROnPlateau: auto means max when the name holds "acc". */
 	p->greater = cfg->mode == DT_MONITOR_AUTO ? strstr(cfg->monitor, "acc") != NULL : cfg->mode == DT_MONITOR_MAX;
@@ -555,10 +529,9 @@ static void find_bad_layer(const struct dt_trainer *t, char *buf, size_t size)
 	snprintf(buf, size, "no layer (outputs, parameters and gradients are finite)");
 }
 
-static void nan_batch_end(struct dt_callback *cb, const struct dt_trainer *ct, const struct dt_logs *logs)
+static void nan_batch_end(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs)
 {
-	struct dt_terminate_on_nan *n = cb->priv;
-	struct dt_strategy *s = n->t->strategy;
+	struct dt_strategy *s = t->strategy;
 	double bad = !isfinite(logs->loss);
 	char where[256];
 	/* The running loss is this worker's: the workers agree on the decision by a sum. */
@@ -570,17 +543,16 @@ static void nan_batch_end(struct dt_callback *cb, const struct dt_trainer *ct, c
 		dt_error("epoch %d, batch %lld: the loss is not finite on another worker (terminate_on_nan)",
 			 logs->epoch + 1, (long long)logs->step);
 	} else {
-		find_bad_layer(n->t, where, sizeof(where));
+		find_bad_layer(t, where, sizeof(where));
 		dt_error("epoch %d, batch %lld: the loss is %s (terminate_on_nan); first non-finite value: %s",
 			 logs->epoch + 1, (long long)logs->step, isnan(logs->loss) ? "nan" : "infinite", where);
 	}
-	n->t->stop_training = -1;
+	dt_trainer_stop(t, -1);
 }
 
-void dt_terminate_on_nan_init(struct dt_terminate_on_nan *n, struct dt_trainer *t)
+void dt_terminate_on_nan_init(struct dt_terminate_on_nan *n)
 {
 	memset(n, 0, sizeof(*n));
-	n->t = t;
 	n->cb.name = "terminate_on_nan";
 	n->cb.priv = n;
 	n->cb.on_batch_end = nan_batch_end;
@@ -683,7 +655,7 @@ static void csv_row(struct dt_csv_logger *c, const struct dt_logs *l, int header
 	fputc('\n', c->f);
 }
 
-static int csv_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
+static int csv_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs)
 {
 	struct dt_csv_logger *c = cb->priv;
 	int header;
@@ -700,7 +672,7 @@ static int csv_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, con
 	return 0;
 }
 
-static int csv_train_end(struct dt_callback *cb, const struct dt_trainer *t)
+static int csv_train_end(struct dt_callback *cb, struct dt_trainer *t)
 {
 	struct dt_csv_logger *c = cb->priv;
 	int rc = 0;
@@ -710,7 +682,7 @@ static int csv_train_end(struct dt_callback *cb, const struct dt_trainer *t)
 	return rc;
 }
 
-static char *csv_state_save(struct dt_callback *cb)
+static char *csv_state_save(struct dt_callback *cb, const struct dt_trainer *t)
 {
 	struct dt_csv_logger *c = cb->priv;
 	cJSON *o = cJSON_CreateObject();
@@ -718,7 +690,7 @@ static char *csv_state_save(struct dt_callback *cb)
 	return print_state(o);
 }
 
-static int csv_state_load(struct dt_callback *cb, const char *json)
+static int csv_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
 {
 	struct dt_csv_logger *c = cb->priv;
 	cJSON *o = cJSON_Parse(json);

@@ -79,13 +79,9 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
  */
 int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_val);
 
-/* The monitored value from the logs, or NAN when they lack it. */
-double dt_logs_get(const struct dt_logs *logs, const char *name);
-
 struct dt_early_stopping {
 	struct dt_callback cb;
 	struct dt_early_stopping_config cfg;
-	struct dt_trainer *t;
 	FILE *out;                  /* messages; NULL: silent */
 	int greater;                /* the monitor improves upward */
 	double min_delta;           /* signed as Keras: negative in min mode */
@@ -98,11 +94,12 @@ struct dt_early_stopping {
 };
 
 /*
- * t may be NULL when restore_best_weights is off (tests); out may be NULL.
- * The callback is &e->cb; release with dt_early_stopping_release.
+ * t (read for the parameter count only) may be NULL when
+ * restore_best_weights is off (tests); out may be NULL. The callback is
+ * &e->cb; release with dt_early_stopping_release.
  */
 void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_stopping_config *cfg,
-			    struct dt_trainer *t, FILE *out);
+			    const struct dt_trainer *t, FILE *out);
 void dt_early_stopping_release(struct dt_early_stopping *e);
 /*
  * With restore_best_weights, also writes the best weights to `path` (a
@@ -121,16 +118,14 @@ int dt_early_stopping_decide(struct dt_early_stopping *e, int64_t epoch, double 
 struct dt_reduce_lr {
 	struct dt_callback cb;
 	struct dt_reduce_lr_config cfg;
-	struct dt_trainer *t;
 	FILE *out;
 	int greater;
 	double best;
 	int64_t wait, cooldown_counter;
 };
 
-/* t may be NULL for tests of dt_reduce_lr_decide. */
-void dt_reduce_lr_init(struct dt_reduce_lr *p, const struct dt_reduce_lr_config *cfg, struct dt_trainer *t,
-		       FILE *out);
+/* Lowers the rate through dt_trainer_set_learning_rate; out (messages) may be NULL. */
+void dt_reduce_lr_init(struct dt_reduce_lr *p, const struct dt_reduce_lr_config *cfg, FILE *out);
 /*
  * Keras' ReduceLROnPlateau.on_epoch_end: from the value `current` and the
  * learning rate *lr, lowers *lr when the plateau lasted `patience` epochs.
@@ -140,9 +135,8 @@ int dt_reduce_lr_decide(struct dt_reduce_lr *p, double current, double *lr);
 
 struct dt_terminate_on_nan {
 	struct dt_callback cb;
-	struct dt_trainer *t;
 };
-void dt_terminate_on_nan_init(struct dt_terminate_on_nan *n, struct dt_trainer *t);
+void dt_terminate_on_nan_init(struct dt_terminate_on_nan *n);
 
 struct dt_csv_logger {
 	struct dt_callback cb;

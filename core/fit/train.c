@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
-#include "core/fit/callbacks.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "core/testhook.h"
@@ -71,8 +71,8 @@ static void poll_signals(struct dt_trainer *t, double flags[2], struct dt_fit_po
 static int save_all(struct dt_trainer *t, const struct dt_fit_pos *pos, int resumable_only)
 {
 	for (int i = 0; i < t->nsavers; i++)
-		if ((resumable_only ? t->savers[i]->write_latest : !pos->epoch_end || t->savers[i]->at_epoch_end) &&
-		    dt_checkpointer_save(t->savers[i], t, pos) < 0)
+		if ((resumable_only ? t->savers[i]->resumable : !pos->epoch_end || t->savers[i]->at_epoch_end) &&
+		    t->savers[i]->save(t->savers[i], t, pos) < 0)
 			return -1;
 	return 0;
 }
@@ -138,6 +138,47 @@ int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
 	DT_ASSERT(t->ncallbacks < DT_MAX_CALLBACKS);
 	t->callbacks[t->ncallbacks++] = cb;
 	return 0;
+}
+
+int dt_trainer_add_saver(struct dt_trainer *t, struct dt_saver *s)
+{
+	DT_ASSERT(t->nsavers < DT_MAX_SAVERS);
+	t->savers[t->nsavers++] = s;
+	return 0;
+}
+
+void dt_trainer_set_learning_rate(struct dt_trainer *t, double lr)
+{
+	for (int r = 0; r < t->strategy->nreplicas; r++)
+		dt_optimizer_set_learning_rate(&t->opts[r], lr);
+}
+
+double dt_trainer_learning_rate(const struct dt_trainer *t) { return t->opts[0].learning_rate; }
+
+void dt_trainer_stop(struct dt_trainer *t, int how) { t->stop_training = how; }
+
+void dt_trainer_set_weights(struct dt_trainer *t, const float *host)
+{
+	for (int r = 0; r < t->strategy->nreplicas; r++) {
+		struct dt_model *m = &t->models[r];
+		struct dt_tensor w = dt_tensor_flat(m->params, m->dev, m->nparams);
+		dt_op_from_host(&w, host);
+	}
+}
+
+double dt_logs_get(const struct dt_logs *logs, const char *name)
+{
+	if (!strcmp(name, "loss"))
+		return logs->loss;
+	if (!strcmp(name, "accuracy"))
+		return logs->has_accuracy ? logs->accuracy : NAN;
+	if (!strcmp(name, "val_loss"))
+		return logs->has_val ? logs->val_loss : NAN;
+	if (!strcmp(name, "val_accuracy"))
+		return logs->has_val && logs->has_accuracy ? logs->val_accuracy : NAN;
+	if (!strcmp(name, "learning_rate"))
+		return logs->has_learning_rate ? logs->learning_rate : NAN;
+	return NAN;
 }
 
 /*
@@ -328,8 +369,8 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		if (s->type->sync_state && (due || (signal_save && t->nsavers)) && s->type->sync_state(s, t->models, t->opts) < 0)
 			return -1;
 		for (int i = 0; i < t->nsavers; i++)
-			if (((due >> i & 1) || (signal_save && t->savers[i]->write_latest)) &&
-			    dt_checkpointer_save(t->savers[i], t, pos) < 0)
+			if (((due >> i & 1) || (signal_save && t->savers[i]->resumable)) &&
+			    t->savers[i]->save(t->savers[i], t, pos) < 0)
 				return -1;
 		due = 0;
 		signal_save = 0;
@@ -356,11 +397,10 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 static int agree(struct dt_trainer *t, int stop)
 {
 	struct dt_strategy *s = t->strategy;
-	double v[2] = { stop, t->opts[0].learning_rate };
+	double v[2] = { stop, dt_trainer_learning_rate(t) };
 	if (s->type->agree)
 		s->type->agree(s, v, 2);
-	for (int r = 0; r < s->nreplicas; r++)
-		t->opts[r].learning_rate = (float)v[1];
+	dt_trainer_set_learning_rate(t, v[1]);
 	return (int)v[0];
 }
 

@@ -34,21 +34,28 @@ struct dt_logs {
 
 struct dt_trainer;
 
+/*
+ * A callback: hooks the loop calls, each optional. The trainer is not const:
+ * a callback that changes training state does it through the functions
+ * declared below (dt_trainer_set_learning_rate, dt_trainer_stop,
+ * dt_trainer_set_weights), never by writing its fields.
+ */
 struct dt_callback {
 	const char *name; /* "early_stopping", ...: names its state in checkpoints */
 	void *priv;
-	void (*on_epoch_begin)(struct dt_callback *cb, const struct dt_trainer *t, int epoch);
-	void (*on_batch_end)(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs);
+	void (*on_epoch_begin)(struct dt_callback *cb, struct dt_trainer *t, int epoch);
+	void (*on_batch_end)(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs);
 	/* Returns 0 to go on, 1 to stop training normally (early stopping), -1 to stop with an error. */
-	int (*on_epoch_end)(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs);
+	int (*on_epoch_end)(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs);
 	/*
-	 * Optional, for exact resume: the callback's state (best value, counters)
-	 * as JSON text the caller frees, and the inverse (0, or -1 with an error).
+	 * For exact resume: the callback's state (best value, counters) as JSON
+	 * text the caller frees, and the inverse (0, or -1 with an error).
+	 * t may be NULL (unit tests).
 	 */
-	char *(*state_save)(struct dt_callback *cb);
-	int (*state_load)(struct dt_callback *cb, const char *json);
-	/* Optional: after the last epoch or a stop (early stopping restores its best weights here). 0 or -1. */
-	int (*on_train_end)(struct dt_callback *cb, const struct dt_trainer *t);
+	char *(*state_save)(struct dt_callback *cb, const struct dt_trainer *t);
+	int (*state_load)(struct dt_callback *cb, struct dt_trainer *t, const char *json);
+	/* After the last epoch or a stop (early stopping restores its best weights here). 0 or -1. */
+	int (*on_train_end)(struct dt_callback *cb, struct dt_trainer *t);
 };
 
 #define DT_MAX_CALLBACKS 16
@@ -76,7 +83,20 @@ struct dt_fit_pos {
 	double all_sums[3];
 };
 
-struct dt_checkpointer;
+/*
+ * What the loop calls at save points, without knowing how a checkpoint is
+ * written (core/checkpoint/checkpointer.h implements it). The loop calls
+ * save every `every` global steps (at the end of an update), at each epoch's
+ * end after every callback's on_epoch_end when at_epoch_end, and, when
+ * resumable, on SIGINT, SIGTERM and SIGUSR1.
+ */
+struct dt_saver {
+	/* Writes the state at pos. 0, or -1 with an error. */
+	int (*save)(struct dt_saver *s, const struct dt_trainer *t, const struct dt_fit_pos *pos);
+	int64_t every;    /* steps; 0: at epoch ends only */
+	int at_epoch_end; /* also at epoch ends */
+	int resumable;    /* a full state that --resume reads: also written on signals */
+};
 
 /* fit's result beyond 0 and -1: a SIGINT or SIGTERM stopped it after a checkpoint. */
 #define DT_FIT_INTERRUPTED 2
@@ -106,17 +126,13 @@ struct dt_trainer {
 	float **class_weights;            /* per replica, on its device, num_classes floats; NULL: none */
 	int num_classes;                  /* entries of class_weights */
 	int log_learning_rate;            /* put the rate in the logs (it varies) */
-	/*
-	 * Keras' stop_training: a callback's on_batch_end sets 1 to end the
-	 * epoch there and stop normally, -1 to stop with its error printed.
-	 */
-	int stop_training;
+	int stop_training;                /* dt_trainer_stop()'s request */
 	/* exact resume and checkpoints (set before dt_fit; zero: a fresh run without) */
 	int64_t initial_step;             /* steps already done in initial_epoch */
 	int64_t initial_global_step;
 	double initial_sums[3];           /* their running sums */
-	int nsavers;                      /* those with write_latest also write on signals */
-	struct dt_checkpointer *savers[DT_MAX_SAVERS];
+	int nsavers;                      /* the resumable ones also write on signals */
+	struct dt_saver *savers[DT_MAX_SAVERS];
 	int stop_signal;                  /* after DT_FIT_INTERRUPTED: SIGINT or SIGTERM */
 	/* owned by dt_trainer_init: */
 	struct dt_batch batch;
@@ -132,6 +148,26 @@ struct dt_trainer {
 void dt_trainer_init(struct dt_trainer *t);
 void dt_trainer_release(struct dt_trainer *t);
 int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb);
+int dt_trainer_add_saver(struct dt_trainer *t, struct dt_saver *s);
+/*
+ * The one way to change the learning rate: every replica's optimizer gets
+ * lr (a schedule overrides it again at the next update).
+ */
+void dt_trainer_set_learning_rate(struct dt_trainer *t, double lr);
+/* The rate of the latest update (replica 0's; all agree). */
+double dt_trainer_learning_rate(const struct dt_trainer *t);
+/*
+ * Keras' stop_training, from a callback: how 1 ends the epoch after this
+ * batch and stops normally, -1 stops with the error the callback printed.
+ */
+void dt_trainer_stop(struct dt_trainer *t, int how);
+/* Every replica's parameters from host memory (models[0].nparams floats). */
+void dt_trainer_set_weights(struct dt_trainer *t, const float *host);
+/*
+ * A metric of logs by its name (loss, accuracy, val_loss, val_accuracy,
+ * learning_rate); NaN when the logs do not have it.
+ */
+double dt_logs_get(const struct dt_logs *logs, const char *name);
 /*
  * Copies num_classes weights (host) to every replica's device, for the loss
  * of training steps (evaluation is unweighted, as Keras' class_weight).

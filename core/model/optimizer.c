@@ -71,7 +71,7 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 {
 	memset(o, 0, sizeof(*o));
 	o->cfg = *cfg;
-	o->learning_rate = (float)cfg->learning_rate;
+	dt_optimizer_set_learning_rate(o, cfg->learning_rate);
 	switch (cfg->kind) {
 	case DT_OPT_SGD:
 		if (cfg->momentum > 0)
@@ -121,6 +121,8 @@ static struct dt_opt_step step_of(const struct dt_optimizer *o, float grad_scale
 	return s;
 }
 
+void dt_optimizer_set_learning_rate(struct dt_optimizer *o, double lr) { o->learning_rate = (float)lr; }
+
 double dt_optimizer_lr(const struct dt_optimizer *o)
 {
 	return dt_schedule_varies(&o->cfg.schedule) ? dt_schedule_value(&o->cfg.schedule, o->iterations)
@@ -131,7 +133,7 @@ void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 {
 	/* Keras: the schedule is called with the count of updates before this one. */
 	if (dt_schedule_varies(&o->cfg.schedule))
-		o->learning_rate = (float)dt_schedule_value(&o->cfg.schedule, o->iterations);
+		dt_optimizer_set_learning_rate(o, dt_schedule_value(&o->cfg.schedule, o->iterations));
 	o->iterations++;
 	if (o->cfg.clipnorm <= 0) {
 		struct dt_opt_step s = step_of(o, 1);

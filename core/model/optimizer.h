@@ -56,6 +56,12 @@ void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_
  * reduce_lr_on_plateau may lower).
  */
 double dt_optimizer_lr(const struct dt_optimizer *o);
+/*
+ * Sets the rate of the next update (as a float, the rate's precision); the
+ * one place it is written. Schedules call it at each update, the trainer's
+ * dt_trainer_set_learning_rate for callbacks, strategies and resume.
+ */
+void dt_optimizer_set_learning_rate(struct dt_optimizer *o, double lr);
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m);
 /* The slot view of parameter p: same shape, same offset as its value. */
 struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev);

@@ -179,9 +179,9 @@ static void test_early_stopping_state(void **state)
 		dt_early_stopping_init(&b, &c, NULL, NULL);
 		for (int i = 0; i < cut; i++)
 			dt_early_stopping_decide(&a, i, v[i]);
-		char *json = a.cb.state_save(&a.cb);
+		char *json = a.cb.state_save(&a.cb, NULL);
 		assert_non_null(json);
-		assert_int_equal(b.cb.state_load(&b.cb, json), 0);
+		assert_int_equal(b.cb.state_load(&b.cb, NULL, json), 0);
 		free(json);
 		for (int i = cut; i < 9; i++) {
 			int ra = dt_early_stopping_decide(&a, i, v[i]), rb = dt_early_stopping_decide(&b, i, v[i]);
@@ -192,8 +192,8 @@ static void test_early_stopping_state(void **state)
 		}
 	}
 	dt_error_set_quiet(1);
-	assert_int_equal(a.cb.state_load(&a.cb, "{\"best\": \"x\"}"), -1);
-	assert_int_equal(a.cb.state_load(&a.cb, "not json"), -1);
+	assert_int_equal(a.cb.state_load(&a.cb, NULL, "{\"best\": \"x\"}"), -1);
+	assert_int_equal(a.cb.state_load(&a.cb, NULL, "not json"), -1);
 	dt_error_set_quiet(0);
 }
 
@@ -287,10 +287,10 @@ static void test_restore_best_weights(void **state)
 			logs.val_loss = losses[i];
 			e.cb.on_epoch_end(&e.cb, &x.t, &logs);
 		}
-		json = e.cb.state_save(&e.cb);
+		json = e.cb.state_save(&e.cb, &x.t);
 		dt_early_stopping_init(&r, &c, &x.t, NULL);
 		fill_params(&x.m, 0); /* the order of loading must not matter */
-		assert_int_equal(r.cb.state_load(&r.cb, json), 0);
+		assert_int_equal(r.cb.state_load(&r.cb, &x.t, json), 0);
 		free(json);
 		fill_params(&x.m, 2); /* the resumed weights */
 		r.cb.on_epoch_begin(&r.cb, &x.t, 2);
@@ -320,11 +320,11 @@ static void test_restore_best_weights(void **state)
 			logs.val_loss = losses[i];
 			e.cb.on_epoch_end(&e.cb, &x.t, &logs);
 		}
-		json = e.cb.state_save(&e.cb);
+		json = e.cb.state_save(&e.cb, &x.t);
 		assert_non_null(strstr(json, "best_weights_file"));
 		dt_early_stopping_init(&r, &c, &x.t, NULL);
 		fill_params(&x.m, 7);
-		assert_int_equal(r.cb.state_load(&r.cb, json), 0);
+		assert_int_equal(r.cb.state_load(&r.cb, &x.t, json), 0);
 		free(json);
 		assert_float_equal(x.m.params[0], 7, 0); /* loading left the model's weights alone */
 		r.cb.on_epoch_begin(&r.cb, &x.t, 3);
@@ -339,8 +339,8 @@ static void test_restore_best_weights(void **state)
 		unlink(path);
 		rmdir(dir);
 		dt_error_set_quiet(1);
-		json = e.cb.state_save(&e.cb);
-		assert_int_equal(r.cb.state_load(&r.cb, json), -1);
+		json = e.cb.state_save(&e.cb, &x.t);
+		assert_int_equal(r.cb.state_load(&r.cb, &x.t, json), -1);
 		dt_error_set_quiet(0);
 		free(json);
 		dt_early_stopping_release(&r);
@@ -376,7 +376,7 @@ static void test_reduce_lr(void **state)
 	/* A flat metric: reductions at epochs 2, 4, 6, 8 (cooldown 1 lets the wait restart at 1), floored at min_lr. */
 	const double expect[] = { 0.1, 0.1, 0.05, 0.05, 0.025, 0.025, 0.0125, 0.0125, 0.01, 0.01, 0.01, 0.01 };
 	double lr = 0.1;
-	dt_reduce_lr_init(&p, &c, NULL, NULL);
+	dt_reduce_lr_init(&p, &c, NULL);
 	for (int i = 0; i < 12; i++) {
 		int changed = dt_reduce_lr_decide(&p, 1.0, &lr);
 		assert_float_equal(lr, expect[i], 1e-12);
@@ -387,7 +387,7 @@ static void test_reduce_lr(void **state)
 	c.cooldown = 0;
 	c.min_lr = 0;
 	lr = 1;
-	dt_reduce_lr_init(&p, &c, NULL, NULL);
+	dt_reduce_lr_init(&p, &c, NULL);
 	for (int i = 0; i < 7; i++)
 		dt_reduce_lr_decide(&p, 1.0, &lr);
 	assert_float_equal(lr, 0.125, 1e-12); /* epochs 2, 4, 6 */
@@ -395,7 +395,7 @@ static void test_reduce_lr(void **state)
 	/* min_delta: improvements below it do not count (Keras' default 1e-4). */
 	c.min_delta = 1e-4;
 	lr = 1;
-	dt_reduce_lr_init(&p, &c, NULL, NULL);
+	dt_reduce_lr_init(&p, &c, NULL);
 	dt_reduce_lr_decide(&p, 1.0, &lr);
 	dt_reduce_lr_decide(&p, 0.99995, &lr); /* less than 1e-4 better: wait 1 */
 	assert_int_equal(p.wait, 1);
@@ -413,7 +413,7 @@ static void test_reduce_lr(void **state)
 	c.monitor = "val_accuracy";
 	c.cooldown = 0;
 	lr = 1;
-	dt_reduce_lr_init(&p, &c, NULL, NULL);
+	dt_reduce_lr_init(&p, &c, NULL);
 	dt_reduce_lr_decide(&p, 0.5, &lr);
 	dt_reduce_lr_decide(&p, 0.6, &lr);
 	dt_reduce_lr_decide(&p, 0.7, &lr);
@@ -434,17 +434,17 @@ static void test_reduce_lr_state_and_optimizer(void **state)
 	char *json;
 
 	one_model_init(&x);
-	dt_reduce_lr_init(&a, &c, &x.t, NULL);
+	dt_reduce_lr_init(&a, &c, NULL);
 	for (int i = 0; i < 4; i++) {
 		logs.epoch = i;
 		a.cb.on_epoch_end(&a.cb, &x.t, &logs);
 	}
 	assert_float_equal(x.o.learning_rate, 0.05f, 0);
-	json = a.cb.state_save(&a.cb);
+	json = a.cb.state_save(&a.cb, &x.t);
 	/* A fresh run (the optimizer back at its configured rate) resumes from the state. */
 	x.o.learning_rate = 0.1f;
-	dt_reduce_lr_init(&b, &c, &x.t, NULL);
-	assert_int_equal(b.cb.state_load(&b.cb, json), 0);
+	dt_reduce_lr_init(&b, &c, NULL);
+	assert_int_equal(b.cb.state_load(&b.cb, &x.t, json), 0);
 	free(json);
 	assert_float_equal(x.o.learning_rate, 0.05f, 0);
 	assert_int_equal(b.wait, a.wait);
@@ -481,7 +481,7 @@ static void test_terminate_on_nan(void **state)
 	t.batch.n = 2;
 	x = dt_model_input(&m, 2);
 	dt_op_fill(&x, 1);
-	dt_terminate_on_nan_init(&n, &t);
+	dt_terminate_on_nan_init(&n);
 
 	/* A finite loss: nothing happens. */
 	dt_model_forward(&m, 2, &ctx);
@@ -594,11 +594,11 @@ static void test_csv_logger(void **state)
 	cfg.separator = ",";
 	dt_csv_logger_init(&c, &cfg, dir);
 	csv_epoch(&c, 0, 0.75);
-	json = c.cb.state_save(&c.cb);
+	json = c.cb.state_save(&c.cb, NULL);
 	csv_epoch(&c, 1, 0.5);
 	c.cb.on_train_end(&c.cb, NULL);
 	dt_csv_logger_init(&d, &cfg, dir);
-	assert_int_equal(d.cb.state_load(&d.cb, json), 0);
+	assert_int_equal(d.cb.state_load(&d.cb, NULL, json), 0);
 	free(json);
 	csv_epoch(&d, 1, 0.125);
 	d.cb.on_train_end(&d.cb, NULL);

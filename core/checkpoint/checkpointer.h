@@ -1,53 +1,28 @@
 /*
- * The built-in callbacks of fit:
- *   progress    Keras-style bar updated in place on a terminal, one plain line
- *               per epoch otherwise (stderr)
- *   json        one JSON object per epoch on stdout (--json)
- *   checkpoint  full-state checkpoints in the run directory (struct
- *               dt_checkpointer below; the trainer drives it)
- * Only the chief process installs them.
+ * Full-state checkpoints in the run directory: the writer the trainer calls
+ * through its saver interface, file rotation, latest/best links, and the
+ * restore of a trainer from such a file (--resume).
  */
-#ifndef DT_CALLBACKS_H
-#define DT_CALLBACKS_H
-
-#include <stdio.h>
+#ifndef DT_CHECKPOINTER_H
+#define DT_CHECKPOINTER_H
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/fit/train.h"
-
-enum dt_progress_mode { DT_PROGRESS_OFF, DT_PROGRESS_BAR, DT_PROGRESS_LINES };
-
-struct dt_progress {
-	struct dt_callback cb;
-	enum dt_progress_mode mode;
-	FILE *out;
-	int epochs;
-	double last_draw;
-};
-void dt_progress_init(struct dt_progress *p, enum dt_progress_mode mode, FILE *out, int epochs);
-/* " - accuracy: 0.8912 - loss: 0.3012 ..." for logs, Keras' number format. */
-void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size);
-
-struct dt_json_log {
-	struct dt_callback cb;
-	FILE *out;
-	int epochs;
-};
-void dt_json_log_init(struct dt_json_log *j, FILE *out, int epochs);
 
 #define DT_MAX_EXTRA_META 8
 
 /*
  * Writes full-state checkpoints: weights, optimizer slots and iterations, the
  * position (struct dt_fit_pos), the callbacks' states, the resolved config.
- * The trainer calls dt_checkpointer_save() every `every` steps, at the end of
- * each epoch and on signals. Each file is named from the template, written
+ * The trainer calls it through its saver (struct dt_saver of core/fit/train.h):
+ * every `saver.every` steps, at the end of each epoch and on signals. Each file is named from the template, written
  * atomically, then `latest.safetensors` (a symlink, replaced atomically) is
  * pointed at it, best.safetensors (a hard link) when the monitored value
  * improved, and the oldest files beyond `keep` are removed (never the newest).
  */
 struct dt_checkpointer {
-	struct dt_callback cb;   /* name "checkpoint"; no hooks: the trainer calls save */
+	struct dt_saver saver;   /* what the trainer calls: every, at_epoch_end, resumable (keeps latest.safetensors) */
+	struct dt_callback cb;   /* name "checkpoint": only its state (kept files, best) for resume */
 	const char *dir;
 	const char *config_json; /* the resolved config, stored in the metadata */
 	/*
@@ -57,7 +32,6 @@ struct dt_checkpointer {
 	 */
 	const struct dt_ckpt_meta *extra_meta;
 	int nextra_meta;
-	int64_t every;           /* steps; 0: at epoch ends only */
 	int keep;                /* files kept; 0: all */
 	const char *filename;    /* template (core/ckpt_template.h), without the extension */
 	const char *monitor;     /* NULL: val_loss with validation data, else loss */
@@ -65,8 +39,6 @@ struct dt_checkpointer {
 	int save_best;           /* keep best.safetensors (default 1) */
 	int best_only;           /* write epoch files only when the monitored value improves */
 	int weights_only;        /* no optimizer state (such files cannot be resumed) */
-	int write_latest;        /* keep latest.safetensors (default 1) */
-	int at_epoch_end;        /* also write at epoch ends (default 1; model_checkpoint with save_freq N: 0) */
 	double best;             /* monitored value of best.safetensors */
 	int has_best;
 	int nfiles;              /* files written and kept, oldest first (names in dir) */
@@ -79,7 +51,7 @@ void dt_checkpointer_release(struct dt_checkpointer *c);
 /* Takes every, keep, filename and save_best from the run config's checkpoint section. */
 struct dt_run_config;
 void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg);
-/* Writes the checkpoint of position pos (see above). 0, or -1 with an error. */
+/* Writes the checkpoint of position pos (see above); saver.save. 0, or -1 with an error. */
 int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, const struct dt_fit_pos *pos);
 /* Takes the kept-file list and best value from a checkpoint this writer wrote. */
 void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f);
@@ -90,8 +62,5 @@ void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
  * states of the callbacks added so far. 0, or -1 with an error naming the file.
  */
 int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f);
-
-/* Creates a directory and its parents, like mkdir -p. 0 or -1 with an error. */
-int dt_mkdir_p(const char *path);
 
 #endif

@@ -1,223 +1,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
-#include "core/fit/callbacks.h"
+#include "core/checkpoint/checkpointer.h"
 #include "core/checkpoint/ckpt_template.h"
-#include "core/error.h"
-#include "core/config/run_config.h"
+#include "core/checkpoint/run_dir.h"
 #include "core/checkpoint/snapshot.h"
-
-static const char *metric_fmt(double v) { return fabs(v) > 1e-3 || v == 0 ? "%.4f" : "%.4e"; }
-
-static size_t add_metric(char *buf, size_t size, size_t k, const char *name, double v)
-{
-	if (k >= size)
-		return k;
-	k += snprintf(buf + k, size - k, " - %s: ", name);
-	if (k < size)
-		k += snprintf(buf + k, size - k, metric_fmt(v), v);
-	return k;
-}
-
-void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size)
-{
-	size_t k = 0;
-	buf[0] = '\0';
-	/* Keras 3 lists metrics in alphabetical order. */
-	if (logs->has_accuracy)
-		k = add_metric(buf, size, k, "accuracy", logs->accuracy);
-	if (logs->has_learning_rate)
-		k = add_metric(buf, size, k, "learning_rate", logs->learning_rate);
-	k = add_metric(buf, size, k, "loss", logs->loss);
-	if (with_val && logs->has_val) {
-		if (logs->has_accuracy)
-			k = add_metric(buf, size, k, "val_accuracy", logs->val_accuracy);
-		add_metric(buf, size, k, "val_loss", logs->val_loss);
-	}
-}
-
-static void format_eta(double s, char *buf, size_t size)
-{
-	int t = (int)s;
-	if (t >= 3600)
-		snprintf(buf, size, "%d:%02d:%02d", t / 3600, t % 3600 / 60, t % 60);
-	else if (t >= 60)
-		snprintf(buf, size, "%d:%02d", t / 60, t % 60);
-	else
-		snprintf(buf, size, "%ds", t);
-}
-
-static void format_per_step(double s, char *buf, size_t size)
-{
-	if (s >= 1)
-		snprintf(buf, size, "%.0fs/step", s);
-	else if (s >= 1e-3)
-		snprintf(buf, size, "%.0fms/step", s * 1e3);
-	else
-		snprintf(buf, size, "%.0fus/step", s * 1e6);
-}
-
-static int digits(int64_t n)
-{
-	int d = 1;
-	while (n >= 10) {
-		n /= 10;
-		d++;
-	}
-	return d;
-}
-
-static void draw_bar(struct dt_progress *p, const struct dt_logs *logs, int final)
-{
-	char metrics[512], when[32], per[32];
-	int done = logs->steps ? (int)(20 * logs->step / logs->steps) : 20;
-	double per_step = logs->step ? logs->seconds / logs->step : 0;
-
-	dt_format_metrics(logs, final, metrics, sizeof(metrics));
-	if (final)
-		snprintf(when, sizeof(when), "%ds", (int)logs->seconds);
-	else
-		format_eta(per_step * (logs->steps - logs->step), when, sizeof(when));
-	format_per_step(per_step, per, sizeof(per));
-	fprintf(p->out, "\r\x1b[1m%*lld/%lld\x1b[0m \x1b[32m", digits(logs->steps), (long long)logs->step,
-		(long long)logs->steps);
-	for (int i = 0; i < 20; i++)
-		fputs(i == done ? "\x1b[37m━" : "━", p->out);
-	fprintf(p->out, "\x1b[0m %s %s%s\x1b[K%s", when, per, metrics, final ? "\n" : "");
-	fflush(p->out);
-}
-
-static void progress_epoch_begin(struct dt_callback *cb, const struct dt_trainer *t, int epoch)
-{
-	struct dt_progress *p = cb->priv;
-	p->last_draw = 0;
-	if (p->mode == DT_PROGRESS_BAR && p->epochs > 1)
-		fprintf(p->out, "Epoch %d/%d\n", epoch + 1, p->epochs);
-}
-
-static void progress_batch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
-{
-	struct dt_progress *p = cb->priv;
-	double now = dt_now();
-	if (p->mode != DT_PROGRESS_BAR || logs->step == logs->steps || now - p->last_draw < 0.05)
-		return;
-	p->last_draw = now;
-	draw_bar(p, logs, 0);
-}
-
-static int progress_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
-{
-	struct dt_progress *p = cb->priv;
-	char metrics[512], per[32];
-	if (p->mode == DT_PROGRESS_BAR) {
-		draw_bar(p, logs, 1);
-	} else if (p->mode == DT_PROGRESS_LINES) {
-		dt_format_metrics(logs, 1, metrics, sizeof(metrics));
-		format_per_step(logs->steps ? logs->seconds / logs->steps : 0, per, sizeof(per));
-		fprintf(p->out, "Epoch %d/%d: %lld/%lld - %ds - %s%s\n", logs->epoch + 1, p->epochs,
-			(long long)logs->step, (long long)logs->steps, (int)logs->seconds, per, metrics);
-		fflush(p->out);
-	}
-	return 0;
-}
-
-void dt_progress_init(struct dt_progress *p, enum dt_progress_mode mode, FILE *out, int epochs)
-{
-	memset(p, 0, sizeof(*p));
-	p->mode = mode;
-	p->out = out;
-	p->epochs = epochs;
-	p->cb.priv = p;
-	p->cb.on_epoch_begin = progress_epoch_begin;
-	p->cb.on_batch_end = progress_batch_end;
-	p->cb.on_epoch_end = progress_epoch_end;
-}
-
-static int json_epoch_end(struct dt_callback *cb, const struct dt_trainer *t, const struct dt_logs *logs)
-{
-	struct dt_json_log *j = cb->priv;
-	cJSON *o = cJSON_CreateObject();
-	char *text, lr[32];
-	cJSON_AddStringToObject(o, "event", "epoch");
-	cJSON_AddNumberToObject(o, "epoch", logs->epoch + 1);
-	cJSON_AddNumberToObject(o, "epochs", j->epochs);
-	cJSON_AddNumberToObject(o, "steps", (double)logs->steps);
-	cJSON_AddNumberToObject(o, "loss", logs->loss);
-	if (logs->has_accuracy)
-		cJSON_AddNumberToObject(o, "accuracy", logs->accuracy);
-	if (logs->has_val) {
-		cJSON_AddNumberToObject(o, "val_loss", logs->val_loss);
-		if (logs->has_accuracy)
-			cJSON_AddNumberToObject(o, "val_accuracy", logs->val_accuracy);
-	}
-	cJSON_AddNumberToObject(o, "seconds", logs->seconds);
-	cJSON_AddNumberToObject(o, "samples_per_sec", logs->samples_per_sec);
-	if (logs->skipped)
-		cJSON_AddNumberToObject(o, "skipped", (double)logs->skipped);
-	/* The float's shortest decimal form: 0.001, not 0.0010000000474974513. */
-	snprintf(lr, sizeof(lr), "%.7g", (float)logs->learning_rate);
-	cJSON_AddNumberToObject(o, "learning_rate", strtod(lr, NULL));
-	text = cJSON_PrintUnformatted(o);
-	fprintf(j->out, "%s\n", text);
-	fflush(j->out);
-	free(text);
-	cJSON_Delete(o);
-	return 0;
-}
-
-void dt_json_log_init(struct dt_json_log *j, FILE *out, int epochs)
-{
-	memset(j, 0, sizeof(*j));
-	j->out = out;
-	j->epochs = epochs;
-	j->cb.priv = j;
-	j->cb.on_epoch_end = json_epoch_end;
-}
-
-int dt_mkdir_p(const char *path)
-{
-	char *p = dt_strdup(path);
-	for (char *s = p + 1;; s++) {
-		if (*s == '/' || *s == '\0') {
-			char c = *s;
-			*s = '\0';
-			if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-				int e = errno;
-				free(p);
-				return dt_error("cannot create directory '%s': %s", path, strerror(e));
-			}
-			*s = c;
-			if (!c)
-				break;
-		}
-	}
-	free(p);
-	return 0;
-}
-
-/* ---- checkpoints ---- */
-
-static double metric_of(const struct dt_logs *logs, const char *name, int *ok)
-{
-	*ok = 1;
-	if (!strcmp(name, "loss"))
-		return logs->loss;
-	if (!strcmp(name, "accuracy") && logs->has_accuracy)
-		return logs->accuracy;
-	if (!strcmp(name, "val_loss") && logs->has_val)
-		return logs->val_loss;
-	if (!strcmp(name, "val_accuracy") && logs->has_val && logs->has_accuracy)
-		return logs->val_accuracy;
-	*ok = 0;
-	return 0;
-}
+#include "core/config/run_config.h"
+#include "core/error.h"
 
 /* Replaces dir/name by a symlink to target, atomically. */
 static int replace_symlink(const char *dir, const char *name, const char *target)
@@ -280,7 +76,7 @@ static char *callback_states(const struct dt_trainer *t)
 		struct dt_callback *cb = t->callbacks[i];
 		char *state;
 		cJSON *j;
-		if (!cb->state_save || !cb->name || !(state = cb->state_save(cb)))
+		if (!cb->state_save || !cb->name || !(state = cb->state_save(cb, t)))
 			continue;
 		j = cJSON_Parse(state);
 		if (!o)
@@ -315,7 +111,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	char *states = NULL, *files_json, **files;
 	const char *monitor = NULL;
 	double monitored = 0;
-	int nmeta = 0, improved = 0, nfiles = 0, rc = -1, ok = 0;
+	int nmeta = 0, improved = 0, nfiles = 0, rc = -1;
 
 	DT_ASSERT(c->nextra_meta <= DT_MAX_EXTRA_META);
 	v.epoch = pos->epoch_end ? pos->epoch : pos->epoch + 1;
@@ -329,8 +125,8 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	}
 	if (pos->epoch_end && logs) {
 		monitor = c->monitor ? c->monitor : logs->has_val ? "val_loss" : "loss";
-		monitored = metric_of(logs, monitor, &ok);
-		if (!ok || monitored != monitored)
+		monitored = dt_logs_get(logs, monitor);
+		if (isnan(monitored))
 			monitor = NULL;
 		else
 			improved = !c->has_best || (c->mode > 0 ? monitored > c->best : monitored < c->best);
@@ -358,7 +154,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	snprintf(gstep, sizeof(gstep), "%lld", (long long)pos->global_step);
 	/* %.17g: the doubles come back bit for bit, so a resumed epoch reports the same metrics. */
 	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->all_sums[0], pos->all_sums[1], pos->all_sums[2]);
-	snprintf(lr, sizeof(lr), "%.9g", t->opts[0].learning_rate);
+	snprintf(lr, sizeof(lr), "%.9g", dt_trainer_learning_rate(t));
 	meta[nmeta++] = (struct dt_ckpt_meta){ "format", "dtrain" };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "dtrain_version", DT_VERSION };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "config", c->config_json };
@@ -388,7 +184,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 
 	if (dt_snapshot_save(path, &t->models[0], c->weights_only ? NULL : &t->opts[0], meta, nmeta) < 0)
 		goto out;
-	if (c->write_latest && replace_symlink(c->dir, "latest.safetensors", name) < 0)
+	if (c->saver.resumable && replace_symlink(c->dir, "latest.safetensors", name) < 0)
 		goto out;
 	if (improved && c->save_best && replace_link(c->dir, "best.safetensors", name) < 0)
 		goto out;
@@ -474,8 +270,7 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 		if (dt_snapshot_load(f, &t->models[r], &t->opts[r]) < 0)
 			return -1;
 	if ((v = dt_checkpoint_meta(f, "optimizer.learning_rate")))
-		for (int r = 0; r < t->strategy->nreplicas; r++)
-			t->opts[r].learning_rate = strtof(v, NULL);
+		dt_trainer_set_learning_rate(t, strtod(v, NULL));
 	t->initial_epoch = (int)strtol(dt_checkpoint_meta(f, "epoch"), NULL, 10);
 	t->initial_step = strtoll(dt_checkpoint_meta(f, "step"), NULL, 10);
 	t->initial_global_step = strtoll(dt_checkpoint_meta(f, "global_step"), NULL, 10);
@@ -509,7 +304,7 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 			if (!cb->state_load || !cb->name || !(s = cJSON_GetObjectItemCaseSensitive(o, cb->name)))
 				continue;
 			text = cJSON_IsString(s) ? dt_strdup(s->valuestring) : cJSON_PrintUnformatted(s);
-			rc = cb->state_load(cb, text);
+			rc = cb->state_load(cb, t, text);
 			free(text);
 		}
 		cJSON_Delete(o);
@@ -520,7 +315,7 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 }
 
 /* The state of a model_checkpoint writer, kept in the checkpoint section's files. */
-static char *checkpointer_state_save(struct dt_callback *cb)
+static char *checkpointer_state_save(struct dt_callback *cb, const struct dt_trainer *t)
 {
 	struct dt_checkpointer *c = cb->priv;
 	cJSON *o = cJSON_CreateObject();
@@ -534,7 +329,7 @@ static char *checkpointer_state_save(struct dt_callback *cb)
 	return text;
 }
 
-static int checkpointer_state_load(struct dt_callback *cb, const char *json)
+static int checkpointer_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
 {
 	struct dt_checkpointer *c = cb->priv;
 	cJSON *o = cJSON_Parse(json), *best, *e;
@@ -555,9 +350,18 @@ static int checkpointer_state_load(struct dt_callback *cb, const char *json)
 	return 0;
 }
 
+static int saver_save(struct dt_saver *s, const struct dt_trainer *t, const struct dt_fit_pos *pos)
+{
+	struct dt_checkpointer *c = (struct dt_checkpointer *)((char *)s - offsetof(struct dt_checkpointer, saver));
+	return dt_checkpointer_save(c, t, pos);
+}
+
 int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json)
 {
 	memset(c, 0, sizeof(*c));
+	c->saver.save = saver_save;
+	c->saver.at_epoch_end = 1;
+	c->saver.resumable = 1;
 	c->dir = dir;
 	c->config_json = config_json;
 	c->cb.name = "checkpoint";
@@ -567,14 +371,12 @@ int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char 
 	c->filename = "ckpt-{epoch:03d}-{batch:05d}";
 	c->mode = -1;
 	c->save_best = 1;
-	c->write_latest = 1;
-	c->at_epoch_end = 1;
 	return dt_mkdir_p(dir);
 }
 
 void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg)
 {
-	c->every = cfg->checkpoint_every;
+	c->saver.every = cfg->checkpoint_every;
 	c->keep = cfg->checkpoint_keep;
 	c->filename = cfg->checkpoint_filename;
 	c->monitor = cfg->checkpoint_monitor;
