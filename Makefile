@@ -181,6 +181,13 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory all test-bins
 	$(Q)DTRAIN=$(BIN) BUILD=$(BUILD) tests/run.sh
 
+# make test: check without deps (builds, then runs every suite). T=NAME runs the
+# suites whose file name contains NAME (test_pipeline, fit.bats), F=WORD the
+# cases whose name contains WORD: make test T=resume.bats F=SIGTERM
+test:
+	$(Q)$(MAKE) --no-print-directory all test-bins
+	$(Q)DTRAIN=$(BIN) BUILD=$(BUILD) tests/run.sh '$(T)' '$(F)'
+
 .PHONY: bench test-bins
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"

@@ -1,6 +1,7 @@
 /*
- * Shared by the cmocka unit tests: the cmocka includes and small helpers for
- * temporary files. Each test_*.c is its own program linked with libdtrain.a.
+ * Shared by the cmocka unit tests: the cmocka includes, the case filter and
+ * small helpers for temporary files. Each test_*.c is its own program linked
+ * with libdtrain.a.
  */
 #ifndef DT_TEST_HELPERS_H
 #define DT_TEST_HELPERS_H
@@ -20,6 +21,23 @@
 #include "core/error.h"
 #include "core/pipeline/source.h"
 #include "data/sources.h"
+
+/*
+ * DT_TEST_FILTER=WORD runs only the cases whose name contains WORD (a cmocka
+ * pattern, so '*' and '?' work inside it); tests/run.sh sets it for
+ * `make test F=WORD`. The constructor runs before main, so every test program
+ * has the filter without a line in its main.
+ */
+__attribute__((constructor)) static void dt_test_filter_from_env(void)
+{
+	static char pattern[1024];
+	const char *word = getenv("DT_TEST_FILTER");
+
+	if (!word || !*word)
+		return;
+	snprintf(pattern, sizeof(pattern), "*%s*", word);
+	cmocka_set_test_filter(pattern);
+}
 
 /* Writes n bytes to a fresh file under $TMPDIR and returns its path (static buffer per call site is not safe: caller frees). */
 static inline char *dt_test_write_file(const char *suffix, const void *data, size_t n)
