@@ -2,8 +2,7 @@
  * Backend ops: every numeric operation a layer, loss or optimizer needs.
  *
  * Layers, losses and optimizers call these and nothing else: no BLAS, oneDNN,
- * cuBLAS or CUDA launch outside the backend files (ops_cpu.c now, ops_cuda.cu
- * later). Each op takes tensors, which know their device, and dispatches on
+ * cuBLAS or CUDA launch outside the backend rooms (core/cpu/, core/cuda/). Each op takes tensors, which know their device, and dispatches on
  * it; all tensors of one call are on the same device. Ops never allocate.
  *
  * Shapes: "2-d view" means rows = dim[0], cols = product of the other dims.

@@ -1,7 +1,7 @@
 /*
  * The distribution-strategy interface (tf.distribute's idea). A strategy
  * decides the replicas (one model copy per device) and how their gradients
- * meet: one_device (one replica), later mirrored (several local devices),
+ * meet: one_device (one replica), mirrored (several local devices),
  * multi_worker_mirrored (MPI processes) and parameter_server. Strategies live
  * in strategies/, with their table and the auto-selection; the training loop
  * drives them only through these functions.

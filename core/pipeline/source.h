@@ -1,7 +1,7 @@
 /*
  * The data-source interface. A source is a random-access collection of
- * (sample, label) records: Fashion-MNIST's IDX files, a synthetic set, later
- * CSV, PNG folders and others. Sources live in data/, one file per format,
+ * (sample, label) records: IDX, CSV and NPY files, PNG folders, CIFAR
+ * batches, a synthetic set. Sources live in data/, one file per format,
  * with their table in data/sources.c; core/ knows none of them by name.
  *
  * A source reads records on the host into float buffers; the pipeline
