@@ -9,7 +9,8 @@
 #ifndef DT_BACKEND_H
 #define DT_BACKEND_H
 
-#include "core/ops.h"
+#include "core/op_types.h"
+#include "core/tensor.h"
 
 struct dt_backend {
 	const char *name;

@@ -13,44 +13,16 @@
 
 #include <stdint.h>
 
+#include "core/op_types.h"
 #include "core/tensor.h"
 
-/* Keras' activations with Keras' constants. */
-enum dt_activation {
-	DT_ACT_LINEAR,
-	DT_ACT_RELU,
-	DT_ACT_SIGMOID,
-	DT_ACT_TANH,
-	DT_ACT_SOFTMAX,    /* over the last dimension */
-	DT_ACT_LEAKY_RELU, /* x > 0 ? x : 0.2 x (Keras' negative_slope) */
-	DT_ACT_ELU,        /* x > 0 ? x : exp(x) - 1 */
-	DT_ACT_GELU,       /* x * Phi(x), the exact form (Keras' approximate=False) */
-	DT_ACT_SWISH,      /* x * sigmoid(x) */
-	DT_ACT_SOFTPLUS,   /* log(1 + exp(x)) */
-	DT_ACT_COUNT
-};
 /* Names as in Keras: "linear", "relu", ...; NULL-terminated, indexed by enum. */
 extern const char *const dt_activation_names[];
 /* 1 when act's derivative needs its input x, not only its output y (gelu, swish). */
 int dt_act_needs_input(enum dt_activation act);
 
-enum dt_loss {
-	DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
-	DT_LOSS_CATEGORICAL_CROSSENTROPY,
-	DT_LOSS_BINARY_CROSSENTROPY,
-	DT_LOSS_MEAN_SQUARED_ERROR,
-	DT_LOSS_COUNT
-};
 extern const char *const dt_loss_names[];
 
-/* How the prediction handed to dt_op_loss relates to the loss. */
-enum dt_loss_input {
-	DT_LOSS_PROBS,  /* probabilities (from_logits: false); gradient w.r.t. them */
-	DT_LOSS_LOGITS, /* logits (from_logits: true); gradient w.r.t. them */
-	DT_LOSS_FUSED,  /* probabilities from the model's own softmax/sigmoid; the gradient
-			   is returned w.r.t. the logits before it (p - y), so the layer
-			   skips its activation's backward: stable and cheaper */
-};
 
 /* Element-wise: c = a*b (c may alias a or b). */
 void dt_op_mul(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c);
@@ -114,35 +86,12 @@ double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const st
 			   const struct dt_tensor *target, const struct dt_tensor *class_weight,
 			   struct dt_tensor *dpred, float grad_scale);
 
-enum dt_accuracy {
-	DT_ACC_SPARSE,      /* argmax(pred) == target class */
-	DT_ACC_CATEGORICAL, /* argmax(pred) == argmax(target) */
-	DT_ACC_BINARY,      /* (pred > threshold) == (target > 0.5), per element */
-};
 /* Number of correct predictions (elements for binary). */
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
 			    const struct dt_tensor *target, float threshold);
 
-enum dt_opt_kind {
-	DT_OPT_SGD,
-	DT_OPT_ADAM,
-	DT_OPT_ADAMW,
-	DT_OPT_RMSPROP,
-	DT_OPT_COUNT
-};
 extern const char *const dt_optimizer_names[];
 
-/* One update's hyper-parameters, resolved by the optimizer for step t. */
-struct dt_opt_step {
-	enum dt_opt_kind kind;
-	float lr;
-	float momentum, rho;   /* sgd, rmsprop */
-	int nesterov;          /* sgd */
-	float beta_1, beta_2, epsilon;
-	int64_t t;             /* 1-based step number (adam bias correction) */
-	float weight_decay;    /* decoupled: w -= lr*wd*w before the update, as Keras 3 */
-	float grad_scale;      /* gradients are multiplied by this first (clipnorm) */
-};
 /*
  * Fused update of w (n) from g (n) with slots s1, s2 (n each, NULL when the
  * optimizer has fewer): momentum/m for s1, v/velocity for s2.
@@ -167,14 +116,6 @@ double dt_op_regularize(const struct dt_tensor *w, struct dt_tensor *g, float l1
 struct dt_plan;
 void dt_plan_free(struct dt_plan *p);
 
-struct dt_conv_geom {
-	int in_h, in_w, in_c;          /* one input sample */
-	int out_h, out_w, out_c;       /* one output sample */
-	int kh, kw;
-	int stride_h, stride_w;
-	int dil_h, dil_w;              /* 1: no dilation (Keras' dilation_rate) */
-	int pad_top, pad_left, pad_bottom, pad_right;
-};
 struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 /* y (N, out_h, out_w, out_c) = x (N, in_h, in_w, in_c) * w (kh, kw, in_c, out_c) + b (out_c) or no bias. */
 void dt_op_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
@@ -184,15 +125,6 @@ void dt_op_conv_backward(struct dt_plan *p, const struct dt_tensor *x, const str
 			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
 			 struct dt_tensor *dx);
 
-enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
-struct dt_pool_geom {
-	enum dt_pool kind;
-	int in_h, in_w, c;
-	int out_h, out_w;
-	int kh, kw;
-	int stride_h, stride_w;
-	int pad_top, pad_left, pad_bottom, pad_right; /* average pooling leaves padding out of the mean */
-};
 struct dt_plan *dt_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch);
 /* y (N, out_h, out_w, c) from x (N, in_h, in_w, c); training keeps what backward needs. */
 void dt_op_pool_forward(struct dt_plan *p, const struct dt_tensor *x, struct dt_tensor *y, int training);
@@ -223,10 +155,10 @@ int dt_ops_get_threads(void);
 const char *dt_ops_cpu_isa(void);
 /*
  * The CPU's measured fp32 peak in GFLOP/s: the best of a few single-precision
- * GEMMs of DT_PEAK_GEMM_SIZE cubed (the backend's own sgemm) with the current
- * thread count. Allocates and frees 48 MiB; takes 0.1-1 s.
+ * GEMMs of DT_PEAK_GEMM_SIZE cubed (core/op_types.h; the backend's own
+ * sgemm) with the current thread count. Allocates and frees 48 MiB; takes
+ * 0.1-1 s.
  */
-#define DT_PEAK_GEMM_SIZE 2048
 double dt_ops_peak_gflops(void);
 
 #endif

@@ -1,0 +1,95 @@
+/*
+ * The types of the backend ops: activations, losses, accuracies, optimizer
+ * steps and the geometry of convolution and pooling plans. Both sides of the
+ * backend interface use them: core/ops.h (what layers call) and
+ * core/backend.h (what each backend fills), so neither includes the other.
+ */
+#ifndef DT_OP_TYPES_H
+#define DT_OP_TYPES_H
+
+#include <stdint.h>
+
+/* Keras' activations with Keras' constants. */
+enum dt_activation {
+	DT_ACT_LINEAR,
+	DT_ACT_RELU,
+	DT_ACT_SIGMOID,
+	DT_ACT_TANH,
+	DT_ACT_SOFTMAX,    /* over the last dimension */
+	DT_ACT_LEAKY_RELU, /* x > 0 ? x : 0.2 x (Keras' negative_slope) */
+	DT_ACT_ELU,        /* x > 0 ? x : exp(x) - 1 */
+	DT_ACT_GELU,       /* x * Phi(x), the exact form (Keras' approximate=False) */
+	DT_ACT_SWISH,      /* x * sigmoid(x) */
+	DT_ACT_SOFTPLUS,   /* log(1 + exp(x)) */
+	DT_ACT_COUNT
+};
+
+enum dt_loss {
+	DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY,
+	DT_LOSS_CATEGORICAL_CROSSENTROPY,
+	DT_LOSS_BINARY_CROSSENTROPY,
+	DT_LOSS_MEAN_SQUARED_ERROR,
+	DT_LOSS_COUNT
+};
+
+/* How the prediction handed to dt_op_loss relates to the loss. */
+enum dt_loss_input {
+	DT_LOSS_PROBS,  /* probabilities (from_logits: false); gradient w.r.t. them */
+	DT_LOSS_LOGITS, /* logits (from_logits: true); gradient w.r.t. them */
+	DT_LOSS_FUSED,  /* probabilities from the model's own softmax/sigmoid; the gradient
+			   is returned w.r.t. the logits before it (p - y), so the layer
+			   skips its activation's backward: stable and cheaper */
+};
+
+enum dt_accuracy {
+	DT_ACC_SPARSE,      /* argmax(pred) == target class */
+	DT_ACC_CATEGORICAL, /* argmax(pred) == argmax(target) */
+	DT_ACC_BINARY,      /* (pred > threshold) == (target > 0.5), per element */
+};
+
+enum dt_opt_kind {
+	DT_OPT_SGD,
+	DT_OPT_ADAM,
+	DT_OPT_ADAMW,
+	DT_OPT_RMSPROP,
+	DT_OPT_COUNT
+};
+
+/* One update's hyper-parameters, resolved by the optimizer for step t. */
+struct dt_opt_step {
+	enum dt_opt_kind kind;
+	float lr;
+	float momentum, rho;   /* sgd, rmsprop */
+	int nesterov;          /* sgd */
+	float beta_1, beta_2, epsilon;
+	int64_t t;             /* 1-based step number (adam bias correction) */
+	float weight_decay;    /* decoupled: w -= lr*wd*w before the update, as Keras 3 */
+	float grad_scale;      /* gradients are multiplied by this first (clipnorm) */
+};
+
+struct dt_conv_geom {
+	int in_h, in_w, in_c;          /* one input sample */
+	int out_h, out_w, out_c;       /* one output sample */
+	int kh, kw;
+	int stride_h, stride_w;
+	int dil_h, dil_w;              /* 1: no dilation (Keras' dilation_rate) */
+	int pad_top, pad_left, pad_bottom, pad_right;
+};
+
+enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
+struct dt_pool_geom {
+	enum dt_pool kind;
+	int in_h, in_w, c;
+	int out_h, out_w;
+	int kh, kw;
+	int stride_h, stride_w;
+	int pad_top, pad_left, pad_bottom, pad_right; /* average pooling leaves padding out of the mean */
+};
+
+/* The size of the square GEMMs dt_ops_peak_gflops times. */
+#define DT_PEAK_GEMM_SIZE 2048
+
+/* Backend state of one convolution, pooling or batch-norm layer (core/ops.h). */
+struct dt_plan;
+
+#endif
