@@ -23,11 +23,17 @@
  * A decoder keeps its buffers between calls, so decoding a stream of images
  * of one size allocates nothing but libpng's own small structures. A decoder
  * is not thread-safe: use one per thread.
+ *
+ * The decoder is data/png_decode.c; the png_folder source and the PNG-paths
+ * reader that use it are data/png_folder.c.
  */
 #ifndef DT_DATA_PNG_H
 #define DT_DATA_PNG_H
 
 #include <stddef.h>
+
+/* The largest side, in pixels, of an image the decoder reads or resizes to. */
+#define DT_PNG_MAX_SIDE 65536
 
 struct dt_png_decoder;
 

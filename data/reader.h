@@ -5,7 +5,7 @@
  * bounded however long the input (a pipe of millions of CSV rows).
  *
  * One reader type per input format, next to its source in the format's file
- * (data/csv.c, data/npy.c, data/idx.c, data/png.c), listed in dt_reader_types
+ * (data/csv.c, data/npy.c, data/idx.c, data/png_folder.c), listed in dt_reader_types
  * of data/reader.c. A new format adds one `struct dt_reader_type` and one line
  * there. The PNG reader reads a list of paths, one per line, and names each
  * sample by its path (sample_name).

@@ -14,7 +14,7 @@ extern const struct dt_source_type dt_idx_source;       /* format: idx */
 extern const struct dt_source_type dt_synthetic_source; /* format: synthetic */
 extern const struct dt_source_type dt_csv_source;       /* format: csv */
 extern const struct dt_source_type dt_npy_source;       /* format: npy */
-extern const struct dt_source_type dt_png_folder_source; /* format: png_folder (data/png.c) */
+extern const struct dt_source_type dt_png_folder_source; /* format: png_folder (data/png_folder.c) */
 extern const struct dt_source_type dt_cifar10_source;   /* format: cifar10 (data/cifar.c) */
 extern const struct dt_source_type dt_cifar100_source;  /* format: cifar100 */
 

@@ -1,6 +1,7 @@
 /*
- * The CPU backend's plans: convolution and batch normalization on oneDNN
- * primitives, pooling by hand, over dtrain's channels-last tensors.
+ * The CPU backend's plans on oneDNN primitives: convolution and batch
+ * normalization, over dtrain's channels-last tensors (pooling, by hand, is
+ * in pool.c).
  *
  * Layouts, measured on Keras' MNIST CNN and VGG-style shapes at batch 128
  * (tests/bench/conv_formats.c, AVX2, 1 and 2 threads): the forward and the
@@ -188,21 +189,20 @@ struct slot {
 	uint64_t used; /* clock of the last use */
 };
 
-/* What every CPU plan has: the cache's clock and the scratchpad its primitives share. */
+/* What every plan of this file has: the cache's clock and the scratchpad its primitives share. */
 struct cpu_plan {
-	struct dt_plan head;
-	enum { PLAN_CONV, PLAN_POOL, PLAN_BATCHNORM } kind;
+	struct dt_cpu_plan_head head;
 	int max_batch;
 	uint64_t clock;
 	struct buf scratch;
 };
 
-static void plan_init(struct cpu_plan *p, int kind, int max_batch)
+static void plan_init(struct cpu_plan *p, enum dt_cpu_plan_kind kind, int max_batch)
 {
 	DT_ASSERT(max_batch > 0);
 	pthread_once(&engine_once, engine_init);
-	p->head.backend = &dt_cpu_backend;
-	p->kind = kind;
+	p->head.plan.backend = &dt_cpu_backend;
+	p->head.kind = kind;
 	p->max_batch = max_batch;
 }
 
@@ -405,7 +405,7 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	DT_ASSERT(g->pad_top >= 0 && g->pad_left >= 0 && g->pad_bottom >= 0 && g->pad_right >= 0);
 	DT_ASSERT(g->out_h > 0 && g->out_h == out_size(g->in_h, g->kh, g->stride_h, g->dil_h, g->pad_top, g->pad_bottom));
 	DT_ASSERT(g->out_w > 0 && g->out_w == out_size(g->in_w, g->kw, g->stride_w, g->dil_w, g->pad_left, g->pad_right));
-	plan_init(&p->base, PLAN_CONV, max_batch);
+	plan_init(&p->base, DT_CPU_PLAN_CONV, max_batch);
 	p->g = *g;
 	p->w_md = conv_weights_md(g, dnnl_hwio);
 	p->b_md = md_vec(g->out_c);
@@ -416,7 +416,7 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	buf_reserve(&p->zero_bias, md_bytes(&p->b_md));
 	buf_reserve(&p->db_unused, md_bytes(&p->b_md));
 	conv_entry(p, max_batch);
-	return &p->base.head;
+	return &p->base.head.plan;
 }
 
 static int conv_batch(const struct conv_plan *p, const struct dt_tensor *x, const struct dt_tensor *y)
@@ -439,7 +439,7 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	dnnl_memory_t wm;
 	dnnl_exec_arg_t args[5];
 
-	DT_ASSERT(p->base.kind == PLAN_CONV);
+	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
 	DT_ASSERT(dt_tensor_count(w) == (int64_t)g->kh * g->kw * g->in_c * g->out_c);
 	DT_ASSERT(!b || dt_tensor_count(b) == g->out_c);
 	if (n == 0)
@@ -468,7 +468,7 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	dnnl_memory_t dwm;
 	dnnl_exec_arg_t args[5];
 
-	DT_ASSERT(p->base.kind == PLAN_CONV);
+	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
 	DT_ASSERT(dt_tensor_count(w) == (int64_t)g->kh * g->kw * g->in_c * g->out_c);
 	DT_ASSERT(dt_tensor_count(dw) == dt_tensor_count(w));
 	DT_ASSERT(!db || dt_tensor_count(db) == g->out_c);
@@ -529,190 +529,6 @@ static void conv_plan_free(struct conv_plan *p)
 	buf_release(&p->zero_bias);
 	buf_release(&p->db_unused);
 }
-
-/*
- * ---- pooling ----
- *
- * By hand, not on oneDNN: on this AVX2 machine oneDNN 2.6's max pooling
- * with a workspace (training) takes 13-14 ms for Keras' MNIST CNN pool
- * (batch 128, 24x24x64, 2x2), its backward 10 ms; these loops take 3 and
- * 2.6 ms. The workspace holds, per output, which window position won.
- */
-
-#define POOL_PAR_MIN 32768
-
-struct pool_plan {
-	struct cpu_plan base;
-	struct dt_pool_geom g;
-	uint16_t *argmax; /* (max_batch, out_h, out_w, c) window positions, max pooling only */
-	int trained_n;    /* batch size of the last training forward, 0: none yet */
-};
-
-struct dt_plan *dt_cpu_plan_pool(struct dt_device dev, const struct dt_pool_geom *g, int max_batch)
-{
-	struct pool_plan *p = dt_calloc(1, sizeof(*p));
-	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
-	DT_ASSERT(g->kind == DT_POOL_MAX || g->kind == DT_POOL_AVG);
-	DT_ASSERT(g->c > 0 && g->kh > 0 && g->kw > 0 && g->stride_h > 0 && g->stride_w > 0);
-	DT_ASSERT((int64_t)g->kh * g->kw <= UINT16_MAX + 1);
-	/* A window of padding alone would have no max and no mean. */
-	DT_ASSERT(g->pad_top >= 0 && g->pad_top < g->kh && g->pad_bottom >= 0 && g->pad_bottom < g->kh);
-	DT_ASSERT(g->pad_left >= 0 && g->pad_left < g->kw && g->pad_right >= 0 && g->pad_right < g->kw);
-	DT_ASSERT(g->out_h > 0 && g->out_h == out_size(g->in_h, g->kh, g->stride_h, 1, g->pad_top, g->pad_bottom));
-	DT_ASSERT(g->out_w > 0 && g->out_w == out_size(g->in_w, g->kw, g->stride_w, 1, g->pad_left, g->pad_right));
-	plan_init(&p->base, PLAN_POOL, max_batch);
-	p->g = *g;
-	if (g->kind == DT_POOL_MAX)
-		p->argmax = dt_calloc((size_t)max_batch * g->out_h * g->out_w * g->c, sizeof(uint16_t));
-	return &p->base.head;
-}
-
-static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, const struct dt_tensor *y)
-{
-	const struct dt_pool_geom *g = &p->g;
-	int n = x->shape.dim[0];
-	DT_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
-	DT_ASSERT(n >= 0 && n <= p->base.max_batch);
-	DT_ASSERT(dt_tensor_count(x) == (int64_t)n * g->in_h * g->in_w * g->c);
-	DT_ASSERT(dt_tensor_count(y) == (int64_t)n * g->out_h * g->out_w * g->c);
-	return n;
-}
-
-/* The window positions inside the input: [*lo, *hi) of the kernel's, for output index o. */
-static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int *hi)
-{
-	int start = o * stride - pad;
-	*lo = start < 0 ? -start : 0;
-	*hi = start + k > in ? in - start : k;
-}
-
-void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct dt_tensor *yt, int training)
-{
-	struct pool_plan *p = (struct pool_plan *)pl;
-	const struct dt_pool_geom *g = &p->g;
-	const int n = pool_batch(p, xt, yt), c = g->c, max = g->kind == DT_POOL_MAX;
-	const float *x = xt->data;
-	float *y = yt->data;
-	uint16_t *argmax = max && training ? p->argmax : NULL;
-
-	DT_ASSERT(p->base.kind == PLAN_POOL);
-#pragma omp parallel for collapse(2) if ((int64_t)n * g->out_h * g->out_w * c > POOL_PAR_MIN)
-	for (int b = 0; b < n; b++)
-		for (int oh = 0; oh < g->out_h; oh++) {
-			int i0, i1;
-			pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
-			for (int ow = 0; ow < g->out_w; ow++) {
-				int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
-				int j0, j1, first = 1;
-				float *yo = y + o;
-				uint16_t *ao = argmax ? argmax + o : NULL;
-				pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-				for (int i = i0; i < i1; i++)
-					for (int j = j0; j < j1; j++) {
-						int ih = oh * g->stride_h - g->pad_top + i;
-						int iw = ow * g->stride_w - g->pad_left + j;
-						const float *xi = x + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
-						uint16_t k = (uint16_t)(i * g->kw + j);
-						if (first) {
-							for (int ch = 0; ch < c; ch++)
-								yo[ch] = xi[ch];
-							if (ao)
-								for (int ch = 0; ch < c; ch++)
-									ao[ch] = k;
-							first = 0;
-						} else if (!max) {
-#pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								yo[ch] += xi[ch];
-						} else if (ao) {
-#pragma omp simd
-							for (int ch = 0; ch < c; ch++) {
-								int gt = xi[ch] > yo[ch];
-								yo[ch] = gt ? xi[ch] : yo[ch];
-								ao[ch] = gt ? k : ao[ch];
-							}
-						} else {
-#pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								yo[ch] = xi[ch] > yo[ch] ? xi[ch] : yo[ch];
-						}
-					}
-				if (!max) {
-					float inv = 1.0f / (float)((i1 - i0) * (j1 - j0));
-#pragma omp simd
-					for (int ch = 0; ch < c; ch++)
-						yo[ch] *= inv;
-				}
-			}
-		}
-	if (training)
-		p->trained_n = n;
-}
-
-/* The outputs whose windows hold input index i: [*lo, *hi). */
-static void pool_covering(int i, int stride, int pad, int k, int out, int *lo, int *hi)
-{
-	int a = i + pad - k + 1; /* the first output's window starts at or before i: o*stride >= a */
-	*lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-	*hi = (i + pad) / stride + 1;
-	*hi = *hi < out ? *hi : out;
-}
-
-/*
- * Each input element gathers from the outputs whose windows hold it: every dx
- * element is written once, no thread writes another's.
- */
-void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struct dt_tensor *dxt)
-{
-	struct pool_plan *p = (struct pool_plan *)pl;
-	const struct dt_pool_geom *g = &p->g;
-	const int n = pool_batch(p, dxt, dyt), c = g->c, max = g->kind == DT_POOL_MAX;
-	const float *dy = dyt->data;
-	const uint16_t *argmax = p->argmax;
-	float *dx = dxt->data;
-
-	DT_ASSERT(p->base.kind == PLAN_POOL);
-	/* Max pooling reads the window positions its training forward of this batch left. */
-	DT_ASSERT(!max || n == 0 || p->trained_n == n);
-#pragma omp parallel for collapse(2) if ((int64_t)n * g->in_h * g->in_w * c > POOL_PAR_MIN)
-	for (int b = 0; b < n; b++)
-		for (int ih = 0; ih < g->in_h; ih++) {
-			int oh0, oh1;
-			pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
-			for (int iw = 0; iw < g->in_w; iw++) {
-				float *dxi = dx + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
-				int ow0, ow1;
-				pool_covering(iw, g->stride_w, g->pad_left, g->kw, g->out_w, &ow0, &ow1);
-				for (int ch = 0; ch < c; ch++)
-					dxi[ch] = 0;
-				for (int oh = oh0; oh < oh1; oh++)
-					for (int ow = ow0; ow < ow1; ow++) {
-						int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
-						int i = ih - (oh * g->stride_h - g->pad_top);
-						int j = iw - (ow * g->stride_w - g->pad_left);
-						const float *dyo = dy + o;
-						if (max) {
-							const uint16_t *ao = argmax + o;
-							uint16_t k = (uint16_t)(i * g->kw + j);
-#pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								dxi[ch] += ao[ch] == k ? dyo[ch] : 0.0f;
-						} else {
-							int i0, i1, j0, j1;
-							float inv;
-							pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
-							pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-							inv = 1.0f / (float)((i1 - i0) * (j1 - j0));
-#pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								dxi[ch] += dyo[ch] * inv;
-						}
-					}
-			}
-		}
-}
-
-static void pool_plan_free(struct pool_plan *p) { free(p->argmax); }
 
 /* ---- batch normalization ---- */
 
@@ -784,7 +600,7 @@ struct dt_plan *dt_cpu_plan_batchnorm(struct dt_device dev, int channels, int64_
 
 	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
 	DT_ASSERT(channels > 0 && spatial > 0 && epsilon > 0);
-	plan_init(&p->base, PLAN_BATCHNORM, max_batch);
+	plan_init(&p->base, DT_CPU_PLAN_BATCHNORM, max_batch);
 	p->c = channels;
 	p->spatial = spatial;
 	p->epsilon = epsilon;
@@ -804,7 +620,7 @@ struct dt_plan *dt_cpu_plan_batchnorm(struct dt_device dev, int channels, int64_
 	for (int i = 0; i < channels; i++)
 		ones[i] = 1;
 	bn_entry(p, max_batch);
-	return &p->base.head;
+	return &p->base.head.plan;
 }
 
 static int bn_batch(const struct bn_plan *p, const struct dt_tensor *x)
@@ -824,7 +640,7 @@ void dt_cpu_batchnorm_forward(struct dt_plan *pl, int training, float momentum, 
 	dnnl_exec_arg_t args[8];
 	const struct prim *pr;
 
-	DT_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_BATCHNORM);
 	DT_ASSERT(dt_tensor_count(moving_mean) == p->c && dt_tensor_count(moving_var) == p->c);
 	DT_ASSERT(!gamma || dt_tensor_count(gamma) == p->c);
 	DT_ASSERT(!beta || dt_tensor_count(beta) == p->c);
@@ -868,7 +684,7 @@ void dt_cpu_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, co
 	struct bn_entry *e;
 	dnnl_exec_arg_t args[10];
 
-	DT_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_BATCHNORM);
 	DT_ASSERT(dt_tensor_count(dy) == dt_tensor_count(x));
 	DT_ASSERT(!gamma || dt_tensor_count(gamma) == p->c);
 	DT_ASSERT(!dgamma || dt_tensor_count(dgamma) == p->c);
@@ -929,14 +745,14 @@ void dt_cpu_plan_free(struct dt_plan *pl)
 	struct cpu_plan *p = (struct cpu_plan *)pl;
 	if (!p)
 		return;
-	switch (p->kind) {
-	case PLAN_CONV:
+	switch (p->head.kind) {
+	case DT_CPU_PLAN_CONV:
 		conv_plan_free((struct conv_plan *)p);
 		break;
-	case PLAN_POOL:
-		pool_plan_free((struct pool_plan *)p);
-		break;
-	case PLAN_BATCHNORM:
+	case DT_CPU_PLAN_POOL: /* pool.c's own plan, not a struct cpu_plan */
+		dt_cpu_pool_plan_free(pl);
+		return;
+	case DT_CPU_PLAN_BATCHNORM:
 		bn_plan_free((struct bn_plan *)p);
 		break;
 	}

@@ -42,4 +42,18 @@ void dt_cpu_plan_free(struct dt_plan *p);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 
+
+/*
+ * The head of every CPU plan, so that dt_cpu_plan_free (dnnl.c) frees each
+ * kind: pooling plans are pool.c's own loops, the others oneDNN primitives
+ * (dnnl.c).
+ */
+enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM };
+struct dt_cpu_plan_head {
+	struct dt_plan plan;
+	enum dt_cpu_plan_kind kind;
+};
+/* Frees a pooling plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_POOL). */
+void dt_cpu_pool_plan_free(struct dt_plan *p);
+
 #endif
