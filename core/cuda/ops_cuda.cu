@@ -61,30 +61,30 @@ static void gpu_init(struct dt_gpu *g, int index)
 {
 	cudaDeviceProp prop;
 	g->index = index;
-	CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+	DT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
 	g->cc_major = prop.major;
 	g->cc_minor = prop.minor;
-	CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-	CUBLAS_CHECK(cublasCreate(&g->blas));
-	CUBLAS_CHECK(cublasSetStream(g->blas, g->stream));
-	CUBLAS_CHECK(cublasSetMathMode(g->blas, blas_math()));
-	CUDNN_CHECK(cudnnCreate(&g->dnn));
-	CUDNN_CHECK(cudnnSetStream(g->dnn, g->stream));
-	CUDA_CHECK(cudaMalloc((void **)&g->scratch, (size_t)DT_CUDA_SCRATCH * sizeof(float)));
-	CUDA_CHECK(cudaMalloc((void **)&g->acc, 4 * sizeof(double)));
-	CUDA_CHECK(cudaMalloc((void **)&g->count, sizeof(unsigned long long)));
-	CUDA_CHECK(cudaMallocHost((void **)&g->host_acc, 4 * sizeof(double)));
-	CUDA_CHECK(cudaMallocHost((void **)&g->host_count, sizeof(unsigned long long)));
+	DT_CUDA_CHECK(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+	DT_CUBLAS_CHECK(cublasCreate(&g->blas));
+	DT_CUBLAS_CHECK(cublasSetStream(g->blas, g->stream));
+	DT_CUBLAS_CHECK(cublasSetMathMode(g->blas, blas_math()));
+	DT_CUDNN_CHECK(cudnnCreate(&g->dnn));
+	DT_CUDNN_CHECK(cudnnSetStream(g->dnn, g->stream));
+	DT_CUDA_CHECK(cudaMalloc((void **)&g->scratch, (size_t)DT_CUDA_SCRATCH * sizeof(float)));
+	DT_CUDA_CHECK(cudaMalloc((void **)&g->acc, 4 * sizeof(double)));
+	DT_CUDA_CHECK(cudaMalloc((void **)&g->count, sizeof(unsigned long long)));
+	DT_CUDA_CHECK(cudaMallocHost((void **)&g->host_acc, 4 * sizeof(double)));
+	DT_CUDA_CHECK(cudaMallocHost((void **)&g->host_count, sizeof(unsigned long long)));
 	__atomic_store_n(&g->ready, 1, __ATOMIC_RELEASE);
 }
 
 struct dt_gpu *dt_gpu_use(struct dt_device dev)
 {
 	struct dt_gpu *g;
-	CUDA_ASSERT(dev.kind == DT_DEVICE_CUDA && dev.index >= 0 && dev.index < DT_CUDA_MAX_GPUS);
+	DT_CUDA_ASSERT(dev.kind == DT_DEVICE_CUDA && dev.index >= 0 && dev.index < DT_CUDA_MAX_GPUS);
 	g = &gpus[dev.index];
 	if (current != dev.index) {
-		CUDA_CHECK(cudaSetDevice(dev.index));
+		DT_CUDA_CHECK(cudaSetDevice(dev.index));
 		current = dev.index;
 	}
 	if (!__atomic_load_n(&g->ready, __ATOMIC_ACQUIRE)) {
@@ -149,9 +149,9 @@ static int set_precision(enum dt_precision p, char *err, size_t errsize)
 	precision = p;
 	for (int i = 0; i < DT_CUDA_MAX_GPUS; i++)
 		if (gpus[i].ready) {
-			CUDA_CHECK(cudaSetDevice(i));
+			DT_CUDA_CHECK(cudaSetDevice(i));
 			current = i;
-			CUBLAS_CHECK(cublasSetMathMode(gpus[i].blas, blas_math()));
+			DT_CUBLAS_CHECK(cublasSetMathMode(gpus[i].blas, blas_math()));
 		}
 	pthread_mutex_unlock(&lock);
 	return 0;
@@ -160,7 +160,7 @@ static int set_precision(enum dt_precision p, char *err, size_t errsize)
 static void synchronize(int index)
 {
 	struct dt_gpu *g = dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, index });
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	DT_CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
 /* ---- the caching allocator ---- */
@@ -186,7 +186,7 @@ static void release_cached(int dev)
 	int k = 0;
 	for (int i = 0; i < nblocks; i++) {
 		if (blocks[i].dev == dev && !blocks[i].used)
-			CUDA_CHECK(cudaFree(blocks[i].p));
+			DT_CUDA_CHECK(cudaFree(blocks[i].p));
 		else
 			blocks[k++] = blocks[i];
 	}
@@ -214,20 +214,20 @@ float *dt_cuda_alloc(int index, int64_t n)
 	} else {
 		if (cudaMalloc((void **)&p, bytes) != cudaSuccess) {
 			(void)cudaGetLastError();
-			CUDA_CHECK(cudaStreamSynchronize(g->stream));
+			DT_CUDA_CHECK(cudaStreamSynchronize(g->stream));
 			release_cached(index);
 			if (cudaMalloc((void **)&p, bytes) != cudaSuccess)
-				CUDA_BUG("out of GPU memory on gpu:%d allocating %zu bytes", index, bytes);
+				DT_CUDA_BUG("out of GPU memory on gpu:%d allocating %zu bytes", index, bytes);
 		}
 		if (nblocks == cap_blocks) {
 			cap_blocks = cap_blocks ? 2 * cap_blocks : 256;
 			blocks = (struct block *)realloc(blocks, (size_t)cap_blocks * sizeof(*blocks));
-			CUDA_ASSERT(blocks);
+			DT_CUDA_ASSERT(blocks);
 		}
 		blocks[nblocks++] = (struct block){ p, bytes, index, 1 };
 	}
 	pthread_mutex_unlock(&lock);
-	CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g->stream));
+	DT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g->stream));
 	return (float *)p;
 }
 
@@ -238,13 +238,13 @@ void dt_cuda_free(int index, float *p)
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nblocks; i++)
 		if (blocks[i].p == (char *)p) {
-			CUDA_ASSERT(blocks[i].used && blocks[i].dev == index);
+			DT_CUDA_ASSERT(blocks[i].used && blocks[i].dev == index);
 			blocks[i].used = 0;
 			pthread_mutex_unlock(&lock);
 			return;
 		}
 	pthread_mutex_unlock(&lock);
-	CUDA_BUG("freeing %p, which the CUDA allocator did not hand out", (void *)p);
+	DT_CUDA_BUG("freeing %p, which the CUDA allocator did not hand out", (void *)p);
 }
 
 static void *host_alloc(size_t bytes)
@@ -257,7 +257,7 @@ static void *host_alloc(size_t bytes)
 	return p;
 }
 
-static void host_free(void *p) { CUDA_CHECK(cudaFreeHost(p)); }
+static void host_free(void *p) { DT_CUDA_CHECK(cudaFreeHost(p)); }
 
 /* ---- reductions ---- */
 
@@ -281,17 +281,17 @@ template <typename T> __device__ T block_sum(T v)
 /* Queues zeroing of the result slots. */
 static void acc_clear(struct dt_gpu *g)
 {
-	CUDA_CHECK(cudaMemsetAsync(g->acc, 0, 4 * sizeof(double), g->stream));
-	CUDA_CHECK(cudaMemsetAsync(g->count, 0, sizeof(unsigned long long), g->stream));
+	DT_CUDA_CHECK(cudaMemsetAsync(g->acc, 0, 4 * sizeof(double), g->stream));
+	DT_CUDA_CHECK(cudaMemsetAsync(g->count, 0, sizeof(unsigned long long), g->stream));
 }
 
 /* Brings the result slots back: the one synchronisation of an op that returns a value. */
 static void acc_read(struct dt_gpu *g)
 {
-	CUDA_CHECK(cudaMemcpyAsync(g->host_acc, g->acc, 4 * sizeof(double), cudaMemcpyDeviceToHost, g->stream));
-	CUDA_CHECK(cudaMemcpyAsync(g->host_count, g->count, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+	DT_CUDA_CHECK(cudaMemcpyAsync(g->host_acc, g->acc, 4 * sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+	DT_CUDA_CHECK(cudaMemcpyAsync(g->host_count, g->count, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
 				   g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	DT_CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
 #define COL_TX 32
@@ -343,7 +343,7 @@ void dt_cuda_col_reduce(struct dt_gpu *g, enum dt_col_op op, const float *x, con
 	dim3 grid, block(COL_TX, COL_TY);
 	if (c == 0)
 		return;
-	CUDA_ASSERT(c <= DT_CUDA_SCRATCH);
+	DT_CUDA_ASSERT(c <= DT_CUDA_SCRATCH);
 	if (chunks > COL_MAX_CHUNKS)
 		chunks = COL_MAX_CHUNKS;
 	if (chunks > DT_CUDA_SCRATCH / c)
@@ -365,9 +365,9 @@ void dt_cuda_col_reduce(struct dt_gpu *g, enum dt_col_op op, const float *x, con
 		col_partial<COL_DOT_NORM><<<grid, block, 0, g->stream>>>(x, y, mean, aux, rows, c, per, g->scratch);
 		break;
 	}
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	col_final<<<blocks_for(c), DT_CUDA_THREADS, 0, g->stream>>>(g->scratch, chunks, c, beta, scale, out);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 /* ---- elementwise ---- */
@@ -399,7 +399,7 @@ static void cuda_mul(const struct dt_tensor *a, const struct dt_tensor *b, struc
 	if (n == 0)
 		return;
 	k_mul LAUNCH(g, n)(a->data, b->data, c->data, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void cuda_axpy(float alpha, const struct dt_tensor *x, struct dt_tensor *y)
@@ -409,7 +409,7 @@ static void cuda_axpy(float alpha, const struct dt_tensor *x, struct dt_tensor *
 	if (n == 0)
 		return;
 	k_axpy LAUNCH(g, n)(alpha, x->data, y->data, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void cuda_scale(struct dt_tensor *x, float alpha)
@@ -419,7 +419,7 @@ static void cuda_scale(struct dt_tensor *x, float alpha)
 	if (n == 0)
 		return;
 	k_scale LAUNCH(g, n)(x->data, alpha, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void cuda_fill(struct dt_tensor *x, float value)
@@ -429,14 +429,14 @@ static void cuda_fill(struct dt_tensor *x, float value)
 	if (n == 0)
 		return;
 	k_fill LAUNCH(g, n)(x->data, value, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void cuda_copy(const struct dt_tensor *src, struct dt_tensor *dst)
 {
 	struct dt_gpu *g = gpu_of(dst);
 	if (src->data != dst->data && t_count(dst) > 0)
-		CUDA_CHECK(cudaMemcpyAsync(dst->data, src->data, (size_t)t_count(dst) * sizeof(float),
+		DT_CUDA_CHECK(cudaMemcpyAsync(dst->data, src->data, (size_t)t_count(dst) * sizeof(float),
 					   cudaMemcpyDeviceToDevice, g->stream));
 }
 
@@ -450,7 +450,7 @@ static void cuda_from_host(struct dt_tensor *dst, const float *src)
 {
 	struct dt_gpu *g = gpu_of(dst);
 	if (t_count(dst) > 0)
-		CUDA_CHECK(cudaMemcpyAsync(dst->data, src, (size_t)t_count(dst) * sizeof(float), cudaMemcpyHostToDevice,
+		DT_CUDA_CHECK(cudaMemcpyAsync(dst->data, src, (size_t)t_count(dst) * sizeof(float), cudaMemcpyHostToDevice,
 					   g->stream));
 }
 
@@ -458,9 +458,9 @@ static void cuda_to_host(const struct dt_tensor *src, float *dst)
 {
 	struct dt_gpu *g = gpu_of(src);
 	if (t_count(src) > 0)
-		CUDA_CHECK(cudaMemcpyAsync(dst, src->data, (size_t)t_count(src) * sizeof(float), cudaMemcpyDeviceToHost,
+		DT_CUDA_CHECK(cudaMemcpyAsync(dst, src->data, (size_t)t_count(src) * sizeof(float), cudaMemcpyDeviceToHost,
 					   g->stream));
-	CUDA_CHECK(cudaStreamSynchronize(g->stream));
+	DT_CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
 
 __global__ void k_sum_squares(const float *x, int64_t n, double *out)
@@ -480,7 +480,7 @@ static double cuda_sum_squares(const struct dt_tensor *x)
 		return 0;
 	acc_clear(g);
 	k_sum_squares LAUNCH(g, n)(x->data, n, g->acc);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
 	return g->host_acc[0];
 }
@@ -502,17 +502,17 @@ static void cuda_gemm(int trans_a, int trans_b, float alpha, const struct dt_ten
 	cublasOperation_t oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
 	if (m == 0 || n == 0)
 		return;
-	CUDA_ASSERT(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX);
+	DT_CUDA_ASSERT(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX);
 	if (lda < 1)
 		lda = 1;
 	if (ldb < 1)
 		ldb = 1;
 	if (precision == DT_PRECISION_BF16)
-		CUBLAS_CHECK(cublasGemmEx(g->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b->data, CUDA_R_32F, ldb, a->data,
+		DT_CUBLAS_CHECK(cublasGemmEx(g->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b->data, CUDA_R_32F, ldb, a->data,
 					  CUDA_R_32F, lda, &beta, c->data, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF,
 					  CUBLAS_GEMM_DEFAULT));
 	else
-		CUBLAS_CHECK(cublasSgemm(g->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b->data, ldb, a->data, lda, &beta,
+		DT_CUBLAS_CHECK(cublasSgemm(g->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b->data, ldb, a->data, lda, &beta,
 					 c->data, ldc));
 }
 
@@ -528,7 +528,7 @@ static void cuda_bias_add(struct dt_tensor *y, const struct dt_tensor *b)
 	if (n == 0)
 		return;
 	k_bias_add LAUNCH(g, n)(y->data, b->data, n, c);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void cuda_bias_grad(const struct dt_tensor *dy, float beta, struct dt_tensor *db)
@@ -649,10 +649,10 @@ static void cuda_act_forward(enum dt_activation act, const struct dt_tensor *x, 
 		int64_t rows = t_rows(x), c = t_cols(x);
 		k_softmax<<<warp_blocks(rows), DT_CUDA_THREADS, 0, g->stream>>>(x->data, y->data, rows, c);
 	} else {
-		CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
+		DT_CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
 		k_act_forward LAUNCH(g, n)((int)act, x->data, y->data, n);
 	}
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
@@ -669,10 +669,10 @@ static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x,
 		k_softmax_backward<<<warp_blocks(rows), DT_CUDA_THREADS, 0, g->stream>>>(y->data, dy->data, dx->data,
 											  rows, c);
 	} else {
-		CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
+		DT_CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
 		k_act_backward LAUNCH(g, n)((int)act, x ? x->data : NULL, y->data, dy->data, dx->data, n);
 	}
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 /* The mask of ops_cpu.c from the same dt_hash_uniform (core/rng.h): identical on both devices. */
@@ -691,11 +691,11 @@ static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct 
 {
 	struct dt_gpu *g = gpu_of(y);
 	int64_t n = t_count(y);
-	CUDA_ASSERT(n <= UINT32_MAX);
+	DT_CUDA_ASSERT(n <= UINT32_MAX);
 	if (n == 0)
 		return;
 	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 /* ---- losses and metrics: one thread per row, ops_cpu.c's row code ---- */
@@ -820,7 +820,7 @@ static double cuda_loss(enum dt_loss loss, enum dt_loss_input input, const struc
 	k_loss<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(
 		(int)loss, (int)input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
 		dpred ? dpred->data : NULL, scale, rows, c, tc, g->acc);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
 	return g->host_acc[0];
 }
@@ -869,7 +869,7 @@ static int64_t cuda_count_correct(enum dt_accuracy kind, const struct dt_tensor 
 	acc_clear(g);
 	k_count_correct<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>((int)kind, pred->data, target->data,
 									       threshold, rows, c, g->count);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
 	return (int64_t)*g->host_count;
 }
@@ -941,18 +941,18 @@ static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor 
 	case DT_OPT_ADAMW: {
 		const float alpha =
 			(float)(lr * sqrt(1 - pow(s->beta_2, (double)s->t)) / (1 - pow(s->beta_1, (double)s->t)));
-		CUDA_ASSERT(m && v);
+		DT_CUDA_ASSERT(m && v);
 		k_adam LAUNCH(g, n)(w, gr, m, v, alpha, gs, decay, s->beta_1, s->beta_2, s->epsilon, n);
 		break;
 	}
 	case DT_OPT_RMSPROP:
-		CUDA_ASSERT(v);
+		DT_CUDA_ASSERT(v);
 		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, s->rho, s->epsilon, s->momentum, n);
 		break;
 	default:
-		CUDA_BUG("optimizer %d", (int)s->kind);
+		DT_CUDA_BUG("optimizer %d", (int)s->kind);
 	}
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 __global__ void k_regularize(const float *w, float *g, float l1, float l2, float scale, int64_t n, double *out)
@@ -977,14 +977,14 @@ static double cuda_regularize(const struct dt_tensor *w, struct dt_tensor *gt, f
 		return 0;
 	acc_clear(g);
 	k_regularize LAUNCH(g, n)(w->data, gt->data, l1, l2, scale, n, g->acc);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
 	return g->host_acc[0];
 }
 
 /* ---- NCCL ---- */
 
-#define NCCL_CHECK(call) \
+#define DT_NCCL_CHECK(call) \
 	do { \
 		ncclResult_t r_ = (call); \
 		if (r_ != ncclSuccess) \
@@ -1026,7 +1026,7 @@ static int nccl_comm_init_all(void **comms, int ndev, const int *devices, char *
 {
 	ncclComm_t c[DT_CUDA_MAX_GPUS];
 	ncclResult_t r;
-	CUDA_ASSERT(ndev > 0 && ndev <= DT_CUDA_MAX_GPUS);
+	DT_CUDA_ASSERT(ndev > 0 && ndev <= DT_CUDA_MAX_GPUS);
 	for (int i = 0; i < ndev; i++)
 		dt_gpu_use((struct dt_device){ DT_DEVICE_CUDA, devices[i] });
 	if ((r = ncclCommInitAll(c, ndev, devices)) != ncclSuccess)
@@ -1040,22 +1040,22 @@ static void nccl_all_reduce_sum(void *comm, struct dt_device dev, float *buf, in
 {
 	struct dt_gpu *g = dt_gpu_use(dev);
 	if (n > 0)
-		NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, (ncclComm_t)comm, g->stream));
+		DT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, (ncclComm_t)comm, g->stream));
 }
 
 static void nccl_broadcast(void *comm, struct dt_device dev, float *buf, int64_t n, int root)
 {
 	struct dt_gpu *g = dt_gpu_use(dev);
 	if (n > 0)
-		NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, (ncclComm_t)comm, g->stream));
+		DT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, (ncclComm_t)comm, g->stream));
 }
 
-static void nccl_group_start(void) { NCCL_CHECK(ncclGroupStart()); }
-static void nccl_group_end(void) { NCCL_CHECK(ncclGroupEnd()); }
+static void nccl_group_start(void) { DT_NCCL_CHECK(ncclGroupStart()); }
+static void nccl_group_end(void) { DT_NCCL_CHECK(ncclGroupEnd()); }
 static void nccl_comm_destroy(void *comm)
 {
 	if (comm)
-		NCCL_CHECK(ncclCommDestroy((ncclComm_t)comm));
+		DT_NCCL_CHECK(ncclCommDestroy((ncclComm_t)comm));
 }
 
 /* ---- the tables ---- */

@@ -26,32 +26,32 @@
 /* Prints "dtrain: internal error at file:line: ..." and aborts, as dt_bug does. */
 extern "C" __attribute__((noreturn, format(printf, 3, 4))) void dt_cuda_bug(const char *file, int line,
 									  const char *fmt, ...);
-#define CUDA_BUG(...) dt_cuda_bug(__FILE__, __LINE__, __VA_ARGS__)
-#define CUDA_ASSERT(c) \
+#define DT_CUDA_BUG(...) dt_cuda_bug(__FILE__, __LINE__, __VA_ARGS__)
+#define DT_CUDA_ASSERT(c) \
 	do { \
 		if (!(c)) \
 			dt_cuda_bug(__FILE__, __LINE__, "assertion failed: %s", #c); \
 	} while (0)
-#define CUDA_CHECK(call) \
+#define DT_CUDA_CHECK(call) \
 	do { \
 		cudaError_t e_ = (call); \
 		if (e_ != cudaSuccess) \
 			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(e_)); \
 	} while (0)
-#define CUBLAS_CHECK(call) \
+#define DT_CUBLAS_CHECK(call) \
 	do { \
 		cublasStatus_t s_ = (call); \
 		if (s_ != CUBLAS_STATUS_SUCCESS) \
 			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(s_)); \
 	} while (0)
-#define CUDNN_CHECK(call) \
+#define DT_CUDNN_CHECK(call) \
 	do { \
 		cudnnStatus_t s_ = (call); \
 		if (s_ != CUDNN_STATUS_SUCCESS) \
 			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cudnnGetErrorString(s_)); \
 	} while (0)
 /* After a kernel launch: launch errors only, no synchronisation. */
-#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+#define DT_CUDA_LAUNCH_CHECK() DT_CUDA_CHECK(cudaGetLastError())
 
 /* One GPU's state, made on its first use. Work runs in order on its one stream. */
 struct dt_gpu {
