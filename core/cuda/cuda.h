@@ -1,7 +1,7 @@
 /*
  * The CUDA backend, loaded on demand.
  *
- * The backend (core/ops_cuda*.cu) is built as its own shared object,
+ * The backend (the .cu files of core/cuda/) is built as its own shared object,
  * libdtrain_cuda.so, linked against cuBLAS, cuDNN and NCCL. dtrain does not
  * link it: loading those libraries costs far more than the 50 ms a CPU-only
  * run may spend on CUDA, so the object is dlopen()ed the first time a GPU is

@@ -65,9 +65,6 @@ static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
 	return span < 0 ? 0 : span / stride + 1;
 }
 
-#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-#define LAUNCH(g, n) <<<blocks_for(n), DT_CUDA_THREADS, 0, (g)->stream>>>
-
 __global__ void k_to_bf16(const float *x, __nv_bfloat16 *y, int64_t n)
 {
 	GRID_LOOP(i, n) y[i] = __float2bfloat16_rn(x[i]);
