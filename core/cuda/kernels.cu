@@ -1,8 +1,8 @@
 /*
  * The CUDA backend's ops other than the plans: cuBLAS for matrix products,
  * own kernels for the elementwise ops, activations, dropout, losses,
- * metrics, fused optimizer updates and regularization, with the CPU
- * backend's formulas (core/cpu/ops_cpu.c) line for line so both devices
+ * metrics, fused optimizer updates and regularization. Their formulas are
+ * the CPU backend's, from the one copy in core/rows.h, so both devices
  * train the same model. The plans (cuDNN convolution, pooling, batch
  * normalization) are in dnn.cu.
  *
@@ -13,10 +13,7 @@
 #include <math.h>
 
 #include "core/cuda/ops_cuda.h"
-#include "core/rng.h"
-
-#define CLIP_EPS 1e-7f
-#define LEAKY_SLOPE 0.2f /* Keras' leaky_relu activation */
+#include "core/rows.h"
 
 static struct dt_gpu *gpu_of(const struct dt_tensor *t) { return dt_gpu_use(t->dev); }
 
@@ -298,54 +295,15 @@ static void cuda_bias_grad(const struct dt_tensor *dy, float beta, struct dt_ten
 
 /* ---- activations ---- */
 
-__global__ void k_act_forward(int act, const float *x, float *y, int64_t n)
+__global__ void k_act_forward(enum dt_activation act, const float *x, float *y, int64_t n)
 {
-	GRID_LOOP(i, n)
-	{
-		float v = x[i], r;
-		switch (act) {
-		case DT_ACT_RELU: r = v > 0 ? v : 0; break;
-		case DT_ACT_SIGMOID: r = 1 / (1 + expf(-v)); break;
-		case DT_ACT_TANH: r = tanhf(v); break;
-		case DT_ACT_LEAKY_RELU: r = v > 0 ? v : LEAKY_SLOPE * v; break;
-		case DT_ACT_ELU: r = v > 0 ? v : expm1f(v); break;
-		case DT_ACT_GELU: r = 0.5f * v * (1 + erff(v * (float)M_SQRT1_2)); break;
-		case DT_ACT_SWISH: r = v / (1 + expf(-v)); break;
-		case DT_ACT_SOFTPLUS: r = fmaxf(v, 0) + log1pf(expf(-fabsf(v))); break;
-		default: r = v; break;
-		}
-		y[i] = r;
-	}
+	GRID_LOOP(i, n) y[i] = dt_act_value(act, x[i]);
 }
 
-__global__ void k_act_backward(int act, const float *x, const float *y, const float *dy, float *dx, int64_t n)
+__global__ void k_act_backward(enum dt_activation act, const float *x, const float *y, const float *dy, float *dx,
+			       int64_t n)
 {
-	GRID_LOOP(i, n)
-	{
-		float d = dy[i], r;
-		switch (act) {
-		case DT_ACT_RELU: r = y[i] > 0 ? d : 0; break;
-		case DT_ACT_SIGMOID: r = d * y[i] * (1 - y[i]); break;
-		case DT_ACT_TANH: r = d * (1 - y[i] * y[i]); break;
-		case DT_ACT_LEAKY_RELU: r = y[i] > 0 ? d : LEAKY_SLOPE * d; break;
-		case DT_ACT_ELU: r = y[i] > 0 ? d : d * (y[i] + 1); break;
-		case DT_ACT_GELU: {
-			float v = x[i];
-			float cdf = 0.5f * (1 + erff(v * (float)M_SQRT1_2));
-			float pdf = expf(-0.5f * v * v) * 0.3989422804014327f;
-			r = d * (cdf + v * pdf);
-			break;
-		}
-		case DT_ACT_SWISH: {
-			float sg = 1 / (1 + expf(-x[i]));
-			r = d * (sg + x[i] * sg * (1 - sg));
-			break;
-		}
-		case DT_ACT_SOFTPLUS: r = d * -expm1f(-y[i]); break;
-		default: r = d; break;
-		}
-		dx[i] = r;
-	}
+	GRID_LOOP(i, n) dx[i] = dt_act_grad(act, x, y, dy, i);
 }
 
 /* One warp per row. */
@@ -408,7 +366,7 @@ static void cuda_act_forward(enum dt_activation act, const struct dt_tensor *x, 
 		k_softmax<<<warp_blocks(rows), DT_CUDA_THREADS, 0, g->stream>>>(x->data, y->data, rows, c);
 	} else {
 		DT_CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
-		k_act_forward LAUNCH(g, n)((int)act, x->data, y->data, n);
+		k_act_forward LAUNCH(g, n)(act, x->data, y->data, n);
 	}
 	DT_CUDA_LAUNCH_CHECK();
 }
@@ -428,17 +386,17 @@ static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x,
 											  rows, c);
 	} else {
 		DT_CUDA_ASSERT(act > DT_ACT_LINEAR && act < DT_ACT_COUNT);
-		k_act_backward LAUNCH(g, n)((int)act, x ? x->data : NULL, y->data, dy->data, dx->data, n);
+		k_act_backward LAUNCH(g, n)(act, x ? x->data : NULL, y->data, dy->data, dx->data, n);
 	}
 	DT_CUDA_LAUNCH_CHECK();
 }
 
-/* The mask of ops_cpu.c from the same dt_hash_uniform (core/rng.h): identical on both devices. */
+/* The CPU backend's mask: a function of (key, i) alone, identical on both devices. */
 __global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t n)
 {
 	GRID_LOOP(i, n)
 	{
-		float m = dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;
+		float m = dt_dropout_mask(key, i, rate, keep);
 		mask[i] = m;
 		y[i] = x[i] * m;
 	}
@@ -456,110 +414,13 @@ static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct 
 	DT_CUDA_LAUNCH_CHECK();
 }
 
-/* ---- losses and metrics: one thread per row, ops_cpu.c's row code ---- */
+/* ---- losses and metrics: one thread per row ---- */
 
-__device__ float clip_prob(float p) { return p < CLIP_EPS ? CLIP_EPS : p > 1 - CLIP_EPS ? 1 - CLIP_EPS : p; }
-__device__ int in_clip(float p) { return p > CLIP_EPS && p < 1 - CLIP_EPS; }
-
-__device__ double xent_row(int input, const float *p, const float *t, int cls, int64_t c, float *dp, float scale)
-{
-	double loss = 0;
-	if (input == DT_LOSS_LOGITS) {
-		float m = p[0], s = 0, tsum = t ? 0 : 1;
-		for (int64_t j = 1; j < c; j++)
-			m = p[j] > m ? p[j] : m;
-		for (int64_t j = 0; j < c; j++)
-			s += expf(p[j] - m);
-		float lse = m + logf(s);
-		for (int64_t j = 0; j < c; j++) {
-			float tj = t ? t[j] : (float)(j == cls);
-			if (t)
-				tsum += tj;
-			loss += tj * (lse - p[j]);
-		}
-		if (dp)
-			for (int64_t j = 0; j < c; j++)
-				dp[j] = scale * (expf(p[j] - lse) * tsum - (t ? t[j] : (float)(j == cls)));
-		return loss;
-	}
-	float tsum = 0;
-	for (int64_t j = 0; j < c; j++) {
-		float tj = t ? t[j] : (float)(j == cls);
-		tsum += tj;
-		if (tj != 0)
-			loss -= tj * logf(clip_prob(p[j]));
-	}
-	if (!dp)
-		return loss;
-	for (int64_t j = 0; j < c; j++) {
-		float tj = t ? t[j] : (float)(j == cls);
-		if (input == DT_LOSS_FUSED)
-			dp[j] = scale * (p[j] * tsum - tj);
-		else
-			dp[j] = in_clip(p[j]) ? -scale * tj / p[j] : 0;
-	}
-	return loss;
-}
-
-__device__ int64_t argmax_row(const float *x, int64_t c);
-
-/* Keras' class_weight_to_sample_weights for one target row of tc columns (ops_cpu.c's class_weight_of). */
-__device__ float class_weight_of(const float *cw, int64_t k, const float *t, int64_t tc)
-{
-	int64_t cls = tc > 1 ? argmax_row(t, tc) : (int64_t)lrintf(t[0]);
-	return cls >= 0 && cls < k ? cw[cls] : 1.0f;
-}
-
-__global__ void k_loss(int loss, int input, const float *p, const float *t, const float *cw, int64_t k,
-		       float *dp, float grad_scale, int64_t rows, int64_t c, int64_t tc, double *out)
+__global__ void k_loss(enum dt_loss loss, enum dt_loss_input input, const float *p, const float *t, const float *cw,
+		       int64_t k, float *dp, float grad_scale, int64_t rows, int64_t c, int64_t tc, double *out)
 {
 	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-	double l = 0;
-	if (r < rows) {
-		const float *pr = p + r * c;
-		float *dr = dp ? dp + r * c : NULL;
-		float w = cw ? class_weight_of(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
-		switch (loss) {
-		case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
-			int cls = (int)t[r];
-			l = xent_row(input, pr, NULL, cls < 0 || cls >= c ? -1 : cls, c, dr, scale);
-			break;
-		}
-		case DT_LOSS_CATEGORICAL_CROSSENTROPY:
-			l = xent_row(input, pr, t + r * c, 0, c, dr, scale);
-			break;
-		case DT_LOSS_BINARY_CROSSENTROPY:
-			for (int64_t j = 0; j < c; j++) {
-				float z = pr[j], tj = t[r * c + j];
-				if (input == DT_LOSS_LOGITS) {
-					l += fmaxf(z, 0) - z * tj + log1pf(expf(-fabsf(z)));
-					if (dr)
-						dr[j] = scale * (1 / (1 + expf(-z)) - tj) / c;
-				} else {
-					float q = clip_prob(z);
-					l -= tj * logf(q) + (1 - tj) * logf(1 - q);
-					if (dr && input == DT_LOSS_FUSED)
-						dr[j] = scale * (z - tj) / c;
-					else if (dr)
-						dr[j] = in_clip(z) ? scale * (z - tj) / (z * (1 - z)) / c : 0;
-				}
-			}
-			l /= c;
-			break;
-		case DT_LOSS_MEAN_SQUARED_ERROR:
-			for (int64_t j = 0; j < c; j++) {
-				float d = pr[j] - t[r * c + j];
-				l += (double)d * d;
-				if (dr)
-					dr[j] = scale * 2 * d / c;
-			}
-			l /= c;
-			break;
-		default:
-			break;
-		}
-		l *= w;
-	}
+	double l = r < rows ? dt_loss_row(loss, input, p, t, cw, k, dp, grad_scale, r, c, tc) : 0;
 	l = block_sum(l);
 	if (threadIdx.x == 0)
 		atomicAdd(out, l);
@@ -576,42 +437,18 @@ static double cuda_loss(enum dt_loss loss, enum dt_loss_input input, const struc
 		return 0;
 	acc_clear(g);
 	k_loss<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(
-		(int)loss, (int)input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
+		loss, input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
 		dpred ? dpred->data : NULL, scale, rows, c, tc, g->acc);
 	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
 	return g->host_acc[0];
 }
 
-__device__ int64_t argmax_row(const float *x, int64_t c)
-{
-	int64_t best = 0;
-	for (int64_t j = 1; j < c; j++)
-		if (x[j] > x[best])
-			best = j;
-	return best;
-}
-
-__global__ void k_count_correct(int kind, const float *p, const float *t, float threshold, int64_t rows, int64_t c,
-				unsigned long long *out)
+__global__ void k_count_correct(enum dt_accuracy kind, const float *p, const float *t, float threshold, int64_t rows,
+				int64_t c, unsigned long long *out)
 {
 	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-	unsigned long long k = 0;
-	if (r < rows) {
-		const float *pr = p + r * c;
-		switch (kind) {
-		case DT_ACC_SPARSE:
-			k = argmax_row(pr, c) == (int64_t)t[r];
-			break;
-		case DT_ACC_CATEGORICAL:
-			k = argmax_row(pr, c) == argmax_row(t + r * c, c);
-			break;
-		case DT_ACC_BINARY:
-			for (int64_t j = 0; j < c; j++)
-				k += (pr[j] > threshold) == (t[r * c + j] > 0.5f);
-			break;
-		}
-	}
+	unsigned long long k = r < rows ? (unsigned long long)dt_correct_row(kind, p, t, threshold, r, c) : 0;
 	k = block_sum(k);
 	if (threadIdx.x == 0)
 		atomicAdd(out, k);
@@ -625,7 +462,7 @@ static int64_t cuda_count_correct(enum dt_accuracy kind, const struct dt_tensor 
 	if (rows == 0)
 		return 0;
 	acc_clear(g);
-	k_count_correct<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>((int)kind, pred->data, target->data,
+	k_count_correct<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(kind, pred->data, target->data,
 									       threshold, rows, c, g->count);
 	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
@@ -636,46 +473,25 @@ static int64_t cuda_count_correct(enum dt_accuracy kind, const struct dt_tensor 
 
 __global__ void k_sgd(float *w, const float *g, float lr, float gs, float decay, int64_t n)
 {
-	GRID_LOOP(i, n) w[i] = w[i] * decay - lr * gs * g[i];
+	GRID_LOOP(i, n) dt_sgd_update(w, g, i, lr, gs, decay);
 }
 
 __global__ void k_sgd_momentum(float *w, const float *g, float *m, float lr, float gs, float decay, float mu, int nest,
 			       int64_t n)
 {
-	GRID_LOOP(i, n)
-	{
-		float gi = gs * g[i], wi = w[i] * decay;
-		m[i] = mu * m[i] - lr * gi;
-		w[i] = nest ? wi + mu * m[i] - lr * gi : wi + m[i];
-	}
+	GRID_LOOP(i, n) dt_sgd_momentum_update(w, g, m, i, lr, gs, decay, mu, nest);
 }
 
 __global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float b1,
 		       float b2, float eps, int64_t n)
 {
-	GRID_LOOP(i, n)
-	{
-		float gi = gs * g[i];
-		m[i] += (1 - b1) * (gi - m[i]);
-		v[i] += (1 - b2) * (gi * gi - v[i]);
-		w[i] = w[i] * decay - alpha * m[i] / (sqrtf(v[i]) + eps);
-	}
+	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, i, alpha, gs, decay, b1, b2, eps);
 }
 
 __global__ void k_rmsprop(float *w, const float *g, float *m, float *v, float lr, float gs, float decay, float rho,
 			  float eps, float mu, int64_t n)
 {
-	GRID_LOOP(i, n)
-	{
-		float gi = gs * g[i], inc;
-		v[i] = rho * v[i] + (1 - rho) * gi * gi;
-		inc = lr * gi / sqrtf(v[i] + eps);
-		if (m) {
-			m[i] = mu * m[i] + inc;
-			inc = m[i];
-		}
-		w[i] = w[i] * decay - inc;
-	}
+	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, eps, mu);
 }
 
 static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
@@ -685,7 +501,7 @@ static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor 
 	int64_t n = t_count(wt);
 	float *w = wt->data, *m = s1 ? s1->data : NULL, *v = s2 ? s2->data : NULL;
 	const float *gr = gt->data;
-	const float lr = s->lr, gs = s->grad_scale, decay = 1 - s->lr * s->weight_decay;
+	const float lr = s->lr, gs = s->grad_scale, decay = dt_opt_decay(s);
 	if (n == 0)
 		return;
 	switch (s->kind) {
@@ -696,13 +512,10 @@ static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor 
 			k_sgd_momentum LAUNCH(g, n)(w, gr, m, lr, gs, decay, s->momentum, s->nesterov, n);
 		break;
 	case DT_OPT_ADAM:
-	case DT_OPT_ADAMW: {
-		const float alpha =
-			(float)(lr * sqrt(1 - pow(s->beta_2, (double)s->t)) / (1 - pow(s->beta_1, (double)s->t)));
+	case DT_OPT_ADAMW:
 		DT_CUDA_ASSERT(m && v);
-		k_adam LAUNCH(g, n)(w, gr, m, v, alpha, gs, decay, s->beta_1, s->beta_2, s->epsilon, n);
+		k_adam LAUNCH(g, n)(w, gr, m, v, dt_adam_alpha(s), gs, decay, s->beta_1, s->beta_2, s->epsilon, n);
 		break;
-	}
 	case DT_OPT_RMSPROP:
 		DT_CUDA_ASSERT(v);
 		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, s->rho, s->epsilon, s->momentum, n);
@@ -716,12 +529,7 @@ static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor 
 __global__ void k_regularize(const float *w, float *g, float l1, float l2, float scale, int64_t n, double *out)
 {
 	double penalty = 0;
-	GRID_LOOP(i, n)
-	{
-		float sign = w[i] > 0 ? 1.0f : w[i] < 0 ? -1.0f : 0.0f;
-		penalty += l1 * fabsf(w[i]) + l2 * w[i] * w[i];
-		g[i] += scale * (l1 * sign + 2 * l2 * w[i]);
-	}
+	GRID_LOOP(i, n) penalty += dt_regularize_update(w, g, i, l1, l2, scale);
 	penalty = block_sum(penalty);
 	if (threadIdx.x == 0)
 		atomicAdd(out, penalty);
