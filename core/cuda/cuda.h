@@ -21,13 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/tensor.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/*
+ * Declared only: this header does not include core/tensor.h, whose
+ * dt_device_alloc calls the loader below (no include circle). A caller of
+ * the NCCL members includes core/tensor.h for struct dt_device.
+ */
 struct dt_backend;
+struct dt_device;
 
 #define DT_CUDA_ABI 1
 #define DT_NCCL_ID_BYTES 128
