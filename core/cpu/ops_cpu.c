@@ -1,7 +1,9 @@
 /*
  * The CPU backend: oneDNN's sgemm for matrix products, OpenMP loops for the
  * rest. Loops go parallel only above PAR_MIN elements, where the threads pay
- * for themselves.
+ * for themselves. The formulas of the elements and rows the CUDA kernels
+ * compute too are in core/rows.h; each loop here passes its activation or
+ * kind as a constant, so it compiles to that one formula.
  */
 #include <math.h>
 #include <omp.h>
@@ -13,11 +15,9 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/cpu/ops_cpu.h"
-#include "core/rng.h"
+#include "core/rows.h"
 
 #define PAR_MIN 32768
-#define CLIP_EPS 1e-7f
-#define LEAKY_SLOPE 0.2f /* Keras' leaky_relu activation */
 
 static void cpu_mul(const struct dt_tensor *a, const struct dt_tensor *b, struct dt_tensor *c)
 {
@@ -161,17 +161,17 @@ static void cpu_act_forward(enum dt_activation act, const struct dt_tensor *xt, 
 	case DT_ACT_RELU:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] > 0 ? x[i] : 0;
+			y[i] = dt_act_value(DT_ACT_RELU, x[i]);
 		break;
 	case DT_ACT_SIGMOID:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = 1 / (1 + expf(-x[i]));
+			y[i] = dt_act_value(DT_ACT_SIGMOID, x[i]);
 		break;
 	case DT_ACT_TANH:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = tanhf(x[i]);
+			y[i] = dt_act_value(DT_ACT_TANH, x[i]);
 		break;
 	case DT_ACT_SOFTMAX:
 		softmax_rows(x, y, dt_tensor_rows(xt), dt_tensor_cols(xt));
@@ -179,27 +179,27 @@ static void cpu_act_forward(enum dt_activation act, const struct dt_tensor *xt, 
 	case DT_ACT_LEAKY_RELU:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] > 0 ? x[i] : LEAKY_SLOPE * x[i];
+			y[i] = dt_act_value(DT_ACT_LEAKY_RELU, x[i]);
 		break;
 	case DT_ACT_ELU:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] > 0 ? x[i] : expm1f(x[i]);
+			y[i] = dt_act_value(DT_ACT_ELU, x[i]);
 		break;
 	case DT_ACT_GELU:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = 0.5f * x[i] * (1 + erff(x[i] * (float)M_SQRT1_2));
+			y[i] = dt_act_value(DT_ACT_GELU, x[i]);
 		break;
 	case DT_ACT_SWISH:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = x[i] / (1 + expf(-x[i]));
+			y[i] = dt_act_value(DT_ACT_SWISH, x[i]);
 		break;
 	case DT_ACT_SOFTPLUS:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			y[i] = fmaxf(x[i], 0) + log1pf(expf(-fabsf(x[i])));
+			y[i] = dt_act_value(DT_ACT_SOFTPLUS, x[i]);
 		break;
 	default:
 		DT_BUG("activation %d", (int)act);
@@ -219,17 +219,17 @@ static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *xt,
 	case DT_ACT_RELU:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dx[i] = y[i] > 0 ? dy[i] : 0;
+			dx[i] = dt_act_grad(DT_ACT_RELU, x, y, dy, i);
 		break;
 	case DT_ACT_SIGMOID:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dx[i] = dy[i] * y[i] * (1 - y[i]);
+			dx[i] = dt_act_grad(DT_ACT_SIGMOID, x, y, dy, i);
 		break;
 	case DT_ACT_TANH:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dx[i] = dy[i] * (1 - y[i] * y[i]);
+			dx[i] = dt_act_grad(DT_ACT_TANH, x, y, dy, i);
 		break;
 	case DT_ACT_SOFTMAX: {
 		int64_t rows = dt_tensor_rows(yt), c = dt_tensor_cols(yt);
@@ -247,32 +247,27 @@ static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *xt,
 	case DT_ACT_LEAKY_RELU:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dx[i] = y[i] > 0 ? dy[i] : LEAKY_SLOPE * dy[i];
+			dx[i] = dt_act_grad(DT_ACT_LEAKY_RELU, x, y, dy, i);
 		break;
 	case DT_ACT_ELU:
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dx[i] = y[i] > 0 ? dy[i] : dy[i] * (y[i] + 1);
+			dx[i] = dt_act_grad(DT_ACT_ELU, x, y, dy, i);
 		break;
 	case DT_ACT_GELU:
 #pragma omp parallel for if (n > PAR_MIN)
-		for (int64_t i = 0; i < n; i++) {
-			float cdf = 0.5f * (1 + erff(x[i] * (float)M_SQRT1_2));
-			float pdf = expf(-0.5f * x[i] * x[i]) * 0.3989422804014327f;
-			dx[i] = dy[i] * (cdf + x[i] * pdf);
-		}
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dt_act_grad(DT_ACT_GELU, x, y, dy, i);
 		break;
 	case DT_ACT_SWISH:
 #pragma omp parallel for if (n > PAR_MIN)
-		for (int64_t i = 0; i < n; i++) {
-			float sg = 1 / (1 + expf(-x[i]));
-			dx[i] = dy[i] * (sg + x[i] * sg * (1 - sg));
-		}
+		for (int64_t i = 0; i < n; i++)
+			dx[i] = dt_act_grad(DT_ACT_SWISH, x, y, dy, i);
 		break;
-	case DT_ACT_SOFTPLUS: /* sigmoid(x) = 1 - exp(-y) */
+	case DT_ACT_SOFTPLUS:
 #pragma omp parallel for if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dx[i] = dy[i] * -expm1f(-y[i]);
+			dx[i] = dt_act_grad(DT_ACT_SOFTPLUS, x, y, dy, i);
 		break;
 	default:
 		DT_BUG("activation %d", (int)act);
@@ -288,63 +283,9 @@ static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct
 	DT_ASSERT(n <= UINT32_MAX);
 #pragma omp parallel for simd if (n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
-		mask[i] = dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;
+		mask[i] = dt_dropout_mask(key, i, rate, keep);
 		y[i] = x[i] * mask[i];
 	}
-}
-
-static float clip_prob(float p) { return p < CLIP_EPS ? CLIP_EPS : p > 1 - CLIP_EPS ? 1 - CLIP_EPS : p; }
-static int in_clip(float p) { return p > CLIP_EPS && p < 1 - CLIP_EPS; }
-
-/* Cross-entropy of one row; t is the target vector (NULL: class `cls`). */
-static double xent_row(enum dt_loss_input input, const float *p, const float *t, int cls, int64_t c,
-		       float *dp, float scale)
-{
-	double loss = 0;
-	if (input == DT_LOSS_LOGITS) {
-		float m = p[0], s = 0, tsum = t ? 0 : 1;
-		for (int64_t j = 1; j < c; j++)
-			m = p[j] > m ? p[j] : m;
-		for (int64_t j = 0; j < c; j++)
-			s += expf(p[j] - m);
-		float lse = m + logf(s);
-		for (int64_t j = 0; j < c; j++) {
-			float tj = t ? t[j] : (j == cls);
-			if (t)
-				tsum += tj;
-			loss += tj * (lse - p[j]);
-		}
-		if (dp)
-			for (int64_t j = 0; j < c; j++)
-				dp[j] = scale * (expf(p[j] - lse) * tsum - (t ? t[j] : (float)(j == cls)));
-		return loss;
-	}
-	float tsum = 0;
-	for (int64_t j = 0; j < c; j++) {
-		float tj = t ? t[j] : (j == cls);
-		tsum += tj;
-		if (tj != 0)
-			loss -= tj * logf(clip_prob(p[j]));
-	}
-	if (!dp)
-		return loss;
-	for (int64_t j = 0; j < c; j++) {
-		float tj = t ? t[j] : (j == cls);
-		if (input == DT_LOSS_FUSED)
-			dp[j] = scale * (p[j] * tsum - tj);
-		else
-			dp[j] = in_clip(p[j]) ? -scale * tj / p[j] : 0;
-	}
-	return loss;
-}
-
-static int64_t argmax(const float *x, int64_t c);
-
-/* Keras' class_weight_to_sample_weights for one target row of tc columns. */
-static float class_weight_of(const float *cw, int64_t k, const float *t, int64_t tc)
-{
-	int64_t cls = tc > 1 ? argmax(t, tc) : (int64_t)lrintf(t[0]);
-	return cls >= 0 && cls < k ? cw[cls] : 1.0f;
 }
 
 static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *predt,
@@ -358,62 +299,9 @@ static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct
 	double total = 0;
 
 #pragma omp parallel for reduction(+ : total) if (rows * c > PAR_MIN)
-	for (int64_t r = 0; r < rows; r++) {
-		const float *pr = p + r * c;
-		float *dr = dp ? dp + r * c : NULL;
-		float w = cw ? class_weight_of(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
-		double l = 0;
-		switch (loss) {
-		case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
-			int cls = (int)t[r];
-			l = xent_row(input, pr, NULL, cls < 0 || cls >= c ? -1 : cls, c, dr, scale);
-			break;
-		}
-		case DT_LOSS_CATEGORICAL_CROSSENTROPY:
-			l = xent_row(input, pr, t + r * c, 0, c, dr, scale);
-			break;
-		case DT_LOSS_BINARY_CROSSENTROPY:
-			for (int64_t j = 0; j < c; j++) {
-				float z = pr[j], tj = t[r * c + j];
-				if (input == DT_LOSS_LOGITS) {
-					l += fmaxf(z, 0) - z * tj + log1pf(expf(-fabsf(z)));
-					if (dr)
-						dr[j] = scale * (1 / (1 + expf(-z)) - tj) / c;
-				} else {
-					float q = clip_prob(z);
-					l -= tj * logf(q) + (1 - tj) * logf(1 - q);
-					if (dr && input == DT_LOSS_FUSED)
-						dr[j] = scale * (z - tj) / c;
-					else if (dr)
-						dr[j] = in_clip(z) ? scale * (z - tj) / (z * (1 - z)) / c : 0;
-				}
-			}
-			l /= c;
-			break;
-		case DT_LOSS_MEAN_SQUARED_ERROR:
-			for (int64_t j = 0; j < c; j++) {
-				float d = pr[j] - t[r * c + j];
-				l += (double)d * d;
-				if (dr)
-					dr[j] = scale * 2 * d / c;
-			}
-			l /= c;
-			break;
-		default:
-			break;
-		}
-		total += l * w;
-	}
+	for (int64_t r = 0; r < rows; r++)
+		total += dt_loss_row(loss, input, p, t, cw, k, dp, grad_scale, r, c, tc);
 	return total;
-}
-
-static int64_t argmax(const float *x, int64_t c)
-{
-	int64_t best = 0;
-	for (int64_t j = 1; j < c; j++)
-		if (x[j] > x[best])
-			best = j;
-	return best;
 }
 
 static int64_t cpu_count_correct(enum dt_accuracy kind, const struct dt_tensor *predt,
@@ -421,21 +309,8 @@ static int64_t cpu_count_correct(enum dt_accuracy kind, const struct dt_tensor *
 {
 	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), correct = 0;
 	const float *p = predt->data, *t = targett->data;
-	for (int64_t r = 0; r < rows; r++) {
-		const float *pr = p + r * c;
-		switch (kind) {
-		case DT_ACC_SPARSE:
-			correct += argmax(pr, c) == (int64_t)t[r];
-			break;
-		case DT_ACC_CATEGORICAL:
-			correct += argmax(pr, c) == argmax(t + r * c, c);
-			break;
-		case DT_ACC_BINARY:
-			for (int64_t j = 0; j < c; j++)
-				correct += (pr[j] > threshold) == (t[r * c + j] > 0.5f);
-			break;
-		}
-	}
+	for (int64_t r = 0; r < rows; r++)
+		correct += dt_correct_row(kind, p, t, threshold, r, c);
 	return correct;
 }
 
@@ -445,51 +320,35 @@ static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *
 	int64_t n = dt_tensor_count(wt);
 	float *w = wt->data, *m = s1t ? s1t->data : NULL, *v = s2t ? s2t->data : NULL;
 	const float *g = gt->data;
-	const float lr = s->lr, gs = s->grad_scale, decay = 1 - s->lr * s->weight_decay;
+	const float lr = s->lr, gs = s->grad_scale, decay = dt_opt_decay(s);
 
 	switch (s->kind) {
 	case DT_OPT_SGD:
 		if (!m) {
 #pragma omp parallel for simd if (n > PAR_MIN)
 			for (int64_t i = 0; i < n; i++)
-				w[i] = w[i] * decay - lr * gs * g[i];
+				dt_sgd_update(w, g, i, lr, gs, decay);
 		} else {
 			const float mu = s->momentum;
 			const int nest = s->nesterov;
 #pragma omp parallel for simd if (n > PAR_MIN)
-			for (int64_t i = 0; i < n; i++) {
-				float gi = gs * g[i], wi = w[i] * decay;
-				m[i] = mu * m[i] - lr * gi;
-				w[i] = nest ? wi + mu * m[i] - lr * gi : wi + m[i];
-			}
+			for (int64_t i = 0; i < n; i++)
+				dt_sgd_momentum_update(w, g, m, i, lr, gs, decay, mu, nest);
 		}
 		break;
 	case DT_OPT_ADAM:
 	case DT_OPT_ADAMW: {
-		const float b1 = s->beta_1, b2 = s->beta_2, eps = s->epsilon;
-		const float alpha = (float)(lr * sqrt(1 - pow(b2, (double)s->t)) / (1 - pow(b1, (double)s->t)));
+		const float b1 = s->beta_1, b2 = s->beta_2, eps = s->epsilon, alpha = dt_adam_alpha(s);
 #pragma omp parallel for simd if (n > PAR_MIN)
-		for (int64_t i = 0; i < n; i++) {
-			float gi = gs * g[i];
-			m[i] += (1 - b1) * (gi - m[i]);
-			v[i] += (1 - b2) * (gi * gi - v[i]);
-			w[i] = w[i] * decay - alpha * m[i] / (sqrtf(v[i]) + eps);
-		}
+		for (int64_t i = 0; i < n; i++)
+			dt_adam_update(w, g, m, v, i, alpha, gs, decay, b1, b2, eps);
 		break;
 	}
 	case DT_OPT_RMSPROP: {
 		const float rho = s->rho, eps = s->epsilon, mu = s->momentum;
 #pragma omp parallel for simd if (n > PAR_MIN)
-		for (int64_t i = 0; i < n; i++) {
-			float gi = gs * g[i], inc;
-			v[i] = rho * v[i] + (1 - rho) * gi * gi;
-			inc = lr * gi / sqrtf(v[i] + eps);
-			if (m) {
-				m[i] = mu * m[i] + inc;
-				inc = m[i];
-			}
-			w[i] = w[i] * decay - inc;
-		}
+		for (int64_t i = 0; i < n; i++)
+			dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, eps, mu);
 		break;
 	}
 	default:
@@ -504,11 +363,8 @@ static double cpu_regularize(const struct dt_tensor *wt, struct dt_tensor *gt, f
 	float *g = gt->data;
 	double penalty = 0;
 #pragma omp parallel for simd reduction(+ : penalty) if (n > PAR_MIN)
-	for (int64_t i = 0; i < n; i++) {
-		float sign = w[i] > 0 ? 1.0f : w[i] < 0 ? -1.0f : 0.0f;
-		penalty += l1 * fabsf(w[i]) + l2 * w[i] * w[i];
-		g[i] += scale * (l1 * sign + 2 * l2 * w[i]);
-	}
+	for (int64_t i = 0; i < n; i++)
+		penalty += dt_regularize_update(w, g, i, l1, l2, scale);
 	return penalty;
 }
 

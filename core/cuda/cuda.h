@@ -1,7 +1,7 @@
 /*
  * The CUDA backend, loaded on demand.
  *
- * The backend (core/ops_cuda*.cu) is built as its own shared object,
+ * The backend (the .cu files of core/cuda/) is built as its own shared object,
  * libdtrain_cuda.so, linked against cuBLAS, cuDNN and NCCL. dtrain does not
  * link it: loading those libraries costs far more than the 50 ms a CPU-only
  * run may spend on CUDA, so the object is dlopen()ed the first time a GPU is
@@ -21,13 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/tensor.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/*
+ * Declared only: this header does not include core/tensor.h, whose
+ * dt_device_alloc calls the loader below (no include circle). A caller of
+ * the NCCL members includes core/tensor.h for struct dt_device.
+ */
 struct dt_backend;
+struct dt_device;
 
 #define DT_CUDA_ABI 1
 #define DT_NCCL_ID_BYTES 128

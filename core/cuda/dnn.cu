@@ -52,7 +52,7 @@ struct cuda_plan {
 
 static void plan_init(struct cuda_plan *p, enum plan_kind kind, struct dt_device dev, int max_batch)
 {
-	CUDA_ASSERT(dev.kind == DT_DEVICE_CUDA && max_batch > 0);
+	DT_CUDA_ASSERT(dev.kind == DT_DEVICE_CUDA && max_batch > 0);
 	p->head.backend = &dt_cuda_backend;
 	p->kind = kind;
 	p->dev = dev;
@@ -64,9 +64,6 @@ static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
 	int span = in + pad_lo + pad_hi - dil * (k - 1) - 1;
 	return span < 0 ? 0 : span / stride + 1;
 }
-
-#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-#define LAUNCH(g, n) <<<blocks_for(n), DT_CUDA_THREADS, 0, (g)->stream>>>
 
 __global__ void k_to_bf16(const float *x, __nv_bfloat16 *y, int64_t n)
 {
@@ -194,7 +191,7 @@ template <typename Perf, typename Size> static int pick(struct conv_plan *p, con
 		int i = k % got;
 		if (perf[i].status != CUDNN_STATUS_SUCCESS || !math_ok(perf[i].mathType, k / got))
 			continue;
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, perf[i].mathType));
+		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, perf[i].mathType));
 		if (!size(perf[i].algo, bytes) || *bytes > MAX_WORKSPACE)
 			continue;
 		return i;
@@ -226,7 +223,7 @@ static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry 
 		return cudnnGetConvolutionForwardWorkspaceSize(g->dnn, e->x, p->w, p->conv, e->y, a, b) ==
 		       CUDNN_STATUS_SUCCESS;
 	};
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	if (x && y && find_enabled()) {
 		void *ws = find_ws(p);
 		if (cudnnFindConvolutionForwardAlgorithmEx(g->dnn, e->x, x, p->w, w, p->conv, e->y, y,
@@ -236,13 +233,13 @@ static void choose_fwd(struct conv_plan *p, struct dt_gpu *g, struct conv_entry 
 		dt_cuda_free(p->base.dev.index, (float *)ws);
 	}
 	if (i < 0) {
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
-		CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, e->x, p->w, p->conv, e->y,
+		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+		DT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, e->x, p->w, p->conv, e->y,
 								   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
 		i = pick(p, perf, got, size, &bytes);
 	}
 	if (i < 0)
-		CUDA_BUG("cuDNN has no forward convolution algorithm for batch %d", e->n);
+		DT_CUDA_BUG("cuDNN has no forward convolution algorithm for batch %d", e->n);
 	e->fwd = perf[i].algo;
 	e->fwd_math = perf[i].mathType;
 	e->have_fwd = 1;
@@ -259,7 +256,7 @@ static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_ent
 		return cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, e->x, e->y, p->conv, p->w, a, b) ==
 		       CUDNN_STATUS_SUCCESS;
 	};
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	if (find_enabled()) {
 		void *ws = find_ws(p);
 		if (cudnnFindConvolutionBackwardFilterAlgorithmEx(g->dnn, e->x, x, e->y, dy, p->conv, p->w, dw,
@@ -269,14 +266,14 @@ static void choose_filter(struct conv_plan *p, struct dt_gpu *g, struct conv_ent
 		dt_cuda_free(p->base.dev.index, (float *)ws);
 	}
 	if (i < 0) {
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
-		CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, e->x, e->y, p->conv, p->w,
+		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+		DT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, e->x, e->y, p->conv, p->w,
 									  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
 									  perf));
 		i = pick(p, perf, got, size, &bytes);
 	}
 	if (i < 0)
-		CUDA_BUG("cuDNN has no backward-filter convolution algorithm for batch %d", e->n);
+		DT_CUDA_BUG("cuDNN has no backward-filter convolution algorithm for batch %d", e->n);
 	e->bwd_filter = perf[i].algo;
 	e->filter_math = perf[i].mathType;
 	e->have_filter = 1;
@@ -293,7 +290,7 @@ static void choose_data(struct conv_plan *p, struct dt_gpu *g, struct conv_entry
 		return cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, e->y, p->conv, e->x, a, b) ==
 		       CUDNN_STATUS_SUCCESS;
 	};
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
 	if (find_enabled()) {
 		void *ws = find_ws(p);
 		if (cudnnFindConvolutionBackwardDataAlgorithmEx(g->dnn, p->w, w, e->y, dy, p->conv, e->x, dx,
@@ -303,13 +300,13 @@ static void choose_data(struct conv_plan *p, struct dt_gpu *g, struct conv_entry
 		dt_cuda_free(p->base.dev.index, (float *)ws);
 	}
 	if (i < 0) {
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
-		CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, e->y, p->conv, e->x,
+		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math_asked()));
+		DT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, e->y, p->conv, e->x,
 									CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
 		i = pick(p, perf, got, size, &bytes);
 	}
 	if (i < 0)
-		CUDA_BUG("cuDNN has no backward-data convolution algorithm for batch %d", e->n);
+		DT_CUDA_BUG("cuDNN has no backward-data convolution algorithm for batch %d", e->n);
 	e->bwd_data = perf[i].algo;
 	e->data_math = perf[i].mathType;
 	e->have_data = 1;
@@ -325,7 +322,7 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 {
 	const struct dt_conv_geom *c = &p->g;
 	struct conv_entry *e = NULL;
-	CUDA_ASSERT(n > 0 && n <= p->base.max_batch);
+	DT_CUDA_ASSERT(n > 0 && n <= p->base.max_batch);
 	for (int i = 0; i < CACHE_SIZE; i++) {
 		struct conv_entry *f = &p->cache[i];
 		if (f->n == n) {
@@ -336,13 +333,13 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 			e = f;
 	}
 	if (!e->x) {
-		CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
-		CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
+		DT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
+		DT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
 	}
 	e->n = n;
 	e->have_fwd = e->have_filter = e->have_data = 0;
-	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, p->dtype, n, c->in_c, p->in_h, p->in_w));
-	CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, p->dtype, n, c->out_c, c->out_h, c->out_w));
+	DT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, p->dtype, n, c->in_c, p->in_h, p->in_w));
+	DT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, p->dtype, n, c->out_c, c->out_h, c->out_w));
 	e->used = ++p->base.clock;
 	return e;
 }
@@ -359,19 +356,19 @@ static int bf16_supported(struct conv_plan *p, int n)
 	cudnnTensorDescriptor_t x, y;
 	cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	int got = 0, ok = 0;
-	CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
-	CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
-	CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->in_c, p->in_h, p->in_w));
-	CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->out_c, c->out_h, c->out_w));
-	CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh,
+	DT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+	DT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+	DT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->in_c, p->in_h, p->in_w));
+	DT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->out_c, c->out_h, c->out_w));
+	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh,
 					       c->kw));
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_TENSOR_OP_MATH));
+	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_TENSOR_OP_MATH));
 	if (cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, x, p->w, p->conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
 						   perf) == CUDNN_STATUS_SUCCESS)
 		for (int i = 0; i < got; i++)
 			ok |= perf[i].status == CUDNN_STATUS_SUCCESS;
-	CUDNN_CHECK(cudnnDestroyTensorDescriptor(x));
-	CUDNN_CHECK(cudnnDestroyTensorDescriptor(y));
+	DT_CUDNN_CHECK(cudnnDestroyTensorDescriptor(x));
+	DT_CUDNN_CHECK(cudnnDestroyTensorDescriptor(y));
 	return ok;
 }
 
@@ -379,14 +376,14 @@ static int bf16_supported(struct conv_plan *p, int n)
 static const void *to_bf16(struct dt_gpu *g, const float *x, __nv_bfloat16 *xb, int64_t n)
 {
 	k_to_bf16 LAUNCH(g, n)(x, xb, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	return xb;
 }
 
 static void from_bf16(struct dt_gpu *g, const __nv_bfloat16 *xb, float *x, int64_t n)
 {
 	k_from_bf16 LAUNCH(g, n)(xb, x, n);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *c, int max_batch)
@@ -395,13 +392,13 @@ struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geo
 	int64_t wn = (int64_t)c->kh * c->kw * c->in_c * c->out_c;
 	int pad_h, pad_w;
 
-	CUDA_ASSERT(p);
-	CUDA_ASSERT(c->in_c > 0 && c->out_c > 0 && c->kh > 0 && c->kw > 0);
-	CUDA_ASSERT(c->stride_h > 0 && c->stride_w > 0 && c->dil_h > 0 && c->dil_w > 0);
-	CUDA_ASSERT(c->pad_top >= 0 && c->pad_left >= 0 && c->pad_bottom >= 0 && c->pad_right >= 0);
-	CUDA_ASSERT(c->out_h > 0 &&
+	DT_CUDA_ASSERT(p);
+	DT_CUDA_ASSERT(c->in_c > 0 && c->out_c > 0 && c->kh > 0 && c->kw > 0);
+	DT_CUDA_ASSERT(c->stride_h > 0 && c->stride_w > 0 && c->dil_h > 0 && c->dil_w > 0);
+	DT_CUDA_ASSERT(c->pad_top >= 0 && c->pad_left >= 0 && c->pad_bottom >= 0 && c->pad_right >= 0);
+	DT_CUDA_ASSERT(c->out_h > 0 &&
 		    c->out_h == out_size(c->in_h, c->kh, c->stride_h, c->dil_h, c->pad_top, c->pad_bottom));
-	CUDA_ASSERT(c->out_w > 0 &&
+	DT_CUDA_ASSERT(c->out_w > 0 &&
 		    c->out_w == out_size(c->in_w, c->kw, c->stride_w, c->dil_w, c->pad_left, c->pad_right));
 	plan_init(&p->base, PLAN_CONV, dev, max_batch);
 	dt_gpu_use(dev);
@@ -411,13 +408,13 @@ struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geo
 	p->in_w = p->padded ? c->in_w + c->pad_left + c->pad_right : c->in_w;
 	pad_h = p->padded ? 0 : c->pad_top;
 	pad_w = p->padded ? 0 : c->pad_left;
-	CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-	CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
-	CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, pad_h, pad_w, c->stride_h, c->stride_w, c->dil_h, c->dil_w,
+	DT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
+	DT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
+	DT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, pad_h, pad_w, c->stride_h, c->stride_w, c->dil_h, c->dil_w,
 						    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
 	p->dtype = dt_cuda_precision() == DT_PRECISION_BF16 && bf16_supported(p, max_batch) ? CUDNN_DATA_BFLOAT16
 											   : CUDNN_DATA_FLOAT;
-	CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, p->dtype, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh, c->kw));
+	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, p->dtype, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh, c->kw));
 	p->w_t = dt_cuda_alloc(dev.index, wn);
 	p->dw_t = dt_cuda_alloc(dev.index, wn);
 	if (p->padded) {
@@ -441,9 +438,9 @@ static int conv_batch(const struct conv_plan *p, const struct dt_tensor *x, cons
 {
 	const struct dt_conv_geom *c = &p->g;
 	int n = x->shape.dim[0];
-	CUDA_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
-	CUDA_ASSERT(t_count(x) == (int64_t)n * c->in_h * c->in_w * c->in_c);
-	CUDA_ASSERT(t_count(y) == (int64_t)n * c->out_h * c->out_w * c->out_c);
+	DT_CUDA_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
+	DT_CUDA_ASSERT(t_count(x) == (int64_t)n * c->in_h * c->in_w * c->in_c);
+	DT_CUDA_ASSERT(t_count(y) == (int64_t)n * c->out_h * c->out_w * c->out_c);
 	return n;
 }
 
@@ -455,7 +452,7 @@ static const float *conv_input(struct conv_plan *p, struct dt_gpu *g, const floa
 	if (!p->padded)
 		return x;
 	k_pad LAUNCH(g, total)(x, p->xp, total, c->in_h, c->in_w, c->in_c, p->in_h, p->in_w, c->pad_top, c->pad_left);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	return p->xp;
 }
 
@@ -464,7 +461,7 @@ static void weights_to_cudnn(struct conv_plan *p, struct dt_gpu *g, const float 
 	const struct dt_conv_geom *c = &p->g;
 	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
 	k_transpose LAUNCH(g, rows * cols)(w, p->w_t, rows, cols);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
@@ -481,9 +478,9 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	void *cy;
 	struct conv_entry *e;
 
-	CUDA_ASSERT(p->base.kind == PLAN_CONV);
-	CUDA_ASSERT(t_count(w) == wn);
-	CUDA_ASSERT(!b || t_count(b) == c->out_c);
+	DT_CUDA_ASSERT(p->base.kind == PLAN_CONV);
+	DT_CUDA_ASSERT(t_count(w) == wn);
+	DT_CUDA_ASSERT(!b || t_count(b) == c->out_c);
 	if (n == 0)
 		return;
 	e = conv_entry(p, n);
@@ -499,8 +496,8 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	}
 	if (!e->have_fwd)
 		choose_fwd(p, g, e, cx, cw, cy);
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
-	CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd, p->ws, p->ws_bytes, &zero,
+	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
+	DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd, p->ws, p->ws_bytes, &zero,
 					    e->y, cy));
 	if (p->dtype == CUDNN_DATA_BFLOAT16)
 		from_bf16(g, p->yb, y->data, t_count(y));
@@ -523,10 +520,10 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	void *cdw;
 	struct conv_entry *e;
 
-	CUDA_ASSERT(p->base.kind == PLAN_CONV);
-	CUDA_ASSERT(t_count(w) == rows * cols && t_count(dw) == rows * cols);
-	CUDA_ASSERT(!db || t_count(db) == c->out_c);
-	CUDA_ASSERT(!dx || t_count(dx) == t_count(x));
+	DT_CUDA_ASSERT(p->base.kind == PLAN_CONV);
+	DT_CUDA_ASSERT(t_count(w) == rows * cols && t_count(dw) == rows * cols);
+	DT_CUDA_ASSERT(!db || t_count(db) == c->out_c);
+	DT_CUDA_ASSERT(!dx || t_count(dx) == t_count(x));
 	if (n == 0) {
 		dt_cuda_backend.fill(dw, 0);
 		if (db)
@@ -545,14 +542,14 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	}
 	if (!e->have_filter)
 		choose_filter(p, g, e, cx, cdy, cdw);
-	CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
-	CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, cx, e->y, cdy, p->conv, e->bwd_filter, p->ws,
+	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
+	DT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, cx, e->y, cdy, p->conv, e->bwd_filter, p->ws,
 						   p->ws_bytes, &zero, p->w, cdw));
 	if (bf16)
 		from_bf16(g, p->dwb, p->dw_t, rows * cols);
 	/* (out, kh*kw*in) back to Keras' (kh*kw*in, out) */
 	k_transpose LAUNCH(g, rows * cols)(p->dw_t, dw->data, cols, rows);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 	if (db)
 		dt_cuda_col_reduce(g, COL_SUM, dy->data, NULL, NULL, NULL, (int64_t)n * c->out_h * c->out_w, c->out_c, 0,
 				   1.0f, db->data);
@@ -567,8 +564,8 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 		}
 		if (!e->have_data)
 			choose_data(p, g, e, cw, cdy, cdx);
-		CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
-		CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, cw, e->y, cdy, p->conv, e->bwd_data, p->ws,
+		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
+		DT_CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, cw, e->y, cdy, p->conv, e->bwd_data, p->ws,
 							 p->ws_bytes, &zero, e->x, cdx));
 		if (bf16)
 			from_bf16(g, p->xb, dxin, (int64_t)n * p->in_h * p->in_w * c->in_c);
@@ -576,7 +573,7 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 			int64_t total = t_count(dx);
 			k_crop LAUNCH(g, total)(p->dxp, dx->data, total, c->in_h, c->in_w, c->in_c, p->in_h, p->in_w,
 						c->pad_top, c->pad_left);
-			LAUNCH_CHECK();
+			DT_CUDA_LAUNCH_CHECK();
 		}
 	}
 }
@@ -586,11 +583,11 @@ static void conv_plan_free(struct conv_plan *p)
 	int dev = p->base.dev.index;
 	for (int i = 0; i < CACHE_SIZE; i++)
 		if (p->cache[i].x) {
-			CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->cache[i].x));
-			CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->cache[i].y));
+			DT_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->cache[i].x));
+			DT_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->cache[i].y));
 		}
-	CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->w));
-	CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->conv));
+	DT_CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->w));
+	DT_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->conv));
 	dt_cuda_free(dev, p->w_t);
 	dt_cuda_free(dev, p->dw_t);
 	dt_cuda_free(dev, p->xp);
@@ -614,14 +611,14 @@ struct pool_plan {
 struct dt_plan *dt_cuda_plan_pool(struct dt_device dev, const struct dt_pool_geom *c, int max_batch)
 {
 	struct pool_plan *p = (struct pool_plan *)calloc(1, sizeof(*p));
-	CUDA_ASSERT(p);
-	CUDA_ASSERT(c->kind == DT_POOL_MAX || c->kind == DT_POOL_AVG);
-	CUDA_ASSERT(c->c > 0 && c->kh > 0 && c->kw > 0 && c->stride_h > 0 && c->stride_w > 0);
-	CUDA_ASSERT((int64_t)c->kh * c->kw <= UINT16_MAX + 1);
-	CUDA_ASSERT(c->pad_top >= 0 && c->pad_top < c->kh && c->pad_bottom >= 0 && c->pad_bottom < c->kh);
-	CUDA_ASSERT(c->pad_left >= 0 && c->pad_left < c->kw && c->pad_right >= 0 && c->pad_right < c->kw);
-	CUDA_ASSERT(c->out_h > 0 && c->out_h == out_size(c->in_h, c->kh, c->stride_h, 1, c->pad_top, c->pad_bottom));
-	CUDA_ASSERT(c->out_w > 0 && c->out_w == out_size(c->in_w, c->kw, c->stride_w, 1, c->pad_left, c->pad_right));
+	DT_CUDA_ASSERT(p);
+	DT_CUDA_ASSERT(c->kind == DT_POOL_MAX || c->kind == DT_POOL_AVG);
+	DT_CUDA_ASSERT(c->c > 0 && c->kh > 0 && c->kw > 0 && c->stride_h > 0 && c->stride_w > 0);
+	DT_CUDA_ASSERT((int64_t)c->kh * c->kw <= UINT16_MAX + 1);
+	DT_CUDA_ASSERT(c->pad_top >= 0 && c->pad_top < c->kh && c->pad_bottom >= 0 && c->pad_bottom < c->kh);
+	DT_CUDA_ASSERT(c->pad_left >= 0 && c->pad_left < c->kw && c->pad_right >= 0 && c->pad_right < c->kw);
+	DT_CUDA_ASSERT(c->out_h > 0 && c->out_h == out_size(c->in_h, c->kh, c->stride_h, 1, c->pad_top, c->pad_bottom));
+	DT_CUDA_ASSERT(c->out_w > 0 && c->out_w == out_size(c->in_w, c->kw, c->stride_w, 1, c->pad_left, c->pad_right));
 	plan_init(&p->base, PLAN_POOL, dev, max_batch);
 	dt_gpu_use(dev);
 	p->g = *c;
@@ -636,10 +633,10 @@ static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, cons
 {
 	const struct dt_pool_geom *c = &p->g;
 	int n = x->shape.dim[0];
-	CUDA_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
-	CUDA_ASSERT(n >= 0 && n <= p->base.max_batch);
-	CUDA_ASSERT(t_count(x) == (int64_t)n * c->in_h * c->in_w * c->c);
-	CUDA_ASSERT(t_count(y) == (int64_t)n * c->out_h * c->out_w * c->c);
+	DT_CUDA_ASSERT(x->shape.ndim >= 1 && y->shape.ndim >= 1 && y->shape.dim[0] == n);
+	DT_CUDA_ASSERT(n >= 0 && n <= p->base.max_batch);
+	DT_CUDA_ASSERT(t_count(x) == (int64_t)n * c->in_h * c->in_w * c->c);
+	DT_CUDA_ASSERT(t_count(y) == (int64_t)n * c->out_h * c->out_w * c->c);
 	return n;
 }
 
@@ -739,11 +736,11 @@ void dt_cuda_pool_forward(struct dt_plan *pl, const struct dt_tensor *x, struct 
 	struct dt_gpu *g = dt_gpu_use(p->base.dev);
 	int n = pool_batch(p, x, y);
 	int64_t total = t_count(y);
-	CUDA_ASSERT(p->base.kind == PLAN_POOL);
+	DT_CUDA_ASSERT(p->base.kind == PLAN_POOL);
 	if (total > 0) {
 		k_pool_forward LAUNCH(g, total)(p->g, x->data, y->data,
 						p->g.kind == DT_POOL_MAX && training ? p->argmax : NULL, total);
-		LAUNCH_CHECK();
+		DT_CUDA_LAUNCH_CHECK();
 	}
 	if (training)
 		p->trained_n = n;
@@ -755,12 +752,12 @@ void dt_cuda_pool_backward(struct dt_plan *pl, const struct dt_tensor *dy, struc
 	struct dt_gpu *g = dt_gpu_use(p->base.dev);
 	int n = pool_batch(p, dx, dy);
 	int64_t total = t_count(dx);
-	CUDA_ASSERT(p->base.kind == PLAN_POOL);
-	CUDA_ASSERT(p->g.kind != DT_POOL_MAX || n == 0 || p->trained_n == n);
+	DT_CUDA_ASSERT(p->base.kind == PLAN_POOL);
+	DT_CUDA_ASSERT(p->g.kind != DT_POOL_MAX || n == 0 || p->trained_n == n);
 	if (total == 0)
 		return;
 	k_pool_backward LAUNCH(g, total)(p->g, dy->data, p->argmax, dx->data, total);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 /* ---- batch normalization ---- */
@@ -779,8 +776,8 @@ struct dt_plan *dt_cuda_plan_batchnorm(struct dt_device dev, int channels, int64
 				       int max_batch)
 {
 	struct bn_plan *p = (struct bn_plan *)calloc(1, sizeof(*p));
-	CUDA_ASSERT(p);
-	CUDA_ASSERT(channels > 0 && spatial > 0 && epsilon > 0);
+	DT_CUDA_ASSERT(p);
+	DT_CUDA_ASSERT(channels > 0 && spatial > 0 && epsilon > 0);
 	plan_init(&p->base, PLAN_BATCHNORM, dev, max_batch);
 	dt_gpu_use(dev);
 	p->c = channels;
@@ -797,7 +794,7 @@ struct dt_plan *dt_cuda_plan_batchnorm(struct dt_device dev, int channels, int64
 static int bn_batch(const struct bn_plan *p, const struct dt_tensor *x)
 {
 	int n = x->shape.dim[0];
-	CUDA_ASSERT(x->shape.ndim >= 1 && t_count(x) == (int64_t)n * p->spatial * p->c);
+	DT_CUDA_ASSERT(x->shape.ndim >= 1 && t_count(x) == (int64_t)n * p->spatial * p->c);
 	return n;
 }
 
@@ -836,10 +833,10 @@ void dt_cuda_batchnorm_forward(struct dt_plan *pl, int training, float momentum,
 	int n = bn_batch(p, x);
 	int64_t rows = (int64_t)n * p->spatial, total = rows * p->c;
 
-	CUDA_ASSERT(p->base.kind == PLAN_BATCHNORM);
-	CUDA_ASSERT(t_count(moving_mean) == p->c && t_count(moving_var) == p->c);
-	CUDA_ASSERT(!gamma || t_count(gamma) == p->c);
-	CUDA_ASSERT(!beta || t_count(beta) == p->c);
+	DT_CUDA_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	DT_CUDA_ASSERT(t_count(moving_mean) == p->c && t_count(moving_var) == p->c);
+	DT_CUDA_ASSERT(!gamma || t_count(gamma) == p->c);
+	DT_CUDA_ASSERT(!beta || t_count(beta) == p->c);
 	if (n == 0)
 		return;
 	if (training) {
@@ -848,7 +845,7 @@ void dt_cuda_batchnorm_forward(struct dt_plan *pl, int training, float momentum,
 				   p->var);
 		k_bn_stats LAUNCH(g, p->c)(p->mean, p->var, p->invstd, p->epsilon, momentum, moving_mean->data,
 					   moving_var->data, p->c);
-		LAUNCH_CHECK();
+		DT_CUDA_LAUNCH_CHECK();
 		k_bn_apply LAUNCH(g, total)(x->data, y->data, p->mean, p->var, p->invstd, p->epsilon,
 					    gamma ? gamma->data : NULL, beta ? beta->data : NULL, total, p->c);
 		p->trained_n = n;
@@ -856,7 +853,7 @@ void dt_cuda_batchnorm_forward(struct dt_plan *pl, int training, float momentum,
 		k_bn_apply LAUNCH(g, total)(x->data, y->data, moving_mean->data, moving_var->data, NULL, p->epsilon,
 					    gamma ? gamma->data : NULL, beta ? beta->data : NULL, total, p->c);
 	}
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 /* dx = gamma * invstd / m * (m * dy - dbeta - xhat * dgamma), xhat = (x - mean) * invstd */
@@ -882,11 +879,11 @@ void dt_cuda_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, c
 	int64_t rows = (int64_t)n * p->spatial, total = rows * p->c;
 	float *dg = dgamma ? dgamma->data : p->dgamma, *db = dbeta ? dbeta->data : p->dbeta;
 
-	CUDA_ASSERT(p->base.kind == PLAN_BATCHNORM);
-	CUDA_ASSERT(t_count(dy) == t_count(x));
-	CUDA_ASSERT(!gamma || t_count(gamma) == p->c);
-	CUDA_ASSERT(!dgamma || t_count(dgamma) == p->c);
-	CUDA_ASSERT(!dbeta || t_count(dbeta) == p->c);
+	DT_CUDA_ASSERT(p->base.kind == PLAN_BATCHNORM);
+	DT_CUDA_ASSERT(t_count(dy) == t_count(x));
+	DT_CUDA_ASSERT(!gamma || t_count(gamma) == p->c);
+	DT_CUDA_ASSERT(!dgamma || t_count(dgamma) == p->c);
+	DT_CUDA_ASSERT(!dbeta || t_count(dbeta) == p->c);
 	if (n == 0) {
 		if (dgamma)
 			dt_cuda_backend.fill(dgamma, 0);
@@ -894,12 +891,12 @@ void dt_cuda_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, c
 			dt_cuda_backend.fill(dbeta, 0);
 		return;
 	}
-	CUDA_ASSERT(p->trained_n == n);
+	DT_CUDA_ASSERT(p->trained_n == n);
 	dt_cuda_col_reduce(g, COL_SUM, dy->data, NULL, NULL, NULL, rows, p->c, 0, 1.0f, db);
 	dt_cuda_col_reduce(g, COL_DOT_NORM, dy->data, x->data, p->mean, p->invstd, rows, p->c, 0, 1.0f, dg);
 	k_bn_backward LAUNCH(g, total)(x->data, dy->data, p->mean, p->invstd, gamma ? gamma->data : NULL, dg, db,
 				       dx->data, total, p->c, (float)rows);
-	LAUNCH_CHECK();
+	DT_CUDA_LAUNCH_CHECK();
 }
 
 static void bn_plan_free(struct bn_plan *p)

@@ -1,8 +1,11 @@
 /*
- * Inside the CUDA backend: what ops_cuda.cu (device state, allocator,
- * elementwise ops, cuBLAS, losses, optimizers) and ops_cuda_dnn.cu (cuDNN
- * convolution, pooling and batch normalization plans) share. Only those two
- * files include this header (C++, compiled by nvcc).
+ * Inside the CUDA backend: what its files share. device.cu (device state,
+ * caching allocator, pinned host memory, precision, the tables handed to
+ * dtrain), kernels.cu (cuBLAS products and own kernels: elementwise,
+ * activations, dropout, losses, metrics, optimizers, column reductions),
+ * nccl.cu (NCCL communicators and collectives) and dnn.cu (cuDNN
+ * convolution, pooling and batch normalization plans). Only those files
+ * include this header (C++, compiled by nvcc).
  *
  * libdtrain_cuda.so is dlopen()ed by a dtrain that does not export its
  * symbols: nothing here may call a function defined in dtrain itself
@@ -26,32 +29,32 @@
 /* Prints "dtrain: internal error at file:line: ..." and aborts, as dt_bug does. */
 extern "C" __attribute__((noreturn, format(printf, 3, 4))) void dt_cuda_bug(const char *file, int line,
 									  const char *fmt, ...);
-#define CUDA_BUG(...) dt_cuda_bug(__FILE__, __LINE__, __VA_ARGS__)
-#define CUDA_ASSERT(c) \
+#define DT_CUDA_BUG(...) dt_cuda_bug(__FILE__, __LINE__, __VA_ARGS__)
+#define DT_CUDA_ASSERT(c) \
 	do { \
 		if (!(c)) \
 			dt_cuda_bug(__FILE__, __LINE__, "assertion failed: %s", #c); \
 	} while (0)
-#define CUDA_CHECK(call) \
+#define DT_CUDA_CHECK(call) \
 	do { \
 		cudaError_t e_ = (call); \
 		if (e_ != cudaSuccess) \
 			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(e_)); \
 	} while (0)
-#define CUBLAS_CHECK(call) \
+#define DT_CUBLAS_CHECK(call) \
 	do { \
 		cublasStatus_t s_ = (call); \
 		if (s_ != CUBLAS_STATUS_SUCCESS) \
 			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cublasGetStatusString(s_)); \
 	} while (0)
-#define CUDNN_CHECK(call) \
+#define DT_CUDNN_CHECK(call) \
 	do { \
 		cudnnStatus_t s_ = (call); \
 		if (s_ != CUDNN_STATUS_SUCCESS) \
 			dt_cuda_bug(__FILE__, __LINE__, "%s failed: %s", #call, cudnnGetErrorString(s_)); \
 	} while (0)
 /* After a kernel launch: launch errors only, no synchronisation. */
-#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+#define DT_CUDA_LAUNCH_CHECK() DT_CUDA_CHECK(cudaGetLastError())
 
 /* One GPU's state, made on its first use. Work runs in order on its one stream. */
 struct dt_gpu {
@@ -93,6 +96,10 @@ static inline unsigned blocks_for(int64_t n)
 	return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
 }
 
+/* A grid-stride loop over i in [0, n) and its launch: k_name LAUNCH(g, n)(args) queues k_name on g's stream. */
+#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+#define LAUNCH(g, n) <<<blocks_for(n), DT_CUDA_THREADS, 0, (g)->stream>>>
+
 /*
  * Per-column reductions over a (rows, c) matrix, in a fixed order (the same
  * result every run): out[j] = beta * out[j] + scale * sum_r f(r, j), where f
@@ -103,7 +110,7 @@ enum dt_col_op { COL_SUM, COL_SQDEV, COL_DOT_NORM };
 void dt_cuda_col_reduce(struct dt_gpu *g, enum dt_col_op op, const float *x, const float *y, const float *mean,
 			const float *aux, int64_t rows, int64_t c, float beta, float scale, float *out);
 
-/* The CUDA plans (ops_cuda_dnn.cu). */
+/* The CUDA plans (dnn.cu). */
 struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 void dt_cuda_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 			  const struct dt_tensor *b, struct dt_tensor *y);
@@ -123,6 +130,10 @@ void dt_cuda_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, co
 				struct dt_tensor *dx);
 void dt_cuda_plan_free(struct dt_plan *p);
 
+/* The backend's table (device.cu), filled by dt_cuda_backend_init (kernels.cu) with its ops and dnn.cu's plans. */
 extern struct dt_backend dt_cuda_backend;
+void dt_cuda_backend_init(struct dt_backend *b);
+/* Fills the NCCL members of the API table, nccl_version included (nccl.cu). */
+void dt_cuda_nccl_init(struct dt_cuda_api *api);
 
 #endif
