@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/pipeline/internal.h"
+#include "core/pipeline/pipeline.h"
 #include "core/rng.h"
 
 /* ---- data.augment ---- */

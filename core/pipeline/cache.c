@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/pipeline/internal.h"
+#include "core/pipeline/pipeline.h"
 
 /* One source read at a time, over all pipelines and threads (see source.h). */
 static pthread_mutex_t source_lock = PTHREAD_MUTEX_INITIALIZER;

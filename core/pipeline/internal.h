@@ -1,6 +1,7 @@
 /*
  * Inside the pipeline: what the files of core/pipeline/ share. pipeline.h is
- * the interface; only the files of core/pipeline/ include this header.
+ * the interface; only the files of core/pipeline/ include this header, after
+ * pipeline.h (it includes nothing of the pipeline's, so no include circle).
  *
  *   pipeline.c    init and options, the epoch's order, one global batch
  *                 (dt_pipeline_fill_batch), the public calls, replica slices
@@ -17,7 +18,14 @@
 #ifndef DT_PIPELINE_INTERNAL_H
 #define DT_PIPELINE_INTERNAL_H
 
-#include "core/pipeline/pipeline.h"
+#include <stdint.h>
+
+/* The types are pipeline.h's; this header names them only through pointers. */
+struct dt_augment;
+struct dt_batch;
+struct dt_node;
+struct dt_pipeline;
+struct dt_pipeline_config;
 
 /* The order of one epoch and the scratch of one reading thread. */
 struct dt_pipeline_worker {

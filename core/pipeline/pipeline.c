@@ -11,6 +11,7 @@
 
 #include "core/cuda/cuda.h"
 #include "core/pipeline/internal.h"
+#include "core/pipeline/pipeline.h"
 #include "core/rng.h"
 
 /* ---- configuration ---- */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/pipeline/internal.h"
+#include "core/pipeline/pipeline.h"
 
 /* A batch in the ring and what the thread reports with it. */
 struct pl_slot {

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/pipeline/internal.h"
+#include "core/pipeline/pipeline.h"
 
 /* ---- data.normalize ---- */
 
