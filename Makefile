@@ -103,7 +103,8 @@ LIB := $(BUILD)/libdtrain.a
 BIN := $(BUILD)/dtrain
 
 .PHONY: all deps demo check test install clean found
-all: $(BIN) $(CUDA_TARGETS)
+# The tools too: CLI tests such as multihost.bats run them after a plain `make`.
+all: $(BIN) $(CUDA_TARGETS) $(TOOL_BIN)
 
 # Only the loader needs to know whether the backend was built.
 $(BUILD)/core/cuda/cuda.o: CFLAGS += -DDT_CUDA_BUILT=$(CUDA_ON)

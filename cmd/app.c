@@ -149,6 +149,8 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 {
 	memset(a, 0, sizeof(*a));
 	dt_system_detect(&a->sys);
+	/* Notes (what dtrain decided, such as a CSV header): not with -q, and once per MPI job. */
+	dt_note_set_quiet(o->quiet || a->sys.mpi_rank > 0);
 	/* A missing, unreadable or invalid model file is a usage error. */
 	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
 		return DT_EXIT_USAGE;

@@ -25,7 +25,7 @@ static const char usage[] =
 	"\n"
 	"  --set KEY=VALUE        override a config key, e.g. --set fit.epochs=2 (repeatable)\n"
 	"  --json                 one JSON object per epoch (and one for the test set) on stdout\n"
-	"  -q, --quiet            no progress on stderr\n"
+	"  -q, --quiet            no progress or notes on stderr\n"
 	"  --init-weights FILE    start from the weights in FILE (a .safetensors checkpoint)\n"
 	"  --resume               continue the run in checkpoint.dir from its latest checkpoint\n"
 	"  -h, --help             this help\n";

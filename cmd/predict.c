@@ -39,6 +39,7 @@ static const char usage[] =
 	"  --all                  every class's probability too\n"
 	"  --json                 one JSON object per sample instead of CSV\n"
 	"  --header               a header line first (CSV output)\n"
+	"  -q, --quiet            no notes on stderr (how a CSV's first row was read)\n"
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  -h, --help             this help\n";
 
@@ -305,7 +306,7 @@ int cmd_predict(int argc, char **argv)
 	char path[4096];
 	int rc, have_model = 0, B, C;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json checkpoint format all header", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o)) || (rc = open_input(&a, &o, &r)) >= 0)
 		goto out;

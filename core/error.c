@@ -7,6 +7,7 @@
 static char last[1024];
 static char last_where[512];
 static int quiet;
+static int notes_quiet;
 static int rank = -1;
 static _Thread_local struct dt_error_capture *capture;
 
@@ -26,6 +27,7 @@ int dt_error_last_is_config(void)
 }
 void dt_error_set_quiet(int q) { quiet = q; }
 void dt_error_set_rank(int r) { rank = r; }
+void dt_note_set_quiet(int q) { notes_quiet = q; }
 
 void dt_error_capture(struct dt_error_capture *c)
 {
@@ -70,18 +72,34 @@ int dt_error(const char *fmt, ...)
 	return -1;
 }
 
+/* "dtrain: KIND: <msg>" on stderr, with the rank in multi-process runs. */
+static void say(const char *kind, const char *fmt, va_list ap)
+{
+	if (rank >= 0)
+		fprintf(stderr, "[rank %d] ", rank);
+	fprintf(stderr, "dtrain: %s: ", kind);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void dt_warn(const char *fmt, ...)
 {
 	va_list ap;
 	if (quiet)
 		return;
-	if (rank >= 0)
-		fprintf(stderr, "[rank %d] ", rank);
-	fputs("dtrain: warning: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say("warning", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+}
+
+void dt_note(const char *fmt, ...)
+{
+	va_list ap;
+	if (quiet || notes_quiet)
+		return;
+	va_start(ap, fmt);
+	say("note", fmt, ap);
+	va_end(ap);
 }
 
 void dt_bug(const char *file, int line, const char *fmt, ...)

@@ -25,6 +25,13 @@ int dt_error_at(const char *where, const char *fmt, ...) DT_PRINTF(2, 3);
 int dt_error_atv(const char *where, const char *fmt, va_list ap);
 /* Prints "dtrain: warning: <msg>". */
 void dt_warn(const char *fmt, ...) DT_PRINTF(1, 2);
+/*
+ * Prints "dtrain: note: <msg>": a decision dtrain made for the user (a CSV's
+ * first row taken as a header, or as data). Silenced by dt_note_set_quiet(1)
+ * (the subcommands' -q, and MPI ranks other than 0) and by dt_error_set_quiet.
+ */
+void dt_note(const char *fmt, ...) DT_PRINTF(1, 2);
+void dt_note_set_quiet(int quiet);
 
 /* The message (without prefix) of the most recent dt_error*, "" if none. */
 const char *dt_error_last(void);

@@ -3,7 +3,10 @@
  * standard input (path: "-").
  *
  *   path: iris.csv          the file ("-": standard input, read whole)
- *   header: true            the first row names the columns
+ *   header: auto            is the first row a header? auto (the default):
+ *                           when one of its feature fields is not a number;
+ *                           true or false decide without looking
+ *   skip_rows: 1            lines to skip before the header or the first row
  *   label: species          the label column, by name or by index (0-based,
  *                           negative from the end as in Python); default last
  *   delimiter: ","          one character ("\t" for TSV)
@@ -14,15 +17,20 @@
  * otherwise every distinct label string is a class, numbered in sorted order
  * (sklearn's LabelEncoder) and kept in s->class_names.
  *
- * Bad rows (a wrong number of fields, a feature that is not a number, an
- * empty label) stay records, so the count is the file's row count: reading
- * one is an error naming the row (its line number) and the fault, or with
- * data.on_error: skip (bad != NULL) a bad[i] = 1. A file without a single
- * good row is an error at open.
+ * Lines: a UTF-8 byte-order mark before the first is dropped, blank lines
+ * are skipped (skip_rows counts them), and a row's number is its line number.
+ * header: auto says what it decided in a note on stderr (dt_note).
+ *
+ * Bad rows (a wrong number of fields, a feature that is not a finite number,
+ * an empty label, a NUL byte) stay records, so the count is the file's row
+ * count: reading one is an error naming the row (its line number) and the
+ * fault, or with data.on_error: skip (bad != NULL) a bad[i] = 1. A file
+ * without a single good row is an error at open.
  *
  * The stream reader (dt_csv_reader, for dtrain predict) reads rows in order
  * with bounded memory: features only, or the training layout (one more
- * column, the label, which it skips).
+ * column, the label, which it skips). It always decides about the first row
+ * as header: auto does, and every bad row is an error.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -37,52 +45,91 @@
 
 #define CSV_MAX_CLASS_INDEX (1 << 24) /* larger whole-number labels are values, not classes */
 
-/* Lines of a gzip or plain stream; blank lines are skipped, line numbers kept. */
+#define CSV_CHUNK (1 << 16) /* bytes read from the stream at a time */
+
+/* Lines of a gzip or plain stream, read a chunk at a time. */
 struct csv_lines {
 	gzFile gz;
 	const char *name;
-	char *buf;
-	size_t cap;
-	int64_t line; /* 1-based number of the line in buf */
-	int64_t next; /* number of the next line to read */
+	char *chunk;          /* CSV_CHUNK bytes read ahead */
+	int64_t pos, have;    /* the unread bytes: chunk[pos .. have) */
+	int eof;              /* the stream has no bytes past the chunk */
+	char *buf;            /* the current line, without its end of line */
+	size_t len, cap;
+	int nul;              /* buf holds a NUL byte (then it is no text to split) */
+	int64_t line;         /* 1-based number of the line in buf: lines read so far */
 };
 
-/* The next non-blank line (without its end of line) in l->buf: 1, 0 at the end, -1 on a read error. */
-static int csv_getline(struct csv_lines *l)
+/* The next line, blank or not, in l->buf: 1, 0 at the end, -1 on a read error. */
+static int csv_readline(struct csv_lines *l)
 {
+	int got = 0;
+	l->len = 0;
 	for (;;) {
-		size_t len = 0;
-		int code, got = 0;
-		for (;;) {
-			if (l->cap - len < 64) {
-				l->cap = l->cap ? 2 * l->cap : 4096;
-				l->buf = dt_realloc(l->buf, l->cap);
-			}
-			if (!gzgets(l->gz, l->buf + len, (int)(l->cap - len))) {
-				const char *msg = gzerror(l->gz, &code);
-				if (code == Z_ERRNO)
-					return dt_error("cannot read '%s': %s", l->name, strerror(errno));
-				if (code == Z_BUF_ERROR)
-					return dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer",
-							l->name);
-				if (code != Z_OK)
-					return dt_error("cannot read '%s': corrupt gzip stream: %s", l->name, msg);
+		const char *nl;
+		int64_t take;
+		if (l->pos == l->have) {
+			if (l->eof)
 				break;
+			if (!l->chunk)
+				l->chunk = dt_malloc(CSV_CHUNK);
+			l->pos = 0;
+			l->have = dt_gz_read(l->gz, l->name, l->chunk, CSV_CHUNK);
+			if (l->have < 0) {
+				l->have = 0;
+				return -1;
 			}
-			got = 1;
-			len += strlen(l->buf + len);
-			if (len > 0 && l->buf[len - 1] == '\n')
+			l->eof = l->have < CSV_CHUNK; /* dt_gz_read reads less only at the end */
+			if (l->have == 0)
 				break;
 		}
-		if (!got)
-			return 0;
-		while (len > 0 && (l->buf[len - 1] == '\n' || l->buf[len - 1] == '\r'))
-			l->buf[--len] = 0;
-		l->line = ++l->next;
-		for (size_t i = 0; i < len; i++)
+		nl = memchr(l->chunk + l->pos, '\n', (size_t)(l->have - l->pos));
+		take = (nl ? nl - l->chunk : l->have) - l->pos;
+		if (l->len + (size_t)take + 1 > l->cap) {
+			l->cap = 2 * (l->len + (size_t)take + 1) > 4096 ? 2 * (l->len + (size_t)take + 1) : 4096;
+			l->buf = dt_realloc(l->buf, l->cap);
+		}
+		memcpy(l->buf + l->len, l->chunk + l->pos, (size_t)take);
+		l->len += (size_t)take;
+		l->pos += take;
+		got = 1;
+		if (nl) {
+			l->pos++;
+			break;
+		}
+	}
+	if (!got)
+		return 0;
+	l->buf[l->len] = 0;
+	while (l->len > 0 && l->buf[l->len - 1] == '\r')
+		l->buf[--l->len] = 0;
+	l->line++;
+	if (l->line == 1 && l->len >= 3 && !memcmp(l->buf, "\xEF\xBB\xBF", 3)) { /* UTF-8 byte-order mark */
+		l->len -= 3;
+		memmove(l->buf, l->buf + 3, l->len + 1);
+	}
+	l->nul = memchr(l->buf, 0, l->len) != NULL;
+	return 1;
+}
+
+/* The next non-blank line in l->buf: 1, 0 at the end, -1 on a read error. */
+static int csv_getline(struct csv_lines *l)
+{
+	int rc;
+	while ((rc = csv_readline(l)) > 0)
+		for (size_t i = 0; i < l->len; i++)
 			if (!isspace((unsigned char)l->buf[i]))
 				return 1;
-	}
+	return rc;
+}
+
+static void csv_lines_close(struct csv_lines *l)
+{
+	if (l->gz)
+		gzclose(l->gz);
+	free(l->chunk);
+	free(l->buf);
+	memset(l, 0, sizeof(*l));
 }
 
 static char *csv_trim(char *s)
@@ -95,10 +142,13 @@ static char *csv_trim(char *s)
 	return s;
 }
 
+#define CSV_OPEN_QUOTE (-1) /* csv_split: a quoted field has no closing quote */
+#define CSV_NUL_ROW (-2)    /* csv_split_line: the row holds a NUL byte */
+
 /*
  * Splits line in place at delim into *fields (grown as needed); a field in
  * double quotes may hold the delimiter and "" for a quote. Returns the number
- * of fields, or -1 for an unterminated quote.
+ * of fields, or CSV_OPEN_QUOTE.
  */
 static int csv_split(char *line, char delim, char ***fields, int *cap)
 {
@@ -117,7 +167,7 @@ static int csv_split(char *line, char delim, char ***fields, int *cap)
 			char *w = start = ++p;
 			for (;;) {
 				if (!*p)
-					return -1;
+					return CSV_OPEN_QUOTE;
 				if (*p == '"' && p[1] == '"') {
 					*w++ = '"';
 					p += 2;
@@ -143,6 +193,22 @@ static int csv_split(char *line, char delim, char ***fields, int *cap)
 	for (int i = 0; i < n; i++)
 		(*fields)[i] = csv_trim((*fields)[i]);
 	return n;
+}
+
+/* The current line of l split as csv_split does, or CSV_NUL_ROW. */
+static int csv_split_line(struct csv_lines *l, char delim, char ***fields, int *cap)
+{
+	return l->nul ? CSV_NUL_ROW : csv_split(l->buf, delim, fields, cap);
+}
+
+/* Does the whole field read as a number, finite or not ("nan", "inf", "1e999")? */
+static int csv_is_number(const char *s)
+{
+	char *end;
+	if (!*s)
+		return 0;
+	(void)strtod(s, &end);
+	return end != s && !*end;
 }
 
 /* A finite number filling the whole field. 0 or -1. */
@@ -183,8 +249,12 @@ static const char *csv_features(const struct csv_layout *L, char **f, int k, int
 				size_t size)
 {
 	char col[300];
-	if (k < 0) {
+	if (k == CSV_OPEN_QUOTE) {
 		snprintf(msg, size, "row %lld: a quoted field has no closing quote", (long long)line);
+		return msg;
+	}
+	if (k == CSV_NUL_ROW) {
+		snprintf(msg, size, "row %lld: the row holds a NUL byte", (long long)line);
 		return msg;
 	}
 	if (k != L->ncols) {
@@ -199,8 +269,8 @@ static const char *csv_features(const struct csv_layout *L, char **f, int k, int
 			if (!f[i][0])
 				snprintf(msg, size, "row %lld, %s: the field is empty", (long long)line, col);
 			else
-				snprintf(msg, size, "row %lld, %s: '%.40s%s' is not a number", (long long)line, col, f[i],
-					 strlen(f[i]) > 40 ? "..." : "");
+				snprintf(msg, size, "row %lld, %s: '%.40s%s' is not a %snumber", (long long)line, col, f[i],
+					 strlen(f[i]) > 40 ? "..." : "", csv_is_number(f[i]) ? "finite " : "");
 			return msg;
 		}
 	}
@@ -230,6 +300,57 @@ static int csv_label_index(const struct dt_node *label, long *index)
 	errno = 0;
 	*index = strtol(label->value, &end, 10);
 	return end != label->value && !*end && !errno;
+}
+
+enum csv_header { CSV_HEADER_NO, CSV_HEADER_YES, CSV_HEADER_AUTO };
+
+/* The header argument: auto (the default), or a boolean (true, yes, on; false, no, off). 0 or -1. */
+static int csv_header_arg(const struct dt_node *args, int *out)
+{
+	static const char *const words[] = { "false", "no", "off", "true", "yes", "on", "auto", NULL };
+	const struct dt_node *n = dt_node_get(args, "header");
+
+	*out = CSV_HEADER_AUTO;
+	if (!n)
+		return 0;
+	if (n->kind != DT_NODE_SCALAR)
+		return dt_node_error(n, "header must be auto, true or false");
+	for (int i = 0; words[i]; i++) {
+		if (!strcasecmp(n->value, words[i])) {
+			*out = i < 3 ? CSV_HEADER_NO : i < 6 ? CSV_HEADER_YES : CSV_HEADER_AUTO;
+			return 0;
+		}
+	}
+	return dt_node_error(n, "header must be auto, true or false, not '%s'", n->value);
+}
+
+/*
+ * header: auto's rule: the first row (k fields) is a header when a field
+ * other than column `label` (-1: none known) is not a number. Empty fields
+ * decide nothing; "nan", "inf" and "1e999" are numbers.
+ */
+static int csv_is_header(char **f, int k, int label)
+{
+	for (int i = 0; i < k; i++)
+		if (i != label && f[i][0] && !csv_is_number(f[i]))
+			return 1;
+	return 0;
+}
+
+/* Tells what header: auto decided about the first row (line `line` of `name`), naming a few columns. */
+static void csv_note_first_row(const char *name, int64_t line, char **f, int k, int header)
+{
+	char where[48] = "", cols[160] = "";
+	int n = 0;
+	if (line > 1)
+		snprintf(where, sizeof(where), " (line %lld)", (long long)line);
+	if (!header) {
+		dt_note("'%s': first row%s is data, not a header", name, where);
+		return;
+	}
+	for (int i = 0; i < k && i < 3; i++)
+		n += snprintf(cols + n, sizeof(cols) - (size_t)n, "%s'%.24s'", i ? ", " : "", f[i]);
+	dt_note("'%s': first row%s is a header (%s%s)", name, where, cols, k > 3 ? ", ..." : "");
 }
 
 /* ---- the source ---- */
@@ -361,55 +482,75 @@ static void csv_close(struct dt_source *s)
 	s->priv = NULL;
 }
 
-/* Reads the header (or the first row) and finds the label column. 0 or -1. */
-static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int header, struct csv_layout *L,
-			   char ***fields, int *cap, int *pending)
+/*
+ * Skips `skip` lines, reads the header (or the first row: then *pending)
+ * and finds the label column. `header` is a csv_header. 0 or -1.
+ */
+static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int header, int64_t skip,
+			   struct csv_layout *L, char ***fields, int *cap, int *pending)
 {
 	const struct dt_node *label = dt_node_get(args, "label");
-	long index;
-	int k, rc = csv_getline(l);
+	long index = 0;
+	int k, rc = 0, names, by_index = csv_label_index(label, &index), by_name = label && !by_index;
 
-	if (rc < 0)
+	if (by_name && label->kind != DT_NODE_SCALAR)
+		return dt_node_error(label, "label must be a column name or index");
+	for (int64_t i = 0; i < skip && (rc = csv_readline(l)) > 0; i++)
+		;
+	if (rc < 0 || (rc = csv_getline(l)) < 0)
 		return -1;
 	if (rc == 0)
-		return dt_error("'%s' is empty", l->name);
-	k = csv_split(l->buf, L->delim, fields, cap);
-	if (k < 0)
+		return skip ? dt_error("'%s' has no rows after the %lld lines of skip_rows", l->name, (long long)skip)
+			    : dt_error("'%s' is empty", l->name);
+	k = csv_split_line(l, L->delim, fields, cap);
+	if (k == CSV_NUL_ROW)
+		return dt_error("'%s', row %lld: the first row holds a NUL byte (a binary or UTF-16 file?)", l->name,
+				(long long)l->line);
+	if (k == CSV_OPEN_QUOTE)
 		return dt_error("'%s', row %lld: a quoted field has no closing quote", l->name, (long long)l->line);
-	L->ncols = k;
-	*pending = !header;
-	if (header) {
-		L->names = dt_calloc(k + 1, sizeof(char *));
-		for (int i = 0; i < k; i++)
-			L->names[i] = dt_strdup((*fields)[i]);
-	}
 	if (k < 2)
 		return dt_error("'%s', row %lld: found %d field, expected features and a label", l->name,
 				(long long)l->line, k);
-	if (!label) {
-		L->label_col = k - 1;
-	} else if (csv_label_index(label, &index)) {
+	L->ncols = k;
+	L->label_col = k - 1;
+	if (by_index) {
 		if (index < -k || index >= k)
 			return dt_node_error(label, "label column %ld is out of range: '%s' has %d columns", index,
 					     l->name, k);
 		L->label_col = (int)(index < 0 ? k + index : index);
-	} else {
+	}
+	/* Does the first row name the columns? (A label by name is looked for in every column.) */
+	if (header == CSV_HEADER_AUTO)
+		names = csv_is_header(*fields, k, by_name ? -1 : L->label_col);
+	else
+		names = header == CSV_HEADER_YES;
+	*pending = !names;
+	if (names) {
+		L->names = dt_calloc(k + 1, sizeof(char *));
+		for (int i = 0; i < k; i++)
+			L->names[i] = dt_strdup((*fields)[i]);
+	}
+	if (by_name && !names && header == CSV_HEADER_NO)
+		return dt_node_error(label, "label '%s' names a column but '%s' has no header (header: false); "
+				     "give the column's index", label->value, l->name);
+	if (by_name && !names)
+		return dt_node_error(label, "'%s' has no column '%s': it has no header, its first row (row %lld) is "
+				     "data; give the column's index", l->name, label->value, (long long)l->line);
+	if (by_name) {
 		const char *hint;
-		if (label->kind != DT_NODE_SCALAR)
-			return dt_node_error(label, "label must be a column name or index");
-		if (!header)
-			return dt_node_error(label, "label '%s' names a column but '%s' has no header (header: false); "
-					     "give the column's index", label->value, l->name);
 		for (L->label_col = 0; L->label_col < k; L->label_col++)
 			if (!strcmp(L->names[L->label_col], label->value))
 				break;
 		if (L->label_col == k) {
 			hint = dt_did_you_mean(label->value, (const char *const *)L->names);
-			return hint ? dt_node_error(label, "'%s' has no column '%s'; did you mean '%s'?", l->name,
-						    label->value, hint)
-				    : dt_node_error(label, "'%s' has no column '%s'", l->name, label->value);
+			return hint ? dt_node_error(label, "'%s' has no column '%s' in its header (row %lld); did you mean '%s'?",
+						    l->name, label->value, (long long)l->line, hint)
+				    : dt_node_error(label, "'%s' has no column '%s' in its header (row %lld)", l->name,
+						    label->value, (long long)l->line);
 		}
 	}
+	if (header == CSV_HEADER_AUTO)
+		csv_note_first_row(l->name, l->line, *fields, k, names);
 	return 0;
 }
 
@@ -423,7 +564,7 @@ static void csv_free_names(struct csv_layout *L)
 
 static int csv_open(struct dt_source *s, const struct dt_node *args)
 {
-	static const char *const keys[] = { "format", "path", "header", "label", "delimiter", "shape", NULL };
+	static const char *const keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape", NULL };
 	struct csv_lines l = { 0 };
 	struct csv_layout L = { 0 };
 	struct csv_labels labels = { 0 };
@@ -431,13 +572,14 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	const char *given;
 	char *path = NULL, **fields = NULL, msg[512];
 	int header, cap = 0, pending = 0, rc = -1, *ids = NULL;
-	int64_t rows = 0, rowcap = 0, good = 0;
+	int64_t rows = 0, rowcap = 0, good = 0, skip;
 	struct csv *d = dt_calloc(1, sizeof(*d));
 
 	s->priv = d;
 	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
-	    dt_cfg_string(args, "path", NULL, &given) < 0 || dt_cfg_bool(args, "header", 1, &header) < 0 ||
-	    csv_delimiter(args, &L.delim) < 0 || dt_cfg_shape(args, "shape", &shape) < 0)
+	    dt_cfg_string(args, "path", NULL, &given) < 0 || csv_header_arg(args, &header) < 0 ||
+	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, &skip) < 0 || csv_delimiter(args, &L.delim) < 0 ||
+	    dt_cfg_shape(args, "shape", &shape) < 0)
 		goto out;
 	if (strcmp(given, "-") && dt_cfg_path(args, "path", &path) < 0)
 		goto out;
@@ -445,7 +587,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	l.name = s->name;
 	if (!(l.gz = dt_gz_open(path ? path : given)))
 		goto out;
-	if (csv_layout_read(&l, args, header, &L, &fields, &cap, &pending) < 0)
+	if (csv_layout_read(&l, args, header, skip, &L, &fields, &cap, &pending) < 0)
 		goto out;
 	d->features = L.ncols - 1;
 	if (shape.ndim && dt_shape_count(&shape) != d->features) {
@@ -465,7 +607,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 				goto out;
 			if (got == 0)
 				break;
-			k = csv_split(l.buf, L.delim, &fields, &cap);
+			k = csv_split_line(&l, L.delim, &fields, &cap);
 		} else {
 			k = L.ncols; /* the first row, already split */
 		}
@@ -508,9 +650,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	csv_label_values(s, d, &labels, ids);
 	rc = 0;
 out:
-	if (l.gz)
-		gzclose(l.gz);
-	free(l.buf);
+	csv_lines_close(&l);
 	free(fields);
 	free(ids);
 	free(path);
@@ -575,9 +715,7 @@ static void csv_stream_close(struct dt_reader *r)
 	struct csv_stream *c = r->priv;
 	if (!c)
 		return;
-	if (c->l.gz)
-		gzclose(c->l.gz);
-	free(c->l.buf);
+	csv_lines_close(&c->l);
 	free(c->fields);
 	csv_free_names(&c->L);
 	free(c);
@@ -587,8 +725,10 @@ static void csv_stream_close(struct dt_reader *r)
 /*
  * The first row decides the layout: features only (as many fields as the
  * model's input), or one more field, the label column of the training
- * layout (data.train's label, else the last). It is a header when a feature
- * field is not a number, or when it holds the label column's name.
+ * layout (data.train's label, else the last). It is a header when it holds
+ * the label column's name, or by header: auto's rule (a feature field that
+ * is not a number), whatever data.train's header and skip_rows say: those
+ * describe the training file, not this input. A note says which.
  */
 static int csv_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
 {
@@ -597,7 +737,6 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	const char *format = NULL;
 	long index = 0;
 	int k, rc, by_index = 0, header = 0;
-	float v;
 
 	r->priv = c;
 	r->sample = o->sample;
@@ -615,8 +754,10 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 		return -1;
 	if ((rc = csv_getline(&c->l)) <= 0)
 		return rc; /* empty input: no samples */
-	k = csv_split(c->l.buf, c->L.delim, &c->fields, &c->cap);
-	if (k < 0)
+	k = csv_split_line(&c->l, c->L.delim, &c->fields, &c->cap);
+	if (k == CSV_NUL_ROW)
+		return dt_error("'%s', row %lld: the row holds a NUL byte", r->name, (long long)c->l.line);
+	if (k == CSV_OPEN_QUOTE)
 		return dt_error("'%s', row %lld: a quoted field has no closing quote", r->name, (long long)c->l.line);
 	c->L.ncols = k;
 	if (k == c->features + 1) {
@@ -629,8 +770,8 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 					break;
 			if (c->L.label_col == k)
 				return dt_error("'%s' has %d fields per row, the features and a label column, but no "
-						"header naming the label column '%s'",
-						r->name, k, label->value);
+						"header naming the label column '%s' (row %lld)",
+						r->name, k, label->value, (long long)c->l.line);
 			header = 1;
 		}
 	} else if (k != c->features) {
@@ -638,9 +779,9 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 				"column, found %d",
 				r->name, (long long)c->l.line, (long long)c->features, (long long)c->features + 1, k);
 	}
-	for (int i = 0; i < k && !header; i++)
-		if (i != c->L.label_col && csv_number(c->fields[i], &v) < 0)
-			header = 1;
+	if (!header)
+		header = csv_is_header(c->fields, k, c->L.label_col);
+	csv_note_first_row(r->name, c->l.line, c->fields, k, header);
 	if (header) {
 		c->L.names = dt_calloc(k + 1, sizeof(char *));
 		for (int i = 0; i < k; i++)
@@ -669,7 +810,7 @@ static int csv_stream_next(struct dt_reader *r, int n, float *x)
 				return -1;
 			if (rc == 0)
 				break;
-			k = csv_split(c->l.buf, c->L.delim, &c->fields, &c->cap);
+			k = csv_split_line(&c->l, c->L.delim, &c->fields, &c->cap);
 		}
 		if (csv_features(&c->L, c->fields, k, c->l.line, x + i * c->features, msg, sizeof(msg)))
 			return dt_error("'%s', %s", r->name, msg);

@@ -68,10 +68,14 @@ hosts_mpi() {
 }
 
 @test "multi_worker_mirrored across two hosts: the weights of one_device" {
+	# Beside the binary (make builds it with dtrain), else in this tree's build/.
+	CKPT_DIFF=$(dirname "$DTRAIN")/tests/tools/ckpt_diff
+	[ -x "$CKPT_DIFF" ] || CKPT_DIFF=$REPO/build/tests/tools/ckpt_diff
+	[ -x "$CKPT_DIFF" ] || skip "no tests/tools/ckpt_diff beside '$DTRAIN' or in build/: run make"
 	"$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/one"
 	run --separate-stderr hosts_mpi "$DTRAIN" fit "$MODELS/blobs.yaml" --json --set fit.epochs=2 \
 		--set checkpoint.dir="$TMP/two"
 	status_is 0
 	[ "$(events epoch | wc -l)" -eq 2 ]
-	"$(dirname "$DTRAIN")/tests/tools/ckpt_diff" "$TMP/one/latest.safetensors" "$TMP/two/latest.safetensors"
+	"$CKPT_DIFF" "$TMP/one/latest.safetensors" "$TMP/two/latest.safetensors"
 }

@@ -65,14 +65,14 @@ setup() {
 
 @test "predict from a gzipped pipe composes with cut, sort and uniq" {
 	gzip -c <(tail -n +2 "$D/train.csv" | cut -d, -f1-8) >"$D/x.csv.gz"
-	run bash -c "zcat '$D/x.csv.gz' | '$DTRAIN' predict '$D/shaped.yaml' --checkpoint '$CKPT' - | cut -d, -f2 | sort | uniq -c"
+	run bash -c "zcat '$D/x.csv.gz' | '$DTRAIN' predict -q '$D/shaped.yaml' --checkpoint '$CKPT' - | cut -d, -f2 | sort | uniq -c"
 	status_is 0
 	[ "${#lines[@]}" -eq 3 ]
 	total=$(printf '%s\n' "${lines[@]}" | awk '{ s += $1 } END { print s }')
 	[ "$total" -eq 300 ]
 	[[ $output == *alpha* && $output == *beta* && $output == *gamma* ]]
 	# Gzip straight into standard input works too, and INPUT may be left out.
-	run bash -c "'$DTRAIN' predict '$D/shaped.yaml' --checkpoint '$CKPT' <'$D/x.csv.gz' | wc -l"
+	run bash -c "'$DTRAIN' predict -q '$D/shaped.yaml' --checkpoint '$CKPT' <'$D/x.csv.gz' | wc -l"
 	[ "$output" -eq 300 ]
 }
 
@@ -143,7 +143,7 @@ npy_u1() {
 }
 
 @test "an output closed early ends predict quietly" {
-	run --separate-stderr bash -c "set -o pipefail; '$DTRAIN' predict '$D/model.yaml' --checkpoint '$CKPT' '$D/train.csv' | head -1"
+	run --separate-stderr bash -c "set -o pipefail; '$DTRAIN' predict -q '$D/model.yaml' --checkpoint '$CKPT' '$D/train.csv' | head -1"
 	[ "$output" = "0,alpha,${output#0,alpha,}" ]
 	[ -z "$stderr" ]
 	[ "$status" -eq 0 ] || [ "$status" -eq 141 ]
@@ -152,7 +152,7 @@ npy_u1() {
 @test "a million CSV rows stream through predict in bounded memory" {
 	# Peak RSS is read from /proc while predict still waits for the end of its input.
 	mkfifo "$D/in"
-	"$DTRAIN" predict "$D/shaped.yaml" --checkpoint "$CKPT" - <"$D/in" >"$D/out" 2>"$D/err" &
+	"$DTRAIN" predict -q "$D/shaped.yaml" --checkpoint "$CKPT" - <"$D/in" >"$D/out" 2>"$D/err" &
 	pid=$!
 	{
 		gen_rows 1000000 7 # 72 bytes a row: 72 MB

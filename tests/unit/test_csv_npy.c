@@ -219,6 +219,130 @@ static void test_csv_errors(void **state)
 	}
 }
 
+/* count rows of text under args, or -1 when the source does not open. */
+static int64_t csv_count(const char *text, size_t n, const char *args)
+{
+	char *f = dt_test_write_file(".csv", text, n);
+	struct dt_source s;
+	int64_t count = -1;
+	if (dt_test_open_source(&s, "format: csv\npath: \"%s\"\n%s", f, args) == 0) {
+		count = s.count;
+		dt_source_close(&s);
+	}
+	drop(f);
+	return count;
+}
+
+#define CSV_COUNT(text, args) csv_count(text, sizeof(text) - 1, args)
+
+static void test_csv_header_auto(void **state)
+{
+	struct dt_source s;
+	int64_t idx[3] = { 0, 1, 2 };
+	float x[6], y[3];
+	char *f;
+
+	/* No header: every row is a record (header: true, the old default, dropped the first). */
+	assert_int_equal(CSV_COUNT("1,2,0\n3,4,1\n5,6,0\n", ""), 3);
+	assert_int_equal(CSV_COUNT("1,2,0\n3,4,1\n5,6,0\n", "header: auto\n"), 3);
+	assert_int_equal(CSV_COUNT("1,2,0\n3,4,1\n5,6,0\n", "header: true\n"), 2);
+	/* Label strings are not a header: only the feature fields decide (UCI's iris.data). */
+	assert_int_equal(CSV_COUNT("5.1,3.5,Iris-setosa\n4.9,3,Iris-versicolor\n", ""), 2);
+	assert_int_equal(CSV_COUNT("Iris-setosa,5.1,3.5\n", "label: 0\n"), 1);
+	/* Names are a header; header: false keeps them as a (bad) row. */
+	assert_int_equal(CSV_COUNT("a,b,y\n1,2,0\n", ""), 1);
+	assert_int_equal(CSV_COUNT("a,b,y\n1,2,0\n", "header: false\n"), 2);
+	assert_int_equal(CSV_COUNT("a,b,y\n1,2,0\n", "header: no\n"), 2);
+	/* Empty fields decide nothing: a row with a missing value is data. */
+	assert_int_equal(CSV_COUNT("1,,0\n3,4,1\n", ""), 2);
+
+	/* nan, inf and 1e999 are numbers: the first row is data, a bad row (not finite). */
+	f = write_text(".csv", "nan,inf,0\n1e999,-inf,1\n1,2,0\n");
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), 0);
+	assert_int_equal(s.count, 3);
+	assert_int_equal(s.type->read(&s, idx, 1, x, y, NULL), -1);
+	assert_error_contains("row 1, column 1: 'nan' is not a finite number");
+	assert_int_equal(s.type->read(&s, idx + 1, 1, x, y, NULL), -1);
+	assert_error_contains("row 2, column 1: '1e999' is not a finite number");
+	assert_int_equal(s.type->read(&s, idx + 2, 1, x, y, NULL), 0);
+	dt_source_close(&s);
+	drop(f);
+
+	/* A label by name needs a header: a first row of data is an error naming the file, column and row. */
+	expect_csv_error("1,2,0\n3,4,1\n", "label: kind\n", (const char *[]){ "no column 'kind'", "row 1", "is data", NULL });
+	expect_csv_error("a,b,c\n1,2,0\n", "header: maybe\n", (const char *[]){ "header must be auto, true or false", NULL });
+}
+
+static void test_csv_skip_rows(void **state)
+{
+	static const char text[] = "150,2,setosa,virginica\n"
+				   "\n"
+				   "sepal,petal,species\n"
+				   "1,2,setosa\n"
+				   "3,x,virginica\n";
+	char *f = write_text(".csv", text);
+	struct dt_source s;
+	int64_t idx[2] = { 0, 1 };
+	float x[4], y[2];
+
+	/* skip_rows counts lines, blank or not; rows keep their line numbers. */
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nskip_rows: 2\nlabel: species\n", f), 0);
+	assert_int_equal(s.count, 2);
+	assert_string_equal(s.class_names[0], "setosa");
+	assert_int_equal(s.type->read(&s, idx, 1, x, y, NULL), 0);
+	assert_true(x[0] == 1 && x[1] == 2 && y[0] == 0);
+	assert_int_equal(s.type->read(&s, idx + 1, 1, x, y, NULL), -1);
+	assert_error_contains("row 5, column 'petal': 'x' is not a number");
+	dt_source_close(&s);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nskip_rows: 1\nlabel: species\n", f), 0);
+	assert_int_equal(s.count, 2);
+	dt_source_close(&s);
+	drop(f);
+
+	expect_csv_error(text, "skip_rows: 5\n", (const char *[]){ "no rows after the 5 lines of skip_rows", NULL });
+	expect_csv_error(text, "skip_rows: 9\n", (const char *[]){ "no rows after the 9 lines of skip_rows", NULL });
+	expect_csv_error(text, "skip_rows: -1\n", (const char *[]){ "skip_rows", NULL });
+}
+
+static void test_csv_bom_and_nul(void **state)
+{
+	static const char bom[] = "\xEF\xBB\xBFkind,a,b\nx,1,2\ny,3,4\n";
+	static const char nul[] = "a,b,y\n1,2,0\n3,4\0,9,1\n5,6,1\n";
+	struct dt_source s;
+	int64_t idx[3] = { 0, 1, 2 };
+	float x[6], y[3];
+	uint8_t bad[3];
+	char *f;
+
+	/* A UTF-8 byte-order mark is not part of the first column's name, nor a header of numbers. */
+	assert_int_equal(CSV_COUNT(bom, "label: kind\n"), 2);
+	assert_int_equal(CSV_COUNT("\xEF\xBB\xBF" "1,2,0\n3,4,1\n", ""), 2);
+	f = dt_test_write_file(".csv", bom, sizeof(bom) - 1);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\nlabel: kind\n", f), 0);
+	assert_string_equal(s.class_names[0], "x");
+	dt_source_close(&s);
+	drop(f);
+
+	/* A NUL byte makes a bad row of its line alone, named by its line number. */
+	f = dt_test_write_file(".csv", nul, sizeof(nul) - 1);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), 0);
+	assert_int_equal(s.count, 3);
+	assert_int_equal(s.type->read(&s, idx, 3, x, y, bad), 0);
+	assert_true(!bad[0] && bad[1] && !bad[2]);
+	assert_true(x[4] == 5 && x[5] == 6 && y[2] == 1);
+	assert_int_equal(s.type->read(&s, idx + 1, 1, x, y, NULL), -1);
+	assert_error_contains(f);
+	assert_error_contains("row 3: the row holds a NUL byte");
+	dt_source_close(&s);
+	drop(f);
+
+	/* UTF-16 (NUL bytes from the first row on): an error at open, not rows of nonsense. */
+	f = dt_test_write_file(".csv", "a\0,\0b\0\n\0", 9);
+	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), -1);
+	assert_error_contains("row 1: the first row holds a NUL byte");
+	drop(f);
+}
+
 /* ---- npy ---- */
 
 /* A .npy file of the given version, descr, order and shape text, then n data bytes. */
@@ -472,6 +596,47 @@ static void test_reader_csv(void **state)
 	drop(bad);
 }
 
+/* The rows predict's CSV reader hands out of text (features of 2 values), or -1 after an error. */
+static int reader_rows(const char *text, size_t n, float *x)
+{
+	char *f = dt_test_write_file(".csv", text, n);
+	struct dt_reader_opts o = { .sample = dt_shape_make(1, (int[]){ 2 }) };
+	struct dt_reader r;
+	int got = -1;
+	if (dt_reader_open(&r, &dt_csv_reader, f, &o) == 0) {
+		got = r.type->next(&r, 8, x);
+		dt_reader_close(&r);
+	}
+	drop(f);
+	return got;
+}
+
+#define READER_ROWS(text, x) reader_rows(text, sizeof(text) - 1, x)
+
+static void test_reader_csv_first_row(void **state)
+{
+	float x[16];
+
+	assert_int_equal(READER_ROWS("a,b\n1,2\n3,4\n", x), 2);
+	assert_int_equal(READER_ROWS("1,2\n3,4\n", x), 2);
+	/* A byte-order mark does not make the first row a header. */
+	assert_int_equal(READER_ROWS("\xEF\xBB\xBF" "1,2\n3,4\n", x), 2);
+	assert_true(x[0] == 1 && x[3] == 4);
+	/* nan, inf, 1e999 are numbers: the first row is data, and an error (not taken for a header). */
+	assert_int_equal(READER_ROWS("nan,inf\n1,2\n", x), -1);
+	assert_error_contains("row 1, column 1: 'nan' is not a finite number");
+	assert_int_equal(READER_ROWS("1,1e999\n1,2\n", x), -1);
+	assert_error_contains("row 1, column 2: '1e999' is not a finite number");
+	/* An empty field is a missing value, not a header. */
+	assert_int_equal(READER_ROWS("1,\n1,2\n", x), -1);
+	assert_error_contains("row 1, column 2: the field is empty");
+	/* A NUL byte is an error naming its row (it once cut the row and joined the next line to it). */
+	assert_int_equal(READER_ROWS("1,2\n3\0,4\n5,6\n", x), -1);
+	assert_error_contains("row 2: the row holds a NUL byte");
+	assert_int_equal(READER_ROWS("1\0,2\n5,6\n", x), -1);
+	assert_error_contains("row 1: the row holds a NUL byte");
+}
+
 static void test_reader_npy_idx(void **state)
 {
 	float d[12], x[12];
@@ -526,11 +691,15 @@ int main(void)
 		cmocka_unit_test(test_csv_gzip_tab_quotes_shape),
 		cmocka_unit_test(test_csv_bad_rows),
 		cmocka_unit_test(test_csv_errors),
+		cmocka_unit_test(test_csv_header_auto),
+		cmocka_unit_test(test_csv_skip_rows),
+		cmocka_unit_test(test_csv_bom_and_nul),
 		cmocka_unit_test(test_npy_dtypes_versions),
 		cmocka_unit_test(test_npy_shapes_and_vectors),
 		cmocka_unit_test(test_npy_errors),
 		cmocka_unit_test(test_npy_every_truncation_and_flip),
 		cmocka_unit_test(test_reader_csv),
+		cmocka_unit_test(test_reader_csv_first_row),
 		cmocka_unit_test(test_reader_npy_idx),
 	};
 	dt_error_set_quiet(1);

@@ -1,0 +1,176 @@
+#!/usr/bin/env bats
+# CSV intake that does not eat data: header: auto (a note says how the first
+# row was read), skip_rows for preamble lines, a UTF-8 byte-order mark, and
+# first rows that look odd (nan, inf, NUL bytes), in fit, evaluate and
+# predict. Records are counted with evaluate --json ("samples").
+
+load helpers
+
+# model FILE.csv [KEY: VALUE...]: a small model on that CSV (as data.train
+# and data.test), extra keys in the source's mapping, written to m.yaml.
+model() {
+	local path=$1 extra=""
+	shift
+	for kv in "$@"; do extra="$extra, $kv"; done
+	cat >"$TMP/m.yaml" <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 2, activation: softmax}
+		compile: {optimizer: sgd, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: csv, path: $path$extra}
+		  test: {format: csv, path: $path$extra}
+		  batch_size: 2
+		fit: {epochs: 1}
+		checkpoint: {dir: $TMP/run}
+	EOF
+}
+
+# count_samples: fits m.yaml, then sets $samples to the record count of its
+# test set (evaluate --json) and $stderr to what evaluate said.
+count_samples() {
+	"$DTRAIN" fit -q "$TMP/m.yaml" >/dev/null || return 1
+	run --separate-stderr "$DTRAIN" evaluate --json "$TMP/m.yaml"
+	status_is 0 || return 1
+	samples=$(jq -r .samples <<<"$output")
+}
+
+setup_file() {
+	local dir=$BATS_FILE_TMPDIR
+	DTRAIN=${DTRAIN:-$BATS_TEST_DIRNAME/../../build/dtrain}
+	# The model predict uses ($D/m.yaml), trained once on two features.
+	awk 'BEGIN { srand(2); print "f1,f2,kind"; for (i = 0; i < 60; i++) { c = i % 2;
+		printf "%.3f,%.3f,%s\n", c + rand() * 0.3, c + rand() * 0.3, (c ? "b" : "a") } }' >"$dir/train.csv"
+	TMP=$dir model train.csv "label: kind"
+	OMP_NUM_THREADS=1 "$DTRAIN" fit -q "$dir/m.yaml" >/dev/null 2>&1 || skip "training the fixture failed"
+}
+
+setup() {
+	common_setup
+	D=$BATS_FILE_TMPDIR
+	export OMP_NUM_THREADS=1
+	cd "$TMP"
+}
+
+@test "header: auto keeps every row of a headerless file and says the first row is data" {
+	printf '1,2,0\n3,4,1\n5,6,0\n7,8,1\n' >h.csv
+	model h.csv
+	count_samples
+	[ "$samples" -eq 4 ]
+	stderr_has "dtrain: note: '$TMP/h.csv': first row is data"
+	# String labels are not a header: only the feature fields decide (UCI's iris.data).
+	printf '5.1,3.5,setosa\n4.9,3.0,versicolor\n4.7,3.2,setosa\n' >iris.data
+	model iris.data
+	count_samples
+	[ "$samples" -eq 3 ]
+	# header: true says the first row is a header without looking, and notes nothing.
+	model h.csv "header: true"
+	count_samples
+	[ "$samples" -eq 3 ]
+	[[ $stderr != *note* ]]
+}
+
+@test "header: auto finds a header of names and names its columns in a note; -q silences it" {
+	printf 'sepal,petal,kind\n1,2,0\n3,4,1\n' >n.csv
+	model n.csv
+	count_samples
+	[ "$samples" -eq 2 ]
+	stderr_has "dtrain: note: '$TMP/n.csv': first row is a header ('sepal', 'petal', 'kind')"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 0
+	[ -z "$stderr" ]
+	# header: false reads the names as a row: a bad one, named.
+	model n.csv "header: false"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 1
+	stderr_has "'$TMP/n.csv', row 1, column 1: 'sepal' is not a number"
+}
+
+@test "a first row of nan, inf or 1e999 is data (a bad row, named), not a header" {
+	printf 'nan,inf,0\n1e999,-inf,1\n1,2,0\n3,4,1\n' >odd.csv
+	model odd.csv
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 1
+	stderr_has "'$TMP/odd.csv', row 1, column 1: 'nan' is not a finite number"
+	# Skipped as unreadable records, they still count: no row was taken for a header.
+	run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" --json --set data.on_error=skip
+	status_is 0
+	stderr_has "first row is data" "skipped 2 unreadable records" "records 0, 1"
+}
+
+@test "skip_rows: N skips preamble lines; rows keep their line numbers" {
+	printf '4,2,a,b\n\nf1,f2,kind\n1,2,0\n3,4,1\n5,6,0\n7,x,1\n' >pre.csv
+	model pre.csv "skip_rows: 2" "label: kind"
+	"$DTRAIN" fit -q "$TMP/m.yaml" --set data.on_error=skip >/dev/null
+	run --separate-stderr "$DTRAIN" evaluate --json "$TMP/m.yaml"
+	status_is 1
+	stderr_has "note: '$TMP/pre.csv': first row (line 3) is a header ('f1', 'f2', 'kind')" \
+		"'$TMP/pre.csv', row 7, column 'f2': 'x' is not a number"
+	run --separate-stderr "$DTRAIN" evaluate --json "$TMP/m.yaml" --set data.on_error=skip
+	status_is 0
+	[ "$(jq -r .samples <<<"$output")" -eq 4 ] # records: the bad row is one, skipped
+	model pre.csv "skip_rows: 7"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 1
+	stderr_has "'$TMP/pre.csv' has no rows after the 7 lines of skip_rows"
+}
+
+@test "a UTF-8 byte-order mark before the header: the label is found by name" {
+	printf '\357\273\277kind,f1,f2\na,1,2\nb,3,4\na,5,6\n' >bom.csv
+	model bom.csv "label: kind"
+	count_samples
+	[ "$samples" -eq 3 ]
+	stderr_has "first row is a header ('kind', 'f1', 'f2')"
+}
+
+@test "a label by name on a file without a header: an error naming the file, the column and the row" {
+	printf '1,2,0\n3,4,1\n' >h.csv
+	model h.csv "label: kind"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 2
+	stderr_has "'$TMP/h.csv' has no column 'kind'" "first row (row 1) is data"
+	model h.csv "header: maybe"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 2
+	stderr_has "header must be auto, true or false, not 'maybe'"
+}
+
+@test "predict: a headerless input keeps its first row, and a note says so (-q: none)" {
+	printf '0.1,0.1\n1.1,1.1\n0.2,0.2\n' >x.csv
+	run --separate-stderr "$DTRAIN" predict "$D/m.yaml" x.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 3 ]
+	stderr_has "dtrain: note: 'x.csv': first row is data"
+	printf '\357\273\277f1,f2\n0.1,0.1\n1.1,1.1\n' >bom.csv
+	run --separate-stderr "$DTRAIN" predict -q "$D/m.yaml" bom.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 2 ]
+	[ -z "$stderr" ]
+	printf '\357\273\2770.1,0.1\n1.1,1.1\n' >bom2.csv
+	run --separate-stderr "$DTRAIN" predict -q "$D/m.yaml" bom2.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 2 ]
+}
+
+@test "predict: a first row of nan, inf or 1e999 is a data row (an error naming it), not a header" {
+	for row in 'nan,inf' '-inf,1' '1e999,2'; do
+		printf '%s\n0.1,0.1\n1.1,1.1\n' "$row" >odd.csv
+		run --separate-stderr "$DTRAIN" predict "$D/m.yaml" odd.csv
+		status_is 1
+		stderr_has "'odd.csv', row 1, column" "is not a finite number"
+		[ -z "$output" ]
+	done
+}
+
+@test "predict: a NUL byte in a row is an error naming the row" {
+	printf '0.1,0.1\n1.1\0009,1.1\n0.2,0.2\n' >nul.csv
+	run --separate-stderr "$DTRAIN" predict "$D/m.yaml" nul.csv
+	status_is 1
+	not_crashed
+	stderr_has "'nul.csv', row 2: the row holds a NUL byte"
+	printf '0.1\000,0.1\n1.1,1.1\n' | {
+		run --separate-stderr "$DTRAIN" predict "$D/m.yaml" -
+		status_is 1
+		stderr_has "'<stdin>', row 1: the row holds a NUL byte"
+	}
+}
