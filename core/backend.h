@@ -1,9 +1,9 @@
 /*
  * The backend interface behind ops.h: one table of function pointers per
  * device kind (ggml's habit). ops.c dispatches each dt_op_* on the device of
- * its output tensor; ops_cpu.c fills dt_cpu_backend, and ops_cuda.cu fills
- * the CUDA backend's table in libdtrain_cuda.so, which core/cuda.c loads on
- * first GPU use. Only ops.c and the backend files include this header.
+ * its output tensor; core/cpu/ops_cpu.c fills dt_cpu_backend, and
+ * core/cuda/kernels.cu fills the CUDA backend's table in libdtrain_cuda.so,
+ * which core/cuda/cuda.c loads on first GPU use. Only ops.c and the backend files include this header.
  * Arguments have the meaning documented in ops.h.
  */
 #ifndef DT_BACKEND_H

@@ -1,6 +1,6 @@
 /*
  * Stream readers: samples read in order, a chunk at a time, for `dtrain
- * predict`. A source (core/source.h) loads a whole data set for random
+ * predict`. A source (core/pipeline/source.h) loads a whole data set for random
  * access; a reader keeps only the chunk it hands out, so its memory stays
  * bounded however long the input (a pipe of millions of CSV rows).
  *

@@ -33,7 +33,7 @@ struct dt_checkpointer {
 	const struct dt_ckpt_meta *extra_meta;
 	int nextra_meta;
 	int keep;                /* files kept; 0: all */
-	const char *filename;    /* template (core/ckpt_template.h), without the extension */
+	const char *filename;    /* template (core/checkpoint/ckpt_template.h), without the extension */
 	const char *monitor;     /* NULL: val_loss with validation data, else loss */
 	int mode;                /* +1: higher is better; -1: lower */
 	int save_best;           /* keep best.safetensors (default 1) */

@@ -6,7 +6,7 @@
  *       monitor: val_accuracy, mode: max, save_best_only: true,
  *       save_weights_only: false, save_freq: epoch}
  *
- * filepath is a file-name template (core/ckpt_template.h), with a directory
+ * filepath is a file-name template (core/checkpoint/ckpt_template.h), with a directory
  * part relative to the working directory (none: checkpoint.dir) and an
  * optional .safetensors extension.
  */

@@ -1,8 +1,9 @@
 /*
- * Inside the CPU backend: what ops_cpu.c and ops_cpu_dnnl.c share. The plans
- * (convolution, pooling, batch normalization on oneDNN primitives) live in
- * ops_cpu_dnnl.c and fill their slots of dt_cpu_backend; arguments mean what
- * ops.h says. Only the CPU backend files include this header.
+ * Inside the CPU backend: what the files of core/cpu/ share. ops_cpu.c fills
+ * dt_cpu_backend (oneDNN's sgemm, OpenMP loops over core/rows.h); the plans
+ * live in dnnl.c (convolution and batch normalization on oneDNN primitives)
+ * and pool.c (NHWC pooling loops) and fill their slots; arguments mean what
+ * core/ops.h says. Only the CPU backend files include this header.
  */
 #ifndef DT_OPS_CPU_H
 #define DT_OPS_CPU_H

@@ -1,5 +1,5 @@
 /*
- * The loader of the CUDA backend (core/cuda.h): GPU counting through the
+ * The loader of the CUDA backend (core/cuda/cuda.h): GPU counting through the
  * driver alone, the backend's shared object on first use, pinned host
  * buffers and the precision switch. Built in every configuration: without the
  * CUDA build the object is simply not found and dtrain reports 0 GPUs.

@@ -96,7 +96,7 @@ struct dt_cuda_api {
 /* Exported by libdtrain_cuda.so. */
 const struct dt_cuda_api *dt_cuda_api_get(void);
 
-/* ---- the loader (core/cuda.c, in dtrain itself) ---- */
+/* ---- the loader (core/cuda/cuda.c, in dtrain itself) ---- */
 
 /* 1 when this build made libdtrain_cuda.so (make CUDA=1 or nvcc found). */
 int dt_cuda_built(void);

@@ -18,7 +18,7 @@
 struct dt_optimizer_config {
 	enum dt_opt_kind kind;
 	double learning_rate;   /* the schedule's value at step 0 */
-	struct dt_schedule schedule; /* learning_rate: a number or a schedule (core/schedule.h) */
+	struct dt_schedule schedule; /* learning_rate: a number or a schedule (core/model/schedule.h) */
 	double momentum;     /* sgd, rmsprop */
 	int nesterov;        /* sgd */
 	double rho;          /* rmsprop */

@@ -1,7 +1,7 @@
 /*
  * Which memory layouts make oneDNN's convolution fastest for dtrain's NHWC
  * tensors and Keras' HWIO kernels: the measurement behind the choice in
- * core/ops_cpu_dnnl.c. Three ways, each timed with the reorders it needs:
+ * core/cpu/dnnl.c. Three ways, each timed with the reorders it needs:
  *
  *   nhwc+hwio  activations and weights as dtrain holds them, no reorder
  *   nhwc+any   activations as they are, weights in oneDNN's choice

@@ -102,3 +102,31 @@ plant_clean_tree() {
 	run $CHECK "$BATS_TEST_TMPDIR/none"
 	status_is 2
 }
+
+# cmd/ reads as wiring: no function there is over 100 lines (tests/tools/check_lengths.py).
+@test "no function in cmd/ is over 100 lines" {
+	run python3 "$ROOT/tests/tools/check_lengths.py" 100 "$ROOT"/cmd/*.c
+	status_is 0
+	[[ $output == *" 0 over 100 lines" ]]
+}
+
+@test "the length check counts a function from its name to its closing brace, and fails over the limit" {
+	{
+		echo "static int short_one(void)"
+		echo "{"
+		echo "	return 0;"
+		echo "}"
+		echo "int long_one(int a,"
+		echo "	     int b)"
+		echo "{"
+		for i in $(seq 6); do echo "	a += b;"; done
+		echo "	return a;"
+		echo "}"
+	} >"$TREE/f.c"
+	run python3 "$ROOT/tests/tools/check_lengths.py" 11 "$TREE/f.c"
+	status_is 0
+	[[ $output == *"2 functions, 0 over 11 lines" ]]
+	run python3 "$ROOT/tests/tools/check_lengths.py" 10 "$TREE/f.c"
+	status_is 1
+	[[ $output == *"f.c:5: long_one is 11 lines (over 10)"* ]]
+}

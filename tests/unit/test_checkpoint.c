@@ -1,5 +1,5 @@
 /*
- * Checkpoints (core/checkpoint.c): round trips, the bytes of the safetensors
+ * Checkpoints (core/checkpoint/checkpoint.c): round trips, the bytes of the safetensors
  * format, atomic saving, and one named case per kind of corrupt file, each
  * with the message it must give. A table of corrupt headers runs as one cmocka
  * test per row, named after the row.

@@ -1,5 +1,5 @@
 /*
- * Checkpoint file-name templates (core/ckpt_template.c): Keras' format specs
+ * Checkpoint file-name templates (core/checkpoint/ckpt_template.c): Keras' format specs
  * give Python's results, and every malformed template is refused with a reason.
  */
 #include "helpers.h"

@@ -1,5 +1,5 @@
 /*
- * fit's signal handlers (core/train.c): one SIGINT or SIGTERM only sets a
+ * fit's signal handlers (core/fit/train.c): one SIGINT or SIGTERM only sets a
  * flag (the loop stops after the step), a second one kills the process at
  * once with that signal, SIGUSR1 never ends it, and a signal the parent
  * ignored stays ignored. Each case runs in a child process.
