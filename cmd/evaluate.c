@@ -16,7 +16,8 @@ static const char usage[] =
 	"\n"
 	"Evaluates a checkpoint of the model on data.test.\n"
 	"\n"
-	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/latest.safetensors)\n"
+	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/best.safetensors,\n"
+	"                         else latest.safetensors)\n"
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  --json                 print the result as one JSON object on stdout\n"
 	"  -h, --help             this help\n";

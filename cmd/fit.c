@@ -72,7 +72,7 @@ static struct dt_ckpt *open_resume(const struct dt_app *a, const char *dir, int 
 	char path[4200];
 	struct stat st;
 	struct dt_ckpt *f;
-	dt_run_dir_checkpoint(&a->cfg, NULL, path, sizeof(path));
+	dt_run_dir_file(&a->cfg, "latest.safetensors", path, sizeof(path));
 	*rc = DT_EXIT_FAIL;
 	if (lstat(path, &st) < 0) {
 		dt_error("nothing to resume: '%s' holds no checkpoint (no latest.safetensors); run without --resume to "

@@ -36,13 +36,25 @@ void dt_run_dir(const struct dt_run_config *cfg, char *buf, size_t size)
 		snprintf(buf, size, "runs/%s", cfg->name);
 }
 
-void dt_run_dir_checkpoint(const struct dt_run_config *cfg, const char *given, char *buf, size_t size)
+void dt_run_dir_file(const struct dt_run_config *cfg, const char *name, char *buf, size_t size)
 {
 	char dir[4096];
+	dt_run_dir(cfg, dir, sizeof(dir));
+	snprintf(buf, size, "%s/%s", dir, name);
+}
+
+void dt_run_dir_checkpoint(const struct dt_run_config *cfg, const char *given, char *buf, size_t size)
+{
+	struct stat st;
 	if (given) {
 		snprintf(buf, size, "%s", given);
 		return;
 	}
-	dt_run_dir(cfg, dir, sizeof(dir));
-	snprintf(buf, size, "%s/latest.safetensors", dir);
+	dt_run_dir_file(cfg, "best.safetensors", buf, size);
+	if (stat(buf, &st) == 0) {
+		dt_note("using '%s', the run's best checkpoint (--checkpoint FILE for another)", buf);
+		return;
+	}
+	dt_run_dir_file(cfg, "latest.safetensors", buf, size);
+	dt_note("using '%s', the run's latest checkpoint (it saved no best)", buf);
 }

@@ -187,7 +187,7 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 		return -1;
 	if (dt_cfg_string(s, "dir", NULL, &c->checkpoint_dir) < 0 ||
 	    dt_cfg_bool(s, "enabled", 1, &c->checkpoint_enabled) < 0 || read_every(s, &c->checkpoint_every) < 0 ||
-	    dt_cfg_int(s, "keep", 0, 0, 1000000, &keep) < 0 || read_save_best(c, s) < 0 ||
+	    dt_cfg_int(s, "keep", 5, 0, 1000000, &keep) < 0 || read_save_best(c, s) < 0 ||
 	    dt_cfg_string(s, "filename", "ckpt-{epoch:03d}-{batch:05d}", &c->checkpoint_filename) < 0)
 		return -1;
 	c->checkpoint_keep = (int)keep;

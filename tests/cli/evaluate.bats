@@ -31,7 +31,8 @@ evaluate() {
 }
 
 @test "--json: the evaluate event has the accuracy fit reported (4 decimals)" {
-	run --separate-stderr evaluate --json
+	# fit's test line scores the final weights: latest.safetensors.
+	run --separate-stderr evaluate --json --checkpoint "$RUN/latest.safetensors"
 	status_is 0
 	[ "${#lines[@]}" -eq 1 ]
 	jq -e '.event == "evaluate" and (.accuracy | type == "number") and (.loss | type == "number")' \
@@ -46,10 +47,21 @@ evaluate() {
 	[ "$(jq -r '.samples' <<<"$output")" = 300 ]
 }
 
-@test "--json: without --checkpoint it reads CHECKPOINT_DIR/latest.safetensors" {
+@test "--json: without --checkpoint it reads CHECKPOINT_DIR/best.safetensors, and says so" {
 	run --separate-stderr evaluate --json
 	status_is 0
-	[ "$(jq -r '.checkpoint' <<<"$output")" = "$RUN/latest.safetensors" ]
+	[ "$(jq -r '.checkpoint' <<<"$output")" = "$RUN/best.safetensors" ]
+	[[ $stderr == *"dtrain: note: using '$RUN/best.safetensors', the run's best checkpoint"* ]]
+}
+
+@test "--json: a run that saved no best: CHECKPOINT_DIR/latest.safetensors, and says so" {
+	# A run directory without best.safetensors (removed by hand, or from an older dtrain).
+	cp -a "$RUN" "$TMP/nobest"
+	rm "$TMP/nobest/best.safetensors"
+	run --separate-stderr "$DTRAIN" evaluate "$BLOBS" --json --set checkpoint.dir="$TMP/nobest"
+	status_is 0
+	[ "$(jq -r '.checkpoint' <<<"$output")" = "$TMP/nobest/latest.safetensors" ]
+	[[ $stderr == *"dtrain: note: using '$TMP/nobest/latest.safetensors', the run's latest checkpoint (it saved no best)"* ]]
 }
 
 @test "--checkpoint picks the file: best.safetensors" {
@@ -65,6 +77,8 @@ evaluate() {
 	[ -z "$output" ]
 	local want
 	want=$(printf '%.4f' "$(jq -r '.accuracy' <<<"$FIT_TEST")")
+	# After the note naming the checkpoint (a best epoch can differ from the last: compare with it).
+	run --separate-stderr evaluate --checkpoint "$RUN/latest.safetensors"
 	[[ $stderr == "300 samples - accuracy: $want - loss: "* ]]
 }
 

@@ -207,6 +207,21 @@ fit_blobs() {
 	[ "$(readlink "$TMP/run/latest.safetensors")" = ckpt-002-00025.safetensors ]
 }
 
+@test "checkpoints: by default the newest 5 files are kept, plus best (tf.train.CheckpointManager's max_to_keep)" {
+	run fit_blobs -q --set fit.epochs=7
+	status_is 0
+	[ "$(ls "$TMP/run" | grep -c '^ckpt-')" -eq 5 ]
+	[ ! -e "$TMP/run/ckpt-002-00025.safetensors" ]
+	[ -s "$TMP/run/ckpt-003-00025.safetensors" ] && [ -s "$TMP/run/ckpt-007-00025.safetensors" ]
+	[ "$(readlink "$TMP/run/latest.safetensors")" = ckpt-007-00025.safetensors ]
+	# best stays a file of its own even when its epoch's file is rotated away.
+	[ -s "$TMP/run/best.safetensors" ]
+	# keep: 0 keeps every file.
+	rm -rf "$TMP/run"
+	run fit_blobs -q --set fit.epochs=7 --set checkpoint.keep=0
+	[ "$(ls "$TMP/run" | grep -c '^ckpt-')" -eq 7 ]
+}
+
 @test "checkpoints are valid safetensors with dense/kernel and __metadata__" {
 	run fit_blobs -q --set fit.epochs=2
 	status_is 0
