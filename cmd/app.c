@@ -195,14 +195,16 @@ static int normalize_auto(struct dt_app *a)
 	double t0 = dt_now();
 	if (dt_pipeline_normalize_auto(&a->train) < 0)
 		return -1;
-	fprintf(stderr, "normalize: mean [");
-	for (int c = 0; c < pp->nchan && c < 4; c++)
-		fprintf(stderr, "%s%.4g", c ? ", " : "", pp->mean[c]);
-	fprintf(stderr, "%s] std [", pp->nchan > 4 ? ", ..." : "");
-	for (int c = 0; c < pp->nchan && c < 4; c++)
-		fprintf(stderr, "%s%.4g", c ? ", " : "", pp->std[c]);
-	fprintf(stderr, "%s] over %d channel%s of %lld training records (%.1fs)\n", pp->nchan > 4 ? ", ..." : "",
-		pp->nchan, pp->nchan == 1 ? "" : "s", (long long)dt_pipeline_size(&a->train), dt_now() - t0);
+	char mean[128] = "", std[128] = "";
+	size_t km = 0, ks = 0;
+	for (int c = 0; c < pp->nchan && c < 4; c++) {
+		km += snprintf(mean + km, sizeof(mean) - km, "%s%.4g", c ? ", " : "", pp->mean[c]);
+		ks += snprintf(std + ks, sizeof(std) - ks, "%s%.4g", c ? ", " : "", pp->std[c]);
+	}
+	/* A note, as the CSV header decision: -q silences it. */
+	dt_note("normalize: mean [%s%s] std [%s%s] over %d channel%s of %lld training records (%.1fs)", mean,
+		pp->nchan > 4 ? ", ..." : "", std, pp->nchan > 4 ? ", ..." : "", pp->nchan, pp->nchan == 1 ? "" : "s",
+		(long long)dt_pipeline_size(&a->train), dt_now() - t0);
 	if (a->have_val && dt_pipeline_set_normalize(&a->val, pp->nchan, pp->mean, pp->std) < 0)
 		return -1;
 	return 0;

@@ -57,18 +57,26 @@ same_weights() {
 	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --json --set fit.epochs=2 --set checkpoint.dir=run \
 		--set data.normalize=auto
 	status_is 0
-	[[ $stderr == "normalize: mean ["*"] std ["*"] over 2 channels of 800 training records"* ]]
+	[[ $stderr == "dtrain: note: normalize: mean ["*"] std ["*"] over 2 channels of 800 training records"* ]]
 	local header test_acc eval_acc
 	header=$(safetensors_header run/latest.safetensors)
 	jq -e '.__metadata__.preprocessing | fromjson | (.mean | length) == 2 and (.std | length) == 2 and .rescale == 1' \
 		<<<"$header"
 	test_acc=$(jq -r 'select(.event == "test") | .accuracy' <<<"$output")
-	run --separate-stderr "$DTRAIN" evaluate "$MODELS/blobs.yaml" --json --set checkpoint.dir=run --set data.normalize=auto
+	run --separate-stderr "$DTRAIN" evaluate "$MODELS/blobs.yaml" --json --set checkpoint.dir=run --set data.normalize=auto \
+		--checkpoint run/latest.safetensors
 	status_is 0
 	eval_acc=$(jq -r .accuracy <<<"$output")
 	[ "$eval_acc" = "$test_acc" ]
 	# evaluate did not recompute: no normalize line
 	[[ $stderr != *normalize:* ]]
+}
+
+@test "fit -q: the normalize line is a note, and -q silences it as dtrain-fit(1) says" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.epochs=1 --set checkpoint.dir=run \
+		--set data.normalize=auto
+	status_is 0
+	[ -z "$stderr" ]
 }
 
 @test "evaluate with normalize: auto needs the checkpoint's preprocessing metadata" {
@@ -151,7 +159,7 @@ same_weights() {
 		fit: {epochs: 10}
 		checkpoint: {dir: run}
 	EOF
-	run --separate-stderr "$DTRAIN" fit -q model.yaml
+	run --separate-stderr "$DTRAIN" fit model.yaml
 	status_is 0
 	stderr_has "normalize: mean [100"
 	run --separate-stderr "$DTRAIN" predict model.yaml --checkpoint run/latest.safetensors train.csv
