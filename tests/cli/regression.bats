@@ -65,6 +65,47 @@ errors() {
 		END { printf "%.9g %.9g %.9g\n", a / n, sqrt(s / n), s / n }' "$1"
 }
 
+@test "predict: one value per sample, x.w + b of the known weights, with index,value as the header" {
+	weights "$TMP/w.safetensors" 3 1 2 -1 0.5 3
+	run --separate-stderr "$DTRAIN" predict "$TMP/linear.yaml" --checkpoint "$TMP/w.safetensors" --header -q \
+		"$TMP/features.csv"
+	status_is 0
+	[ "${lines[0]}" = "index,value" ]
+	[ "${#lines[@]}" -eq 51 ]
+	local want i=0
+	while IFS=, read -r a b c; do
+		want=$(awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { printf "%.9g", 2 * a - b + 0.5 * c + 3 }')
+		[ "$(cut -d, -f1 <<<"${lines[i + 1]}")" = "$i" ]
+		[ "$(awk -F, '{ print NF }' <<<"${lines[i + 1]}")" = 2 ]
+		close "$(cut -d, -f2 <<<"${lines[i + 1]}")" "$want"
+		i=$((i + 1))
+	done < <(tail -n +2 "$TMP/features.csv")
+	# no class, no probability
+	[[ $output != *probab* && $output != *class* ]]
+}
+
+@test "predict: several outputs are columns y_0, y_1; --json gives {index, values}" {
+	sed 's/units: 1/units: 2/; s/^  layers:/  input_shape: [3]\n  layers:/; s/train.csv/missing.csv/' \
+		"$TMP/linear.yaml" >"$TMP/two.yaml"
+	# y_0 = x1 + x3, y_1 = x2 + x3 + 10
+	weights "$TMP/w2.safetensors" 3 2 1 0 0 1 1 1 0 10
+	printf '1,2,3\n0.5,0,-1\n' >"$TMP/two.csv"
+	run --separate-stderr "$DTRAIN" predict "$TMP/two.yaml" --checkpoint "$TMP/w2.safetensors" --header "$TMP/two.csv"
+	status_is 0
+	[ "$output" = "$(printf 'index,y_0,y_1\n0,4,15\n1,-0.5,9')" ]
+	run --separate-stderr "$DTRAIN" predict "$TMP/two.yaml" --checkpoint "$TMP/w2.safetensors" --json "$TMP/two.csv"
+	status_is 0
+	[ "${lines[0]}" = '{"index":0,"values":[4,15]}' ]
+	[ "${lines[1]}" = '{"index":1,"values":[-0.5,9]}' ]
+}
+
+@test "predict --all on a regression model: exit 2, it has no classes" {
+	weights "$TMP/w.safetensors" 3 1 2 -1 0.5 3
+	run --separate-stderr "$DTRAIN" predict "$TMP/linear.yaml" --checkpoint "$TMP/w.safetensors" --all "$TMP/features.csv"
+	status_is 2
+	stderr_has "--all" "regression" "mean_squared_error"
+}
+
 @test "fit --json: mae and rmse of a constant model are the ones computed by hand (train and test)" {
 	# kernel 0, bias 4: every prediction is 4; learning rate 0 keeps it so
 	weights "$TMP/c.safetensors" 3 1 0 0 0 4
