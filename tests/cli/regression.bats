@@ -181,3 +181,30 @@ errors() {
 	status_is 2
 	stderr_has "did you mean 'rmse'"
 }
+
+@test "models/diabetes_mlp.yaml: trains; predict's values square-average to evaluate's loss; evaluate prints mae, rmse" {
+	local model=$REPO/models/diabetes_mlp.yaml test=$REPO/models/data/diabetes_test.csv
+	run --separate-stderr "$DTRAIN" fit "$model" -q --json --set fit.epochs=3 --set checkpoint.dir="$TMP/run"
+	status_is 0
+	jq -se 'map(select(.event == "epoch") | has("mae") and has("rmse") and has("val_mae") and has("val_rmse"))
+		| length == 3 and all' <<<"$output" >/dev/null
+	run --separate-stderr "$DTRAIN" evaluate "$model" --set checkpoint.dir="$TMP/run" --json
+	status_is 0
+	local eval=$output
+	[ "$(jq -r .samples <<<"$eval")" = 89 ]
+	# predict reads the test file with its label column (skipped): one value per row
+	run --separate-stderr "$DTRAIN" predict "$model" --set checkpoint.dir="$TMP/run" "$test"
+	status_is 0
+	[ "${#lines[@]}" -eq 89 ]
+	local got
+	got=$(paste -d, <(printf '%s\n' "${lines[@]}") <(tail -n +2 "$test" | cut -d, -f11) |
+		awk -F, 'NF != 3 { exit 1 } { d = $2 - $3; a += d < 0 ? -d : d; s += d * d; n++ }
+			END { printf "%.9g %.9g %.9g\n", s / n, a / n, sqrt(s / n) }')
+	read -r -a got <<<"$got"
+	close "${got[0]}" "$(jq -r .loss <<<"$eval")"
+	close "${got[1]}" "$(jq -r .mae <<<"$eval")"
+	close "${got[2]}" "$(jq -r .rmse <<<"$eval")"
+	run --separate-stderr "$DTRAIN" evaluate "$model" --set checkpoint.dir="$TMP/run"
+	status_is 0
+	[[ $stderr == "89 samples - loss: "*" - mae: "*" - rmse: "* ]]
+}
