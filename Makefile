@@ -24,7 +24,7 @@ DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy iproute2
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
-DEPS_BENCH := python3-torch python3-numpy libopenblas0-pthread time
+DEPS_BENCH := python3-torch python3-numpy python3-sklearn libopenblas0-pthread time
 
 ifeq ($(V),1)
 Q :=
@@ -195,6 +195,7 @@ bench: all
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
 	$(Q)DTRAIN=$(BIN) tests/bench/strategies.sh
 	$(Q)DTRAIN=$(BIN) tests/bench/data_bench.sh
+	$(Q)DTRAIN=$(BIN) /usr/bin/python3 tests/bench/diabetes.py
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
 

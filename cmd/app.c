@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cmd.h"
 #include "core/cuda/cuda.h"
 #include "core/error.h"
@@ -344,6 +346,27 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 	return 0;
 }
 
+void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, struct cJSON *o)
+{
+	cJSON_AddNumberToObject(o, "loss", m->loss);
+	if (a->trainer.accuracy)
+		cJSON_AddNumberToObject(o, "accuracy", m->accuracy);
+	if (a->trainer.errors) {
+		cJSON_AddNumberToObject(o, "mae", m->mae);
+		cJSON_AddNumberToObject(o, "rmse", m->rmse);
+	}
+}
+
+void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f)
+{
+	if (a->trainer.accuracy)
+		fprintf(f, " - accuracy: %.4f", m->accuracy);
+	fprintf(f, " - loss: %.4f", m->loss);
+	if (a->trainer.errors)
+		fprintf(f, " - mae: %.4f - rmse: %.4f", m->mae, m->rmse);
+	fputc('\n', f);
+}
+
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)
 {
 	int rc;
@@ -431,6 +454,14 @@ int dt_app_build(struct dt_app *a)
 		if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, &a->models[r], &labels->label,
 				      src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();
+		if (c->errors && !dt_shape_equal(&labels->label, &a->models[r].output)) {
+			char out[64], lab[64];
+			dt_shape_format(&a->models[r].output, 1, out, sizeof(out));
+			dt_shape_format(&labels->label, 1, lab, sizeof(lab));
+			dt_node_error(c->errors_node, "'%s' compares the output %s with labels of its shape, but the "
+				      "data's labels are %s", c->errors_node->value, out, lab);
+			return DT_EXIT_USAGE;
+		}
 		dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica);
 		dt_model_init_params(&a->models[r], c->seed);
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
@@ -440,6 +471,7 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.models = a->models;
 	a->trainer.opts = a->opts;
 	a->trainer.accuracy = c->accuracy;
+	a->trainer.errors = c->errors || dt_loss_is_regression(c->loss);
 	a->trainer.train = a->have_train_src ? &a->train : &a->test;
 	a->trainer.val = a->have_val ? &a->val : NULL;
 	a->trainer.epochs = c->epochs;

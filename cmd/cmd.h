@@ -80,6 +80,15 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test);
  */
 int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, const struct dt_shape *sample,
 		      struct dt_preprocess *pp);
+/*
+ * The metrics m of a pass over the test set that the run reports (loss,
+ * accuracy when asked for, mae and rmse when reported): as members of the
+ * JSON object o, or as the rest of a line in Keras' alphabetical order,
+ * " - accuracy: 0.9012 - loss: 0.2876\n", on f.
+ */
+struct cJSON;
+void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, struct cJSON *o);
+void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f);
 /* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */

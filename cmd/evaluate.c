@@ -1,5 +1,6 @@
 /*
- * dtrain evaluate: loss and accuracy of a checkpoint on the test set (man dtrain-evaluate).
+ * dtrain evaluate: loss and metrics (accuracy; MAE and RMSE for regression) of a
+ * checkpoint on the test set (man dtrain-evaluate).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ int cmd_evaluate(int argc, char **argv)
 	struct dt_app a;
 	struct dt_ckpt *c = NULL;
 	char path[4096];
-	double loss, acc;
+	struct dt_metrics m;
 	struct dt_preprocess pp = { 0 };
 	int rc;
 
@@ -48,16 +49,14 @@ int cmd_evaluate(int argc, char **argv)
 		goto out;
 	if (pp.nchan && dt_pipeline_set_normalize(&a.test, pp.nchan, pp.mean, pp.std) < 0)
 		goto out;
-	if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
+	if (dt_evaluate(&a.trainer, &a.test, &m) < 0)
 		goto out;
 	if (o.json) {
 		cJSON *j = cJSON_CreateObject();
 		char *text;
 		cJSON_AddStringToObject(j, "event", "evaluate");
 		cJSON_AddStringToObject(j, "checkpoint", path);
-		cJSON_AddNumberToObject(j, "loss", loss);
-		if (a.cfg.accuracy)
-			cJSON_AddNumberToObject(j, "accuracy", acc);
+		dt_app_metrics_json(&a, &m, j);
 		cJSON_AddNumberToObject(j, "samples", (double)dt_pipeline_size(&a.test));
 		text = cJSON_PrintUnformatted(j);
 		printf("%s\n", text);
@@ -65,9 +64,7 @@ int cmd_evaluate(int argc, char **argv)
 		cJSON_Delete(j);
 	} else {
 		fprintf(stderr, "%lld samples", (long long)dt_pipeline_size(&a.test));
-		if (a.cfg.accuracy)
-			fprintf(stderr, " - accuracy: %.4f", acc);
-		fprintf(stderr, " - loss: %.4f\n", loss);
+		dt_app_metrics_line(&a, &m, stderr);
 	}
 	rc = DT_EXIT_OK;
 out:

@@ -30,15 +30,13 @@ static const char usage[] =
 	"  --resume               continue the run in checkpoint.dir from its latest checkpoint\n"
 	"  -h, --help             this help\n";
 
-static void print_test(int json, int quiet, double loss, double acc, int has_acc, int64_t n)
+static void print_test(const struct dt_app *a, int json, int quiet, const struct dt_metrics *m, int64_t n)
 {
 	if (json) {
 		cJSON *o = cJSON_CreateObject();
 		char *text;
 		cJSON_AddStringToObject(o, "event", "test");
-		cJSON_AddNumberToObject(o, "loss", loss);
-		if (has_acc)
-			cJSON_AddNumberToObject(o, "accuracy", acc);
+		dt_app_metrics_json(a, m, o);
 		cJSON_AddNumberToObject(o, "samples", (double)n);
 		text = cJSON_PrintUnformatted(o);
 		printf("%s\n", text);
@@ -47,10 +45,8 @@ static void print_test(int json, int quiet, double loss, double acc, int has_acc
 	}
 	if (quiet)
 		return;
-	if (has_acc)
-		fprintf(stderr, "test: %lld samples - accuracy: %.4f - loss: %.4f\n", (long long)n, acc, loss);
-	else
-		fprintf(stderr, "test: %lld samples - loss: %.4f\n", (long long)n, loss);
+	fprintf(stderr, "test: %lld samples", (long long)n);
+	dt_app_metrics_line(a, m, stderr);
 }
 
 /* How to go on after an interruption: the command line, --resume added. */
@@ -161,10 +157,10 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 	if (rc < 0)
 		return DT_EXIT_FAIL;
 	if (a->have_test && a->strategy.is_chief) {
-		double loss, acc;
-		if (dt_evaluate(&a->trainer, &a->test, &loss, &acc) < 0)
+		struct dt_metrics m;
+		if (dt_evaluate(&a->trainer, &a->test, &m) < 0)
 			return DT_EXIT_FAIL;
-		print_test(o->json, o->quiet, loss, acc, a->cfg.accuracy, dt_pipeline_size(&a->test));
+		print_test(a, o->json, o->quiet, &m, dt_pipeline_size(&a->test));
 	}
 	return DT_EXIT_OK;
 }

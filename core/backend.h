@@ -36,6 +36,7 @@ struct dt_backend {
 		       struct dt_tensor *dpred, float grad_scale);
 	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
 				 const struct dt_tensor *target, float threshold);
+	void (*error_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
 	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,
 				 const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
 	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);

@@ -153,6 +153,14 @@ int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
 	return backend(pred)->count_correct(kind, pred, target, threshold);
 }
 
+void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2])
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	same_count(pred, target);
+	same_device(pred, target);
+	backend(pred)->error_sums(pred, target, sums);
+}
+
 void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,
 			    const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2)
 {

@@ -89,6 +89,12 @@ double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const st
 /* Number of correct predictions (elements for binary). */
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
 			    const struct dt_tensor *target, float threshold);
+/*
+ * Errors of pred against target (both (N, C)), to the host in double
+ * precision: sums[0] = sum|pred - target|, sums[1] = sum (pred - target)^2
+ * over every element (the sums behind MAE and RMSE).
+ */
+void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
 
 extern const char *const dt_optimizer_names[];
 

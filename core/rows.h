@@ -236,6 +236,20 @@ static inline DT_HOST_DEVICE int64_t dt_correct_row(enum dt_accuracy kind, const
 	return k;
 }
 
+/*
+ * The errors of row r of p (rows, c) against t (rows, c): adds sum|p - t| to
+ * *abs_sum and sum (p - t)^2 to *sq_sum (MAE and RMSE).
+ */
+static inline DT_HOST_DEVICE void dt_error_row(const float *p, const float *t, int64_t r, int64_t c,
+					       double *abs_sum, double *sq_sum)
+{
+	for (int64_t j = r * c; j < (r + 1) * c; j++) {
+		double d = (double)p[j] - t[j];
+		*abs_sum += fabs(d);
+		*sq_sum += d * d;
+	}
+}
+
 /* ---- optimizers: element i of the weights w, gradients g and slots m, v ---- */
 
 /* The decoupled weight decay of a step as a factor: w * (1 - lr * weight_decay) before the update (Keras 3). */

@@ -15,6 +15,20 @@
 #include "core/config/run_config.h"
 #include "core/error.h"
 
+/*
+ * The epoch's running sums as the metadata 'sums' holds them: a JSON array of
+ * n numbers in %.17g, so the doubles come back bit for bit and a resumed epoch
+ * reports the same metrics.
+ */
+static void format_sums(const double *sums, int n, char *buf, size_t size)
+{
+	size_t k = 0;
+	for (int i = 0; i < n && k < size; i++)
+		k += snprintf(buf + k, size - k, "%s%.17g", i ? "," : "[", sums[i]);
+	if (k < size)
+		snprintf(buf + k, size - k, "]");
+}
+
 /* Replaces dir/name by a symlink to target, atomically. */
 static int replace_symlink(const char *dir, const char *name, const char *target)
 {
@@ -107,7 +121,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	const struct dt_logs *logs = pos->logs;
 	struct dt_ckpt_vars v = { 0 };
 	struct dt_ckpt_meta meta[24 + DT_MAX_EXTRA_META];
-	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[96], value[64], best[64], lr[32];
+	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[32 * DT_NSUMS], value[64], best[64], lr[32];
 	char *states = NULL, *files_json, **files;
 	const char *monitor = NULL;
 	double monitored = 0;
@@ -152,8 +166,8 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	snprintf(epoch, sizeof(epoch), "%d", pos->epoch);
 	snprintf(step, sizeof(step), "%lld", (long long)pos->step);
 	snprintf(gstep, sizeof(gstep), "%lld", (long long)pos->global_step);
-	/* %.17g: the doubles come back bit for bit, so a resumed epoch reports the same metrics. */
-	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->all_sums[0], pos->all_sums[1], pos->all_sums[2]);
+	/* The error sums only where they are reported: other runs' files stay as they were. */
+	format_sums(pos->all_sums, t->errors ? DT_NSUMS : DT_SUM_ABS_ERROR, sums, sizeof(sums));
 	snprintf(lr, sizeof(lr), "%.9g", dt_trainer_learning_rate(t));
 	meta[nmeta++] = (struct dt_ckpt_meta){ "format", "dtrain" };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "dtrain_version", DT_VERSION };
@@ -261,6 +275,7 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 	const char *path = dt_checkpoint_path(f), *v;
 	const char *need[] = { "epoch", "step", "global_step", "sums", "optimizer.iterations" };
 	cJSON *j;
+	int nsums;
 
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
 		if (!dt_checkpoint_meta(f, need[i]))
@@ -274,19 +289,22 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 	t->initial_epoch = (int)strtol(dt_checkpoint_meta(f, "epoch"), NULL, 10);
 	t->initial_step = strtoll(dt_checkpoint_meta(f, "step"), NULL, 10);
 	t->initial_global_step = strtoll(dt_checkpoint_meta(f, "global_step"), NULL, 10);
+	/* Three numbers (loss, correct, samples) in files without MAE and RMSE, or all of them. */
 	j = cJSON_Parse(dt_checkpoint_meta(f, "sums"));
-	for (int i = 0; i < 3; i++) {
+	nsums = cJSON_GetArraySize(j);
+	memset(t->initial_sums, 0, sizeof(t->initial_sums));
+	for (int i = 0; i < nsums && i < DT_NSUMS; i++) {
 		cJSON *x = cJSON_GetArrayItem(j, i);
 		t->initial_sums[i] = cJSON_IsNumber(x) ? x->valuedouble : 0;
 	}
 	cJSON_Delete(j);
 	/* cJSON reads numbers with strtod: exact for the %.17g text, but check. */
 	{
-		char buf[96];
-		snprintf(buf, sizeof(buf), "[%.17g,%.17g,%.17g]", t->initial_sums[0], t->initial_sums[1],
-			 t->initial_sums[2]);
-		if (strcmp(buf, dt_checkpoint_meta(f, "sums")))
-			return dt_error("'%s': metadata 'sums' is not three numbers", path);
+		char buf[32 * DT_NSUMS];
+		format_sums(t->initial_sums, nsums, buf, sizeof(buf));
+		if ((nsums != DT_SUM_ABS_ERROR && nsums != DT_NSUMS) || strcmp(buf, dt_checkpoint_meta(f, "sums")))
+			return dt_error("'%s': metadata 'sums' is not %d or %d numbers", path, DT_SUM_ABS_ERROR,
+					DT_NSUMS);
 	}
 	/* The file's sums are over every training process: the chief carries them, the others start from 0. */
 	if (!t->strategy->is_chief)

@@ -29,7 +29,8 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
-	static const char *const metrics[] = { "accuracy", "acc", NULL };
+	static const char *const metrics[] = { "accuracy", "acc", "mae", "mean_absolute_error", "rmse",
+					       "root_mean_squared_error", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	int loss;
 	if (!s)
@@ -57,10 +58,18 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 				c->accuracy = 1;
 				continue;
 			}
+			/* Keras' names of MAE and RMSE: either one reports both. */
+			if (!strcmp(it->value, "mae") || !strcmp(it->value, "mean_absolute_error") ||
+			    !strcmp(it->value, "rmse") || !strcmp(it->value, "root_mean_squared_error")) {
+				c->errors = 1;
+				c->errors_node = it;
+				continue;
+			}
 			close = dt_did_you_mean(it->value, metrics);
 			if (close)
 				return dt_node_error(it, "unknown metric '%s'; did you mean '%s'?", it->value, close);
-			return dt_node_error(it, "unknown metric '%s' (expected: accuracy; the loss is always reported)", it->value);
+			return dt_node_error(it, "unknown metric '%s' (expected: accuracy, mae or rmse; the loss is always "
+					     "reported)", it->value);
 		}
 	}
 	return 0;

@@ -31,6 +31,8 @@ struct dt_run_config {
 	enum dt_loss loss;
 	int from_logits;
 	int accuracy;                /* metrics: [accuracy] */
+	int errors;                  /* metrics: [mae] or [rmse] (Keras' long names too): report both */
+	const struct dt_node *errors_node; /* that metric's position, or NULL */
 	struct dt_optimizer_config optimizer;
 	const struct dt_node *loss_node; /* position for loss/label errors */
 	int precision;               /* enum dt_precision (core/cuda.h): fp32, tf32, bf16 */

@@ -314,6 +314,18 @@ static int64_t cpu_count_correct(enum dt_accuracy kind, const struct dt_tensor *
 	return correct;
 }
 
+static void cpu_error_sums(const struct dt_tensor *predt, const struct dt_tensor *targett, double sums[2])
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
+	const float *p = predt->data, *t = targett->data;
+	double a = 0, s = 0;
+#pragma omp parallel for reduction(+ : a, s) if (rows * c > PAR_MIN)
+	for (int64_t r = 0; r < rows; r++)
+		dt_error_row(p, t, r, c, &a, &s);
+	sums[0] = a;
+	sums[1] = s;
+}
+
 static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt,
 				 const struct dt_tensor *gt, struct dt_tensor *s1t, struct dt_tensor *s2t)
 {
@@ -411,6 +423,7 @@ const struct dt_backend dt_cpu_backend = {
 	.dropout = cpu_dropout,
 	.loss = cpu_loss,
 	.count_correct = cpu_count_correct,
+	.error_sums = cpu_error_sums,
 	.optimizer_update = cpu_optimizer_update,
 	.regularize = cpu_regularize,
 	.plan_conv = dt_cpu_plan_conv,

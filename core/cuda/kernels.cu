@@ -7,7 +7,7 @@
  * normalization) are in dnn.cu.
  *
  * The host waits only where an op returns a value (loss, count_correct,
- * sum_squares, regularize, to_host): the value is reduced on the GPU into a
+ * error_sums, sum_squares, regularize, to_host): the value is reduced on the GPU into a
  * few doubles and one small copy brings it back.
  */
 #include <math.h>
@@ -469,6 +469,36 @@ static int64_t cuda_count_correct(enum dt_accuracy kind, const struct dt_tensor 
 	return (int64_t)*g->host_count;
 }
 
+__global__ void k_error_sums(const float *p, const float *t, int64_t rows, int64_t c, double *out)
+{
+	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+	double a = 0, s = 0;
+	if (r < rows)
+		dt_error_row(p, t, r, c, &a, &s);
+	a = block_sum(a);
+	__syncthreads(); /* block_sum's shared slots are used again */
+	s = block_sum(s);
+	if (threadIdx.x == 0) {
+		atomicAdd(&out[0], a);
+		atomicAdd(&out[1], s);
+	}
+}
+
+static void cuda_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2])
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	sums[0] = sums[1] = 0;
+	if (rows == 0)
+		return;
+	acc_clear(g);
+	k_error_sums<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(pred->data, target->data, rows, c, g->acc);
+	DT_CUDA_LAUNCH_CHECK();
+	acc_read(g);
+	sums[0] = g->host_acc[0];
+	sums[1] = g->host_acc[1];
+}
+
 /* ---- optimizers and regularization ---- */
 
 __global__ void k_sgd(float *w, const float *g, float lr, float gs, float decay, int64_t n)
@@ -569,6 +599,7 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->dropout = cuda_dropout;
 	b->loss = cuda_loss;
 	b->count_correct = cuda_count_correct;
+	b->error_sums = cuda_error_sums;
 	b->optimizer_update = cuda_optimizer_update;
 	b->regularize = cuda_regularize;
 	b->plan_conv = dt_cuda_plan_conv;

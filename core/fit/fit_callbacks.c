@@ -650,8 +650,12 @@ static void csv_row(struct dt_csv_logger *c, const struct dt_logs *l, int header
 	csv_field(c, "accuracy", l->has_accuracy, l->accuracy, header);
 	csv_field(c, "learning_rate", l->has_learning_rate, (float)l->learning_rate, header);
 	csv_field(c, "loss", 1, l->loss, header);
+	csv_field(c, "mae", l->has_errors, l->mae, header);
+	csv_field(c, "rmse", l->has_errors, l->rmse, header);
 	csv_field(c, "val_accuracy", l->has_val && l->has_accuracy, l->val_accuracy, header);
 	csv_field(c, "val_loss", l->has_val, l->val_loss, header);
+	csv_field(c, "val_mae", l->has_val && l->has_errors, l->val_mae, header);
+	csv_field(c, "val_rmse", l->has_val && l->has_errors, l->val_rmse, header);
 	fputc('\n', c->f);
 }
 

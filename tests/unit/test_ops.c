@@ -146,6 +146,31 @@ static void test_count_correct(void **state)
 	assert_int_equal(dt_op_count_correct(DT_ACC_BINARY, &B, &BT, 0.5f), 3);
 }
 
+/* MAE and RMSE's sums over every element, by hand; a large batch takes the parallel path. */
+static void test_error_sums(void **state)
+{
+	enum { R = 3000, C = 3 };
+	float p[4] = { 1, -2, 0.5f, 4 }, t[4] = { 0, 1, 0.5f, 2 };
+	float *bp = malloc(sizeof(float) * R * C), *bt = malloc(sizeof(float) * R * C);
+	struct dt_tensor P = mat(p, 2, 2), T = mat(t, 2, 2), BP = mat(bp, R, C), BT = mat(bt, R, C);
+	double sums[2], abs_ref = 0, sq_ref = 0;
+	dt_op_error_sums(&P, &T, sums);
+	assert_float_equal(sums[0], 1 + 3 + 0 + 2, 0);
+	assert_float_equal(sums[1], 1 + 9 + 0 + 4, 0);
+	fill_random(bp, R * C, 7);
+	fill_random(bt, R * C, 8);
+	for (int i = 0; i < R * C; i++) {
+		double d = (double)bp[i] - bt[i];
+		abs_ref += fabs(d);
+		sq_ref += d * d;
+	}
+	dt_op_error_sums(&BP, &BT, sums);
+	assert_float_equal(sums[0], abs_ref, 1e-9 * abs_ref);
+	assert_float_equal(sums[1], sq_ref, 1e-9 * sq_ref);
+	free(bp);
+	free(bt);
+}
+
 static void test_loss_values(void **state)
 {
 	float p[4] = { 0.25f, 0.75f, 0.5f, 0.5f }, t[2] = { 1, 0 }, g[4];
@@ -196,6 +221,7 @@ int main(void)
 		cmocka_unit_test(test_softmax_large_logits),
 		cmocka_unit_test(test_dropout),
 		cmocka_unit_test(test_count_correct),
+		cmocka_unit_test(test_error_sums),
 		cmocka_unit_test(test_loss_values),
 		cmocka_unit_test(test_elementwise),
 	};
