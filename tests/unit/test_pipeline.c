@@ -2,7 +2,8 @@
  * The input pipeline over a fake source whose record i has x = (i, -i) and
  * label i % 5: order per epoch, batching, sub-ranges, rescale and one-hot;
  * replica slices; prefetch against synchronous reads; cache; unreadable
- * records; normalization; and augmentation over a fake image source.
+ * records; normalization; augmentation over a fake image source; pipelines
+ * over record lists.
  */
 #include <math.h>
 
@@ -207,6 +208,61 @@ static void test_sub_range(void **state)
 	assert_int_equal(dt_pipeline_init(&p, &s, 30, 70, 7, 1, 1, 1, 0), 0);
 	assert_each_once(order, read_epoch(&p, 2, order), 30, 70);
 	dt_pipeline_release(&p);
+}
+
+/* A pipeline over a list of records: each listed record once per epoch, the list 0..n-1 as the range. */
+static void test_record_list(void **state)
+{
+	static const int64_t list[] = { 3, 5, 6, 10, 11, 17, 40, 49 };
+	struct dt_source s = fake_source(50);
+	struct dt_pipeline p, q;
+	int64_t order[50], range[50], all[50], seen = 0;
+
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 8, 3, 1, 1, 1, 0), 0);
+	assert_int_equal(dt_pipeline_size(&p), 8);
+	assert_int_equal(dt_pipeline_steps(&p), 3);
+	assert_int_equal(dt_pipeline_record(&p, 6), 40);
+	assert_int_equal(read_epoch(&p, 0, order), 8);
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 8; j++)
+			seen += order[i] == list[j];
+	assert_int_equal(seen, 8);
+	dt_pipeline_release(&p);
+
+	/* Unshuffled, in list order. */
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 8, 3, 0, 1, 1, 0), 0);
+	read_epoch(&p, 0, order);
+	assert_memory_equal(order, list, sizeof(list));
+	dt_pipeline_release(&p);
+
+	/* The list 0..49 gives the batches of the range [0, 50), shuffled the same way. */
+	for (int i = 0; i < 50; i++)
+		all[i] = i;
+	assert_int_equal(dt_pipeline_init_list(&p, &s, all, 50, 7, 1, 9, 1, 0), 0);
+	assert_int_equal(dt_pipeline_init(&q, &s, 0, 50, 7, 1, 9, 1, 0), 0);
+	for (int epoch = 0; epoch < 2; epoch++) {
+		read_epoch(&p, epoch, order);
+		read_epoch(&q, epoch, range);
+		assert_memory_equal(order, range, sizeof(order));
+	}
+	dt_pipeline_release(&p);
+	dt_pipeline_release(&q);
+
+	/* Through the cache: each listed record read once. */
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 8, 3, 1, 1, 1, 0), 0);
+	assert_int_equal(dt_pipeline_configure(&p, &(struct dt_pipeline_options){ 0, 1, DT_ON_ERROR_ERROR, NULL, 0 }), 0);
+	fake_reads = 0;
+	for (int epoch = 0; epoch < 3; epoch++)
+		assert_int_equal(read_epoch(&p, epoch, order), 8);
+	assert_int_equal(fake_reads, 8);
+	dt_pipeline_release(&p);
+
+	/* Lists that are empty, out of order or out of range. */
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 0, 3, 0, 1, 1, 0), -1);
+	assert_int_equal(dt_pipeline_init_list(&p, &s, (int64_t[]){ 4, 4 }, 2, 3, 0, 1, 1, 0), -1);
+	assert_error_contains("not increasing");
+	assert_int_equal(dt_pipeline_init_list(&p, &s, (int64_t[]){ 4, 50 }, 2, 3, 0, 1, 1, 0), -1);
+	assert_error_contains("fake.idx");
 }
 
 static void test_last_batch_shorter(void **state)
@@ -963,6 +1019,7 @@ int main(void)
 		cmocka_unit_test(test_shuffle_is_uniform),
 		cmocka_unit_test(test_no_shuffle_is_identity),
 		cmocka_unit_test(test_sub_range),
+		cmocka_unit_test(test_record_list),
 		cmocka_unit_test(test_last_batch_shorter),
 		cmocka_unit_test(test_rescale_and_labels),
 		cmocka_unit_test(test_one_hot),
