@@ -158,9 +158,18 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 	return 0;
 }
 
-static int open_source(struct dt_source *s, const struct dt_node *args)
+static int open_source(struct dt_source *s, const struct dt_node *args, const struct dt_class_map *map)
 {
-	return dt_source_open(s, args, dt_source_types) < 0 ? dt_exit_status() : 0;
+	return dt_source_open_classes(s, args, dt_source_types, map) < 0 ? dt_exit_status() : 0;
+}
+
+/* The classes of the training source s, by which the other sources number theirs; NULL when it has none. */
+static const struct dt_class_map *source_classes(const struct dt_source *s, struct dt_class_map *m)
+{
+	if (!dt_source_has_classes(s))
+		return NULL;
+	*m = (struct dt_class_map){ s->num_classes, s->class_names };
+	return m;
 }
 
 /* Options of a pipeline from the data section; augmentation for training data only. */
@@ -251,16 +260,24 @@ out:
 	return rc;
 }
 
+/*
+ * The sources and pipelines. The training file defines the classes: the
+ * validation and test sources are opened with its class map (evaluate,
+ * which opens no training data, with a->test_classes, the checkpoint's).
+ */
 int dt_app_data(struct dt_app *a, int need_train, int need_test)
 {
 	struct dt_run_config *c = &a->cfg;
+	struct dt_class_map classes;
+	const struct dt_class_map *map = a->test_classes;
 	int rc, one_hot = 0;
 	int64_t n, split;
 
 	if (need_train) {
-		if ((rc = open_source(&a->train_src, c->train)))
+		if ((rc = open_source(&a->train_src, c->train, NULL)))
 			return rc;
 		a->have_train_src = 1;
+		map = source_classes(&a->train_src, &classes);
 		n = a->train_src.count;
 		split = (int64_t)((double)n * (1 - c->validation_split));
 		if (split <= 0 || (c->validation_split > 0 && split >= n)) {
@@ -287,7 +304,7 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 				return DT_EXIT_FAIL;
 			a->have_val = 1;
 		} else if (c->validation) {
-			if ((rc = open_source(&a->val_src, c->validation)))
+			if ((rc = open_source(&a->val_src, c->validation, map)))
 				return rc;
 			a->have_val_src = 1;
 			if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
@@ -305,7 +322,7 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 			dt_error("'%s' has no data.test section to evaluate on", c->path);
 			return DT_EXIT_USAGE;
 		}
-		if ((rc = open_source(&a->test_src, c->test)))
+		if ((rc = open_source(&a->test_src, c->test, map)))
 			return rc;
 		a->have_test_src = 1;
 		if (!need_train && (c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY &&
