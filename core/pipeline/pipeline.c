@@ -38,7 +38,7 @@ int dt_pipeline_config_read(struct dt_pipeline_config *c, const struct dt_node *
 			return -1;
 		c->has_augment = 1;
 	}
-	return 0;
+	return dt_split_config_read(&c->split, data);
 }
 
 void dt_pipeline_config_release(struct dt_pipeline_config *c)

@@ -2,7 +2,9 @@
 # One class map per model (issue 12, item 1): the training data numbers the
 # classes, and validation and test data (CSV files, PNG folders), evaluate
 # (through the checkpoint) and predict number them the same way; a label
-# training never saw is a bad record.
+# training never saw is a bad record. Ordered data (item 4): a split that
+# validates on one class warns; data.split shuffles and stratifies;
+# test_split carves a test part from the training file.
 
 load helpers
 
@@ -148,4 +150,64 @@ fit_png() {
 	fit_png other --set fit.epochs=1
 	status_is 1
 	stderr_has "none of the class folders of '$TMP/other' is a class of the training data"
+}
+
+# sorted_model [DATA KEY: VALUE...]: m.yaml on sorted.csv (the toy set sorted by class), validation_split 0.2.
+sorted_model() {
+	(head -1 train.csv && tail -n +2 train.csv | sort -t, -k3,3) >sorted.csv
+	csv_model sorted.csv test.csv "validation_split: 0.2" "$@"
+	sed -i '/^  test:/d; s/epochs: 30/epochs: 2/' "$TMP/m.yaml"
+}
+
+@test "validation_split of a file sorted by class warns that the validation part holds one class" {
+	sorted_model
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 0
+	stderr_has "warning: the validation part of '$TMP/sorted.csv' (12 records) holds one class only, 'cat'" \
+		"is the file sorted by class?"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set data.validation_split=0.5
+	status_is 0
+	stderr_has "the validation part of '$TMP/sorted.csv' (30 records) lacks 1 of the 2 classes of the training part: 'ant'"
+	# A shuffled, stratified split holds every class: no warning.
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set 'data.split={shuffle: true, stratify: true}'
+	status_is 0
+	[[ $stderr != *warning* ]]
+}
+
+@test "test_split carves a test part; fit and evaluate score the same records" {
+	sorted_model "test_split: 0.25" "split: {shuffle: true, stratify: true, seed: 5}"
+	sed -i 's/epochs: 2/epochs: 30/' "$TMP/m.yaml"
+	run --separate-stderr "$DTRAIN" fit -q --json "$TMP/m.yaml"
+	status_is 0
+	[[ $stderr != *warning* ]]
+	fit_test=$(jq -c 'select(.event == "test")' <<<"$output")
+	[ "$(jq -r .samples <<<"$fit_test")" -eq 15 ]
+	[ "$(jq -r '.accuracy' <<<"$fit_test")" = 1 ]
+	run --separate-stderr "$DTRAIN" evaluate --json "$TMP/m.yaml"
+	status_is 0
+	[ "$(jq -r .samples <<<"$output")" -eq 15 ]
+	[ "$(printf '%.6f' "$(jq -r .loss <<<"$output")")" = "$(printf '%.6f' "$(jq -r .loss <<<"$fit_test")")" ]
+	# Not with data.test too.
+	csv_model sorted.csv test.csv "test_split: 0.25"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 2
+	stderr_has "m.yaml:" "give either 'test' or 'test_split', not both"
+}
+
+@test "stratify needs class labels: an error at data.split" {
+	printf 'a,y\n1,0.5\n2,1.5\n3,2.5\n4,3.5\n' >reg.csv
+	cat >r.yaml <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 1}
+		compile: {optimizer: sgd, loss: mean_squared_error}
+		data:
+		  train: {format: csv, path: reg.csv}
+		  validation_split: 0.5
+		  split: {stratify: true}
+		checkpoint: {dir: $TMP/rrun}
+	EOF
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/r.yaml"
+	status_is 2
+	stderr_has "r.yaml:8:" "data.split.stratify needs class labels"
 }
