@@ -160,9 +160,18 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 	return 0;
 }
 
-static int open_source(struct dt_source *s, const struct dt_node *args)
+static int open_source(struct dt_source *s, const struct dt_node *args, const struct dt_class_map *map)
 {
-	return dt_source_open(s, args, dt_source_types) < 0 ? dt_exit_status() : 0;
+	return dt_source_open_classes(s, args, dt_source_types, map) < 0 ? dt_exit_status() : 0;
+}
+
+/* The classes of the training source s, by which the other sources number theirs; NULL when it has none. */
+static const struct dt_class_map *source_classes(const struct dt_source *s, struct dt_class_map *m)
+{
+	if (!dt_source_has_classes(s))
+		return NULL;
+	*m = (struct dt_class_map){ s->num_classes, s->class_names };
+	return m;
 }
 
 /* Options of a pipeline from the data section; augmentation for training data only. */
@@ -255,77 +264,219 @@ out:
 	return rc;
 }
 
+/* Class k of src for a message: its name in quotes, or its number. */
+static void class_name(const struct dt_source *src, int k, char *buf, size_t size)
+{
+	if (src->class_names)
+		snprintf(buf, size, "'%.40s'", src->class_names[k]);
+	else
+		snprintf(buf, size, "%d", k);
+}
+
+/*
+ * Warns when a part of the training file src (the validation or test
+ * records, `what`) lacks classes that its training part has, or holds one
+ * class only: the sign of a file sorted by class.
+ */
+static void warn_part_classes(const struct dt_run_config *c, const struct dt_source *src, const int32_t *labels,
+			      const struct dt_split *parts, const int64_t *part, int64_t n, const char *what)
+{
+	const struct dt_split_config *sc = &c->pipeline.split;
+	int k = src->num_classes, ntrain = 0, npart = 0, missing = 0, only = -1;
+	uint8_t *in_train = dt_calloc(k, 1), *in_part = dt_calloc(k, 1);
+	char list[256] = "", name[64];
+	size_t len = 0;
+	const char *hint = !sc->shuffle ? "; the split takes the last records: is the file sorted by class? "
+					  "data.split: {shuffle: true, stratify: true} puts every class in each part"
+			   : !sc->stratify ? "; data.split.stratify: true puts every class in each part"
+					   : "";
+
+	for (int64_t i = 0; i < parts->ntrain; i++)
+		if (labels[parts->train[i]] >= 0)
+			in_train[labels[parts->train[i]]] = 1;
+	for (int64_t i = 0; i < n; i++)
+		if (labels[part[i]] >= 0)
+			in_part[labels[part[i]]] = 1;
+	for (int j = 0; j < k; j++) {
+		ntrain += in_train[j];
+		npart += in_part[j];
+		if (in_part[j])
+			only = j;
+		if (in_train[j] && !in_part[j] && missing++ < 4 && len < sizeof(list)) {
+			class_name(src, j, name, sizeof(name));
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", missing > 1 ? ", " : "", name);
+		}
+	}
+	if (npart == 1 && ntrain > 1) {
+		class_name(src, only, name, sizeof(name));
+		dt_warn("the %s part of '%s' (%lld records) holds one class only, %s%s", what, src->name, (long long)n,
+			name, hint);
+	} else if (missing) {
+		dt_warn("the %s part of '%s' (%lld records) lacks %d of the %d classes of the training part: %s%s%s",
+			what, src->name, (long long)n, missing, ntrain, list, missing > 4 ? ", ..." : "", hint);
+	}
+	free(in_train);
+	free(in_part);
+}
+
+/*
+ * The parts of the training file src (data.validation_split,
+ * data.test_split, data.split: split.h) into parts; warns (rank 0) about
+ * parts that lack classes. 0 or an exit status.
+ */
+static int split_training(struct dt_app *a, struct dt_source *src, struct dt_split *parts)
+{
+	const struct dt_run_config *c = &a->cfg;
+	const struct dt_split_config *sc = &c->pipeline.split;
+	int64_t n = src->count, nval = dt_split_size(n, c->validation_split), ntest = dt_split_size(n, sc->test);
+	int carve = nval > 0 || ntest > 0, warn = carve && a->sys.mpi_rank == 0 && !a->shape_only;
+	int32_t *labels = NULL;
+
+	if ((c->validation_split > 0 && nval == 0) || (sc->test == 0 && n - nval <= 0)) {
+		dt_node_error(dt_node_get(c->data_node, "validation_split"),
+			      "validation_split %g of %lld records leaves no training or no validation records",
+			      c->validation_split, (long long)n);
+		return DT_EXIT_USAGE;
+	}
+	if ((sc->test > 0 && ntest == 0) || n - nval - ntest <= 0) {
+		dt_node_error(sc->test_node,
+			      "test_split %g (with validation_split %g) of %lld records leaves no training or no "
+			      "test records",
+			      sc->test, c->validation_split, (long long)n);
+		return DT_EXIT_USAGE;
+	}
+	if (sc->stratify && !dt_source_has_classes(src)) {
+		dt_node_error(sc->node,
+			      "data.split.stratify needs class labels, but the labels of '%s' are not class indices",
+			      src->name);
+		return DT_EXIT_USAGE;
+	}
+	if ((sc->stratify && carve) || (warn && dt_source_has_classes(src))) {
+		labels = dt_malloc((size_t)n * sizeof(int32_t));
+		if (dt_source_labels(src, labels) < 0) {
+			free(labels);
+			return DT_EXIT_FAIL;
+		}
+	}
+	dt_split_records(parts, n, nval, ntest, sc, sc->has_seed ? sc->seed : c->seed, labels, src->num_classes);
+	if (warn && labels && parts->nval)
+		warn_part_classes(c, src, labels, parts, parts->val, parts->nval, "validation");
+	if (warn && labels && parts->ntest)
+		warn_part_classes(c, src, labels, parts, parts->test, parts->ntest, "test");
+	free(labels);
+	return 0;
+}
+
+/* The one-hot size for labels of s: its classes when asked, or when the loss needs them and s has class indices. */
+static int one_hot_size(const struct dt_run_config *c, const struct dt_source *s)
+{
+	int indices = s->label.ndim == 1 && s->label.dim[0] == 1;
+	return c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY && indices) ? s->num_classes : 0;
+}
+
+/* The training and validation pipelines: parts of the training file, or data.validation opened with map. */
+static int train_pipelines(struct dt_app *a, const struct dt_split *parts, const struct dt_class_map *map)
+{
+	struct dt_run_config *c = &a->cfg;
+	int rc, one_hot = one_hot_size(c, &a->train_src);
+
+	if (c->one_hot && !one_hot) {
+		dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name);
+		return DT_EXIT_USAGE;
+	}
+	if (dt_pipeline_init_list(&a->train, &a->train_src, parts->train, parts->ntrain, c->batch_size, c->shuffle,
+				  c->seed, (float)c->rescale, one_hot) < 0)
+		return DT_EXIT_FAIL;
+	if (parts->nval) {
+		if (dt_pipeline_init_list(&a->val, &a->train_src, parts->val, parts->nval, c->batch_size, 0, c->seed,
+					  (float)c->rescale, one_hot) < 0)
+			return DT_EXIT_FAIL;
+		a->have_val = 1;
+	} else if (c->validation) {
+		if ((rc = open_source(&a->val_src, c->validation, map)))
+			return rc;
+		a->have_val_src = 1;
+		if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
+				     (float)c->rescale, one_hot) < 0)
+			return DT_EXIT_FAIL;
+		a->have_val = 1;
+	}
+	if (configure_pipeline(a, &a->train, 1) < 0 || (a->have_val && configure_pipeline(a, &a->val, 0) < 0) ||
+	    (c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only && normalize_auto(a) < 0))
+		return dt_exit_status();
+	return 0;
+}
+
+/*
+ * The test pipeline: the test part of the training file `whole` (with
+ * data.test_split), or data.test opened with map. One-hot as the training
+ * labels when there are any.
+ */
+static int test_pipeline(struct dt_app *a, struct dt_source *whole, const struct dt_split *parts,
+			 const struct dt_class_map *map)
+{
+	struct dt_run_config *c = &a->cfg;
+	struct dt_source *src = whole;
+	int rc, one_hot;
+
+	if (!src) {
+		if (!c->test) {
+			dt_error("'%s' has no data.test section (or data.test_split) to evaluate on", c->path);
+			return DT_EXIT_USAGE;
+		}
+		if ((rc = open_source(&a->test_src, c->test, map)))
+			return rc;
+		a->have_test_src = 1;
+		src = &a->test_src;
+	}
+	one_hot = one_hot_size(c, a->have_train_src ? &a->train_src : src);
+	if (whole)
+		rc = dt_pipeline_init_list(&a->test, src, parts->test, parts->ntest, c->batch_size, 0, c->seed,
+					   (float)c->rescale, one_hot);
+	else
+		rc = dt_pipeline_init(&a->test, src, 0, src->count, c->batch_size, 0, c->seed, (float)c->rescale,
+				      one_hot);
+	if (rc < 0)
+		return DT_EXIT_FAIL;
+	a->have_test = 1;
+	if (configure_pipeline(a, &a->test, 0) < 0)
+		return dt_exit_status();
+	if (a->have_train_src && c->pipeline.normalize == DT_NORMALIZE_AUTO &&
+	    dt_pipeline_set_normalize(&a->test, a->train.pre.nchan, a->train.pre.mean, a->train.pre.std) < 0)
+		return DT_EXIT_FAIL;
+	return 0;
+}
+
+/*
+ * The sources and pipelines. The training file defines the classes: the
+ * validation and test sources are opened with its class map (evaluate,
+ * which opens no training data, with a->test_classes, the checkpoint's).
+ * With data.test_split the test records are a part of the training file,
+ * which evaluate then opens as its test source.
+ */
 int dt_app_data(struct dt_app *a, int need_train, int need_test)
 {
 	struct dt_run_config *c = &a->cfg;
-	int rc, one_hot = 0;
-	int64_t n, split;
+	struct dt_class_map classes;
+	const struct dt_class_map *map = a->test_classes;
+	struct dt_split parts = { 0 };
+	struct dt_source *whole = NULL; /* the training file */
+	int rc = 0, test_part = c->pipeline.split.test > 0;
 
-	if (need_train) {
-		if ((rc = open_source(&a->train_src, c->train)))
+	if (need_train || (need_test && test_part)) {
+		whole = need_train ? &a->train_src : &a->test_src;
+		if ((rc = open_source(whole, c->train, NULL)))
 			return rc;
-		a->have_train_src = 1;
-		n = a->train_src.count;
-		split = (int64_t)((double)n * (1 - c->validation_split));
-		if (split <= 0 || (c->validation_split > 0 && split >= n)) {
-			dt_node_error(dt_node_get(c->data_node, "validation_split"),
-				      "validation_split %g of %lld records leaves no training or no validation records",
-				      c->validation_split, (long long)n);
-			return DT_EXIT_USAGE;
-		}
-		/* One-hot labels when asked, or when the loss needs them and the data has class indices. */
-		one_hot = c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY && a->train_src.label.ndim == 1 &&
-					  a->train_src.label.dim[0] == 1)
-				  ? a->train_src.num_classes
-				  : 0;
-		if (c->one_hot && !one_hot) {
-			dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name);
-			return DT_EXIT_USAGE;
-		}
-		if (dt_pipeline_init(&a->train, &a->train_src, 0, split, c->batch_size, c->shuffle, c->seed,
-				     (float)c->rescale, one_hot) < 0)
-			return DT_EXIT_FAIL;
-		if (split < n) {
-			if (dt_pipeline_init(&a->val, &a->train_src, split, n, c->batch_size, 0, c->seed,
-					     (float)c->rescale, one_hot) < 0)
-				return DT_EXIT_FAIL;
-			a->have_val = 1;
-		} else if (c->validation) {
-			if ((rc = open_source(&a->val_src, c->validation)))
-				return rc;
-			a->have_val_src = 1;
-			if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
-					     (float)c->rescale, one_hot) < 0)
-				return DT_EXIT_FAIL;
-			a->have_val = 1;
-		}
-		if (configure_pipeline(a, &a->train, 1) < 0 || (a->have_val && configure_pipeline(a, &a->val, 0) < 0))
-			return dt_exit_status();
-		if (c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only && normalize_auto(a) < 0)
-			return dt_exit_status();
+		*(need_train ? &a->have_train_src : &a->have_test_src) = 1;
+		rc = split_training(a, whole, &parts);
+		map = source_classes(whole, &classes);
 	}
-	if (need_test) {
-		if (!c->test) {
-			dt_error("'%s' has no data.test section to evaluate on", c->path);
-			return DT_EXIT_USAGE;
-		}
-		if ((rc = open_source(&a->test_src, c->test)))
-			return rc;
-		a->have_test_src = 1;
-		if (!need_train && (c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY &&
-						   a->test_src.label.ndim == 1 && a->test_src.label.dim[0] == 1)))
-			one_hot = a->test_src.num_classes;
-		if (dt_pipeline_init(&a->test, &a->test_src, 0, a->test_src.count, c->batch_size, 0, c->seed,
-				     (float)c->rescale, one_hot) < 0)
-			return DT_EXIT_FAIL;
-		a->have_test = 1;
-		if (configure_pipeline(a, &a->test, 0) < 0)
-			return dt_exit_status();
-		if (need_train && c->pipeline.normalize == DT_NORMALIZE_AUTO &&
-		    dt_pipeline_set_normalize(&a->test, a->train.pre.nchan, a->train.pre.mean, a->train.pre.std) < 0)
-			return DT_EXIT_FAIL;
-	}
-	return 0;
+	if (!rc && need_train)
+		rc = train_pipelines(a, &parts, map);
+	if (!rc && (need_test || (need_train && test_part)))
+		rc = test_pipeline(a, test_part ? whole : NULL, &parts, map);
+	dt_split_release(&parts);
+	return rc;
 }
 
 /* The per-sample input shape: the config's, checked against the data, or the data's. */

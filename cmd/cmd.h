@@ -63,11 +63,16 @@ struct dt_app {
 	struct dt_trainer trainer;
 	int nreplicas;
 	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
+	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes for data.test; NULL: none */
 };
 
 /* Each returns 0 or an exit status (1 or 2) after printing the error. */
 int dt_app_config(struct dt_app *a, const struct dt_opts *o);
-/* Opens the training data (with validation) and, when need_test, the test set. */
+/*
+ * Opens the training data (with validation and a test_split part) and, when
+ * need_test, the test set; validation and test data number their classes as
+ * the training data does (or as a->test_classes says, without training data).
+ */
 int dt_app_data(struct dt_app *a, int need_train, int need_test);
 /*
  * The preprocessing of inputs that fit trained with, for evaluate and

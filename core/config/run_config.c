@@ -79,7 +79,7 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 {
 	static const char *const keys[] = { "train", "validation", "test", "batch_size", "validation_split",
 					    "rescale", "shuffle", "one_hot",
-					    "prefetch", "cache", "on_error", "normalize", "augment", NULL };
+					    "prefetch", "cache", "on_error", "normalize", "augment", "test_split", "split", NULL };
 	const struct dt_node *s;
 	int64_t batch;
 	/* Again, in case a --set replaced the data mapping by a file name. */
