@@ -81,7 +81,11 @@ static inline DT_HOST_DEVICE float dt_act_grad(enum dt_activation act, const flo
 	}
 }
 
-/* The dropout mask of element i: keep (1 / (1 - rate)) or 0, a function of (key, i) alone. */
+/*
+ * The dropout mask of element i of the global batch (row * features + j):
+ * keep (1 / (1 - rate)) or 0, a function of (key, i) alone, so the same for
+ * any replica count and on either device.
+ */
 static inline DT_HOST_DEVICE float dt_dropout_mask(uint64_t key, int64_t i, float rate, float keep)
 {
 	return dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;

@@ -275,15 +275,14 @@ static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *xt,
 }
 
 static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct dt_tensor *mt,
-			float rate, uint64_t key)
+			float rate, uint64_t key, int64_t first)
 {
 	int64_t n = dt_tensor_count(yt);
 	const float *x = xt->data;
 	float *y = yt->data, *mask = mt->data, keep = 1 / (1 - rate);
-	DT_ASSERT(n <= UINT32_MAX);
 #pragma omp parallel for simd if (n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
-		mask[i] = dt_dropout_mask(key, i, rate, keep);
+		mask[i] = dt_dropout_mask(key, first + i, rate, keep);
 		y[i] = x[i] * mask[i];
 	}
 }

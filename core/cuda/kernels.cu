@@ -391,26 +391,26 @@ static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x,
 	DT_CUDA_LAUNCH_CHECK();
 }
 
-/* The CPU backend's mask: a function of (key, i) alone, identical on both devices. */
-__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t n)
+/* The CPU backend's mask: a function of (key, first + i) alone, identical on both devices. */
+__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t first,
+			  int64_t n)
 {
 	GRID_LOOP(i, n)
 	{
-		float m = dt_dropout_mask(key, i, rate, keep);
+		float m = dt_dropout_mask(key, first + i, rate, keep);
 		mask[i] = m;
 		y[i] = x[i] * m;
 	}
 }
 
 static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask, float rate,
-			 uint64_t key)
+			 uint64_t key, int64_t first)
 {
 	struct dt_gpu *g = gpu_of(y);
 	int64_t n = t_count(y);
-	DT_CUDA_ASSERT(n <= UINT32_MAX);
 	if (n == 0)
 		return;
-	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, n);
+	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, first, n);
 	DT_CUDA_LAUNCH_CHECK();
 }
 

@@ -199,7 +199,7 @@ static void test_fixture(void **state)
 	struct dt_model *mp = &held.m;
 	struct dt_layer *l;
 	struct dt_shape in;
-	struct dt_step_ctx ctx = { 1, 0x5eed };
+	struct dt_step_ctx ctx = { .training = 1, .key = 0x5eed };
 	int steps = 1, n, failed = 0, checks = 0;
 	int64_t in_count, out_count;
 	float *got;
