@@ -33,17 +33,11 @@ matter at these gradients, so that one file holds for both. Everything else
 is the same formula: the coefficients 1 - beta_1, 1 - beta_2, 1 - rho and
 the bias corrections 1 - beta^t are exact (double) in both.
 """
-import argparse
-import os
-import sys
-import zlib
-
 import numpy as np
 import torch
 
-from make_fixtures import save_safetensors
+from make_fixtures import write_cases
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 N = 48
 STEPS = 8
 
@@ -92,28 +86,5 @@ def run_case(c, seed):
     return tensors, meta
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Writes the optimizer fixtures of tests/unit/test_ref.c.")
-    ap.add_argument("-o", "--out", default=HERE, help="output directory (default: tests/ref)")
-    ap.add_argument("--list", action="store_true", help="list the cases and exit")
-    ap.add_argument("cases", nargs="*", help="case names (default: all)")
-    opt = ap.parse_args()
-    names = [c["name"] for c in CASES]
-    if opt.list:
-        print("\n".join(names))
-        return
-    unknown = [n for n in opt.cases if n not in names]
-    if unknown:
-        sys.exit(f"unknown case(s): {', '.join(unknown)}; --list shows them")
-    os.makedirs(opt.out, exist_ok=True)
-    for c in CASES:
-        if opt.cases and c["name"] not in opt.cases:
-            continue
-        tensors, meta = run_case(c, seed=zlib.crc32(c["name"].encode()))
-        path = os.path.join(opt.out, c["name"] + ".safetensors")
-        save_safetensors(path, tensors, meta)
-        print(f"{path}: {os.path.getsize(path)} bytes  {meta['optimizer']}")
-
-
 if __name__ == "__main__":
-    main()
+    write_cases("Writes the optimizer fixtures of tests/unit/test_ref.c.", CASES, run_case, "optimizer")
