@@ -171,7 +171,7 @@ static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct r
 	double t0, t1, start = 0;
 
 	for (int it = 0; it < r->warmup + r->iterations; it++) {
-		struct dt_step_ctx ctx = { 1, dt_hash64(a->cfg.seed, (uint64_t)it) };
+		struct dt_step_ctx ctx = { .training = 1, .key = dt_hash64(a->cfg.seed, (uint64_t)it) };
 		int timed = it >= r->warmup;
 		struct dt_tensor pred, dpred;
 

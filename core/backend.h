@@ -30,7 +30,7 @@ struct dt_backend {
 	void (*act_backward)(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
 			     const struct dt_tensor *dy, struct dt_tensor *dx);
 	void (*dropout)(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
-			float rate, uint64_t key);
+			float rate, uint64_t key, int64_t first);
 	double (*loss)(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
 		       const struct dt_tensor *target, const struct dt_tensor *class_weight,
 		       struct dt_tensor *dpred, float grad_scale);

@@ -55,16 +55,24 @@ enum dt_opt_kind {
 	DT_OPT_COUNT
 };
 
-/* One update's hyper-parameters, resolved by the optimizer for step t. */
+/*
+ * One update's hyper-parameters, resolved by the optimizer for step t. The
+ * values a coefficient is computed from (1 - rho, 1 - beta, 1 - beta^t,
+ * 1 - lr * weight_decay) stay doubles as configured: core/rows.h computes
+ * the coefficients in double and rounds them to float once, as Keras and
+ * PyTorch do.
+ */
 struct dt_opt_step {
 	enum dt_opt_kind kind;
 	float lr;
-	float momentum, rho;   /* sgd, rmsprop */
-	int nesterov;          /* sgd */
-	float beta_1, beta_2, epsilon;
-	int64_t t;             /* 1-based step number (adam bias correction) */
-	float weight_decay;    /* decoupled: w -= lr*wd*w before the update, as Keras 3 */
-	float grad_scale;      /* gradients are multiplied by this first (clipnorm) */
+	float momentum;          /* sgd, rmsprop */
+	double rho;              /* rmsprop */
+	int nesterov;            /* sgd */
+	double beta_1, beta_2;   /* adam, adamw */
+	float epsilon;
+	int64_t t;               /* 1-based step number (adam bias correction) */
+	double weight_decay;     /* decoupled: w *= 1 - lr * weight_decay before the update, as Keras 3 */
+	float grad_scale;        /* gradients are multiplied by this first (clipnorm) */
 };
 
 struct dt_conv_geom {

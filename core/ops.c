@@ -113,12 +113,14 @@ void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *x, const
 }
 
 void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
-		   float rate, uint64_t key)
+		   float rate, uint64_t key, int64_t first)
 {
 	same_count(x, y);
 	same_count(mask, y);
 	DT_ASSERT(rate >= 0 && rate < 1);
-	backend(y)->dropout(x, y, mask, rate, key);
+	/* The mask's counter is 32 bits (dt_hash_uniform): every element of the global batch has its own. */
+	DT_ASSERT(first >= 0 && first + dt_tensor_count(y) <= (int64_t)UINT32_MAX + 1);
+	backend(y)->dropout(x, y, mask, rate, key, first);
 }
 
 double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,

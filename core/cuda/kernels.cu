@@ -391,26 +391,26 @@ static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x,
 	DT_CUDA_LAUNCH_CHECK();
 }
 
-/* The CPU backend's mask: a function of (key, i) alone, identical on both devices. */
-__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t n)
+/* The CPU backend's mask: a function of (key, first + i) alone, identical on both devices. */
+__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t first,
+			  int64_t n)
 {
 	GRID_LOOP(i, n)
 	{
-		float m = dt_dropout_mask(key, i, rate, keep);
+		float m = dt_dropout_mask(key, first + i, rate, keep);
 		mask[i] = m;
 		y[i] = x[i] * m;
 	}
 }
 
 static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask, float rate,
-			 uint64_t key)
+			 uint64_t key, int64_t first)
 {
 	struct dt_gpu *g = gpu_of(y);
 	int64_t n = t_count(y);
-	DT_CUDA_ASSERT(n <= UINT32_MAX);
 	if (n == 0)
 		return;
-	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, n);
+	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, first, n);
 	DT_CUDA_LAUNCH_CHECK();
 }
 
@@ -512,16 +512,16 @@ __global__ void k_sgd_momentum(float *w, const float *g, float *m, float lr, flo
 	GRID_LOOP(i, n) dt_sgd_momentum_update(w, g, m, i, lr, gs, decay, mu, nest);
 }
 
-__global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float b1,
-		       float b2, float eps, int64_t n)
+__global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float c1,
+		       float c2, float eps, int64_t n)
 {
-	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, i, alpha, gs, decay, b1, b2, eps);
+	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, i, alpha, gs, decay, c1, c2, eps);
 }
 
 __global__ void k_rmsprop(float *w, const float *g, float *m, float *v, float lr, float gs, float decay, float rho,
-			  float eps, float mu, int64_t n)
+			  float c, float eps, float mu, int64_t n)
 {
-	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, eps, mu);
+	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, c, eps, mu);
 }
 
 static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
@@ -544,11 +544,13 @@ static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor 
 	case DT_OPT_ADAM:
 	case DT_OPT_ADAMW:
 		DT_CUDA_ASSERT(m && v);
-		k_adam LAUNCH(g, n)(w, gr, m, v, dt_adam_alpha(s), gs, decay, s->beta_1, s->beta_2, s->epsilon, n);
+		k_adam LAUNCH(g, n)(w, gr, m, v, dt_adam_alpha(s), gs, decay, dt_opt_one_minus(s->beta_1),
+				    dt_opt_one_minus(s->beta_2), s->epsilon, n);
 		break;
 	case DT_OPT_RMSPROP:
 		DT_CUDA_ASSERT(v);
-		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, s->rho, s->epsilon, s->momentum, n);
+		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, (float)s->rho, dt_opt_one_minus(s->rho), s->epsilon,
+				       s->momentum, n);
 		break;
 	default:
 		DT_CUDA_BUG("optimizer %d", (int)s->kind);

@@ -255,7 +255,7 @@ static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const do
 int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, struct dt_metrics *out)
 {
 	struct dt_batch *b = &t->batch; /* every pipeline has the training batch size and label shape */
-	struct dt_step_ctx ctx = { 0, 0 };
+	struct dt_step_ctx ctx = { .training = 0 };
 	double sums[DT_NSUMS] = { 0 };
 	int64_t steps = dt_pipeline_steps(p);
 	struct dt_model *m = &t->models[0];
@@ -346,10 +346,16 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 			return -1;
 		for (int r = 0; r < s->nreplicas; r++) {
 			int g = s->first_replica + r;
-			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
-							      (uint64_t)step * DT_MAX_REPLICAS + g) };
+			/*
+			 * One key for all replicas, and each its first row in the
+			 * global batch: a sample's dropout mask is the same for any
+			 * replica count. (step * DT_MAX_REPLICAS is the key replica 0
+			 * always had: one_device's masks did not change.)
+			 */
+			uint64_t key = dt_hash64(dt_hash64(t->seed, (uint64_t)epoch), (uint64_t)step * DT_MAX_REPLICAS);
 			int begin, end;
 			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
+			struct dt_step_ctx ctx = { .training = 1, .key = key, .first_row = begin };
 			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
 			sums[DT_SUM_SAMPLES] += end - begin;
 			if (t->trace)

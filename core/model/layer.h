@@ -57,8 +57,10 @@ struct dt_layer_buf {
 
 /* What one forward pass needs to know beyond its input. */
 struct dt_step_ctx {
-	int training;  /* dropout active, batch statistics */
-	uint64_t key;  /* randomness of this step, same for a (seed, epoch, step, replica) */
+	int training;       /* dropout active, batch statistics */
+	uint64_t key;       /* randomness of this step, the same for every replica of a (seed, epoch, step) */
+	int64_t first_row;  /* the global batch's row that is this replica's row 0: random
+			       draws follow the sample, not the replica that computes it */
 };
 
 struct dt_layer {

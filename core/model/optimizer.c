@@ -109,13 +109,13 @@ static struct dt_opt_step step_of(const struct dt_optimizer *o, float grad_scale
 		.kind = o->cfg.kind,
 		.lr = o->learning_rate,
 		.momentum = (float)o->cfg.momentum,
-		.rho = (float)o->cfg.rho,
+		.rho = o->cfg.rho,
 		.nesterov = o->cfg.nesterov,
-		.beta_1 = (float)o->cfg.beta_1,
-		.beta_2 = (float)o->cfg.beta_2,
+		.beta_1 = o->cfg.beta_1,
+		.beta_2 = o->cfg.beta_2,
 		.epsilon = (float)o->cfg.epsilon,
 		.t = o->iterations,
-		.weight_decay = (float)o->cfg.weight_decay,
+		.weight_decay = o->cfg.weight_decay,
 		.grad_scale = grad_scale,
 	};
 	return s;

@@ -2,18 +2,27 @@
 # Distribution strategies: mirrored (logical CPU replicas), multi_worker_mirrored
 # and parameter_server under mpirun, the exactly-once sharding, the chief-only
 # output, and the timeout that turns a stalled or dead rank into a failed job.
-# Weights are compared with tests/tools/ckpt_diff (relative error <= 1e-5).
+# Weights are compared with tests/tools/ckpt_diff (relative error <= 1e-5), on
+# models with dropout (and augmentation): random draws follow the sample, not
+# the replica that computes it.
 
 load helpers
 
 setup() {
 	common_setup
 	BLOBS=$MODELS/blobs.yaml
+	DROPOUT=$(dropout_layers 0.3 0.2)
 	DIFF=$(dirname "$DTRAIN")/tests/tools/ckpt_diff
 	[ -x "$DIFF" ] || DIFF=$REPO/build/tests/tools/ckpt_diff
 	export OMP_NUM_THREADS=1
 	# Under SANITIZE=1: Open MPI's own allocations are not our leaks.
 	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp:fast_unwind_on_malloc=0}
+}
+
+# dropout_layers RATE1 RATE2: a --set of blobs' network with a second hidden layer and two dropout layers.
+dropout_layers() {
+	echo "model.layers=[{dense: {units: 16, activation: relu}}, {dropout: {rate: $1}},
+		{dense: {units: 16, activation: relu}}, {dropout: {rate: $2}}, {dense: {units: 3, activation: softmax}}]"
 }
 
 # need_mpi: skip when Open MPI's launcher is missing.
@@ -52,13 +61,18 @@ same() {
 	[[ $output == *DIFFERENT* ]]
 }
 
-@test "mirrored with 2 and 3 CPU replicas: the weights of one_device" {
-	fit_blobs one
-	fit_blobs mir2 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+@test "mirrored with 2 and 3 CPU replicas, with dropout: the weights of one_device" {
+	fit_blobs one --set "$DROPOUT"
+	fit_blobs mir2 --set "$DROPOUT" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
 	same one mir2
 	# 32 samples in 3 slices of 10, 11, 11.
-	fit_blobs mir3 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	fit_blobs mir3 --set "$DROPOUT" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
 	same one mir3
+	# The masks changed the weights: the comparisons above were with dropout at work.
+	fit_blobs plain --set "$(dropout_layers 0 0)"
+	run "$DIFF" "$TMP/one/latest.safetensors" "$TMP/plain/latest.safetensors"
+	status_is 1
+	[[ $output == *DIFFERENT* ]]
 }
 
 @test "mirrored: a device listed twice, a GPU, a bad timeout are config errors" {
@@ -76,14 +90,51 @@ same() {
 	stderr_has timeout
 }
 
-@test "multi_worker_mirrored with -np 2 and -np 3: the weights of one_device" {
+@test "multi_worker_mirrored with -np 2 and -np 3, with dropout: the weights of one_device" {
 	need_mpi
-	fit_blobs one
-	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw2"
+	fit_blobs one --set "$DROPOUT"
+	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw2" --set "$DROPOUT"
 	same one mw2
-	mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw3" \
+	mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw3" --set "$DROPOUT" \
 		--set distribute.strategy=multi_worker_mirrored
 	same one mw3
+}
+
+# images_args DIR: sets args to the arguments of `dtrain fit` for 2 epochs of
+# 48 random 6x6 images (made once per test) with augmentation and dropout,
+# batch 12, checkpoints in $TMP/DIR.
+images_args() {
+	[ -f "$TMP/images.idx" ] || {
+		idx_images 48 6 6 >"$TMP/images.idx"
+		idx_labels 48 >"$TMP/labels.idx"
+	}
+	args=(fit "$MODELS/tiny_idx.yaml" -q --set data.train.images="$TMP/images.idx"
+		--set data.train.labels="$TMP/labels.idx" --set data.batch_size=12 --set fit.epochs=2
+		--set data.augment='{random_flip: horizontal, random_translation: {height_factor: 0.2, width_factor: 0.2}}'
+		--set 'model.layers=[flatten, {dense: {units: 8, activation: relu}}, {dropout: {rate: 0.4}},
+			{dense: {units: 3, activation: softmax}}]'
+		--set checkpoint.enabled=true --set checkpoint.dir="$TMP/$1")
+}
+
+@test "augmentation and dropout on images: mirrored with 2 and 3 replicas has the weights of one_device" {
+	images_args one
+	"$DTRAIN" "${args[@]}"
+	images_args mir2
+	"$DTRAIN" "${args[@]}" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+	same one mir2
+	# 12 images in slices of 4.
+	images_args mir3
+	"$DTRAIN" "${args[@]}" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	same one mir3
+}
+
+@test "augmentation and dropout on images: multi_worker_mirrored with -np 2 has the weights of one_device" {
+	need_mpi
+	images_args one
+	"$DTRAIN" "${args[@]}"
+	images_args mw2
+	mpi 2 "$DTRAIN" "${args[@]}"
+	same one mw2
 }
 
 @test "multi_worker_mirrored: every sample exactly once per epoch across 3 ranks" {

@@ -277,8 +277,8 @@ static void test_dropout_same_mask(void **state)
 	need_gpu();
 	struct dt_shape s = sh(2, 100, 333, 0, 0);
 	struct pair x = pair_rnd(s, 5, -1, 1), y = pair_new(s, NULL), m = pair_new(s, NULL);
-	dt_op_dropout(&x.c, &y.c, &m.c, 0.3f, 0x1234567890abcdefull);
-	dt_op_dropout(&x.g, &y.g, &m.g, 0.3f, 0x1234567890abcdefull);
+	dt_op_dropout(&x.c, &y.c, &m.c, 0.3f, 0x1234567890abcdefull, 777);
+	dt_op_dropout(&x.g, &y.g, &m.g, 0.3f, 0x1234567890abcdefull, 777);
 	expect_equal("dropout mask", &m);
 	expect_equal("dropout output", &y);
 	pair_free(&x);

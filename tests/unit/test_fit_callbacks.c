@@ -465,7 +465,7 @@ static void test_terminate_on_nan(void **state)
 {
 	struct dt_doc *d = dt_doc_parse("m.yaml", "layers: [{dense: {units: 4}}, {dense: {units: 2}}, {dense: {units: 2}}]\n", ".");
 	struct dt_shape in = dt_shape_make(1, (int[]){ 3 });
-	struct dt_step_ctx ctx = { 1, 0 };
+	struct dt_step_ctx ctx = { .training = 1 };
 	struct dt_strategy s = { .nreplicas = 1 };
 	struct dt_trainer t = { .strategy = &s };
 	struct dt_terminate_on_nan n;

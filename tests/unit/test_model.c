@@ -298,7 +298,7 @@ static void test_snapshot_round_trip(void **state)
 static void test_layer_by_layer(void **state)
 {
 	struct built b;
-	struct dt_step_ctx ctx = { 1, 99 };
+	struct dt_step_ctx ctx = { .training = 1, .key = 99 };
 	struct dt_tensor x, y, dy;
 	float out[4 * 3], grads[8 * 5 + 5 + 5 * 3 + 3], *sentinel;
 	int n = 4;

@@ -118,17 +118,23 @@ static void test_dropout(void **state)
 	int zeros = 0;
 	for (int i = 0; i < N; i++)
 		x[i] = 1;
-	dt_op_dropout(&X, &Y, &M, 0.3f, 42);
+	dt_op_dropout(&X, &Y, &M, 0.3f, 42, 0);
 	for (int i = 0; i < N; i++) {
 		zeros += y[i] == 0;
 		if (y[i] != 0)
 			assert_float_equal(y[i], 1 / 0.7, 1e-6);
 	}
 	assert_in_range(zeros, 29000, 31000);
-	dt_op_dropout(&X, &Y2, &M, 0.3f, 42);
+	dt_op_dropout(&X, &Y2, &M, 0.3f, 42, 0);
 	assert_memory_equal(y, y2, N * sizeof(float)); /* same key, same mask */
-	dt_op_dropout(&X, &Y2, &M, 0.3f, 43);
+	dt_op_dropout(&X, &Y2, &M, 0.3f, 43, 0);
 	assert_memory_not_equal(y, y2, N * sizeof(float));
+	/* A replica's slice from element 1234 of the batch draws the batch's mask there. */
+	struct dt_tensor Xs = mat(x, 1, N - 1234), Ys = mat(y2, 1, N - 1234), Ms = mat(m, 1, N - 1234);
+	dt_op_dropout(&Xs, &Ys, &Ms, 0.3f, 42, 1234);
+	assert_memory_equal(y + 1234, y2, (N - 1234) * sizeof(float));
+	dt_op_dropout(&Xs, &Ys, &Ms, 0.3f, 42, 0);
+	assert_memory_not_equal(y + 1234, y2, (N - 1234) * sizeof(float));
 	free(x);
 	free(y);
 	free(y2);
