@@ -241,3 +241,58 @@ fails_naming() {
 		--set data.test.format=idx --set data.test.images=cut.idx --set data.test.labels=labels.idx
 	fails_naming cut.idx "is truncated"
 }
+
+@test "a gzip stream followed by bytes that are no gzip member" {
+	{
+		cat images.idx.gz
+		printf 'garbage after the gzip trailer'
+	} >tail.idx.gz
+	fit_idx tail.idx.gz labels.idx
+	fails_naming tail.idx.gz "trailing bytes after its gzip stream"
+}
+
+@test "control: a gzip file of two members reads as one stream, as gzip -d does" {
+	head -c 100 images.idx | gzip -n >two.idx.gz
+	tail -c +101 images.idx | gzip -n >>two.idx.gz
+	fit_idx two.idx.gz labels.idx
+	status_is 0
+}
+
+# predict_idx INPUT [ARGS...]: predict on INPUT with the checkpoint of a run on images.idx.
+predict_idx() {
+	local input=$1
+	shift
+	if [ ! -f "$TMP/run/latest.safetensors" ]; then
+		fit_idx images.idx labels.idx --set checkpoint.enabled=true --set checkpoint.dir="$TMP/run"
+		status_is 0
+	fi
+	run --separate-stderr "$DTRAIN" predict -q "$MODELS/tiny_idx.yaml" "$input" --checkpoint "$TMP/run/latest.safetensors" \
+		--set data.train.images=images.idx --set data.train.labels=labels.idx "$@"
+}
+
+@test "predict: trailing data after the promised images" {
+	predict_idx images.idx
+	status_is 0
+	[ "${#lines[@]}" -eq 12 ]
+	{
+		cat images.idx
+		printf 'x'
+	} >long.idx
+	predict_idx long.idx
+	not_crashed
+	status_is 1
+	stderr_has "'long.idx' has trailing data after the 12 images its header promises"
+}
+
+@test "predict: a gzip bomb after the promised images is refused without inflating it" {
+	{
+		cat images.idx
+		head -c 200000000 /dev/zero
+	} | gzip -1n >bomb.idx.gz
+	SECONDS=0
+	predict_idx bomb.idx.gz
+	not_crashed
+	status_is 1
+	stderr_has "'bomb.idx.gz' has trailing data"
+	[ "$SECONDS" -lt 10 ]
+}
