@@ -540,6 +540,10 @@ static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in
 {
 	char x[64], y[64];
 	int64_t classes = dt_shape_count(out);
+	if (!p->one_hot && p->src->num_classes > classes && classes > 1 && p->src->label_file[0])
+		return dt_error("'%s' record %lld: label %d is out of range (the model outputs %s: classes 0 to %lld)",
+				p->src->label_file, (long long)p->src->label_max_record, p->src->num_classes - 1,
+				dt_shape_format(out, 1, x, sizeof(x)), (long long)classes - 1);
 	if (!p->one_hot && p->src->num_classes > classes && classes > 1)
 		return dt_error("'%s' has %d classes but the model outputs %s", p->src->name, p->src->num_classes,
 				dt_shape_format(out, 1, x, sizeof(x)));

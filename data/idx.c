@@ -200,10 +200,14 @@ static int idx_open(struct dt_source *s, const struct dt_node *args)
 	else
 		s->sample = dt_shape_make(3, (int[]){ (int)im.dim[1], (int)im.dim[2], (int)im.dim[3] });
 	s->label = dt_shape_make(1, (int[]){ 1 });
-	for (int64_t i = 0; i < s->count; i++)
-		if (lb.data[i] > max)
+	for (int64_t i = 0; i < s->count; i++) {
+		if (lb.data[i] > max) {
 			max = lb.data[i];
+			s->label_max_record = i;
+		}
+	}
 	s->num_classes = max + 1 < 2 ? 2 : max + 1;
+	snprintf(s->label_file, sizeof(s->label_file), "%s", lb.path);
 
 	d = dt_calloc(1, sizeof(*d));
 	d->images = im.data;

@@ -369,13 +369,16 @@ static int npy_open(struct dt_source *s, const struct dt_node *args)
 		int classes = 1;
 		for (int64_t i = 0; i < s->count && classes; i++) {
 			float v = npy_value(d->y.a.kind, d->y.data + i * d->y.a.itemsize);
-			if (!(v >= 0 && v == floorf(v) && v < (1 << 24)))
+			if (!(v >= 0 && v == floorf(v) && v < (1 << 24))) {
 				classes = 0;
-			else if (v > max)
+			} else if (v > max) {
 				max = v;
+				s->label_max_record = i;
+			}
 		}
 		if (classes)
 			s->num_classes = max + 1 < 2 ? 2 : (int)max + 1;
+		snprintf(s->label_file, sizeof(s->label_file), "%s", d->y.name);
 	}
 	rc = 0;
 out:

@@ -296,3 +296,37 @@ predict_idx() {
 	stderr_has "'bomb.idx.gz' has trailing data"
 	[ "$SECONDS" -lt 10 ]
 }
+
+# idx_labels_with N AT VALUE: an IDX1 file of N labels cycling 0, 1, 2, with VALUE at record AT.
+idx_labels_with() {
+	idx_labels "$1" >lab.tmp
+	printf "\\$(printf '%03o' "$3")" | dd of=lab.tmp bs=1 seek=$((8 + $2)) conv=notrunc 2>/dev/null
+	cat lab.tmp
+}
+
+@test "a label beyond the model's outputs names the labels file and the record (IDX)" {
+	idx_labels_with 12 7 200 >big-label.idx
+	fit_idx images.idx big-label.idx
+	not_crashed
+	[ "$status" -ne 0 ]
+	stderr_has "'big-label.idx' record 7: label 200 is out of range" "classes 0 to 2"
+	[[ $stderr != *"'images.idx'"* ]]
+}
+
+@test "a label beyond the model's outputs names the labels file and the record (NPY)" {
+	# x: (12, 4, 4) uint8 zeros; y: (12,) int64 labels 0, 1, 2, ... with 200 at record 9.
+	python3 -c '
+import struct
+def npy(path, descr, shape, data):
+    h = "{\"descr\": \"%s\", \"fortran_order\": False, \"shape\": %s, }" % (descr, shape)
+    h += " " * (117 - len(h)) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+npy("x.npy", "|u1", "(12, 4, 4)", bytes(12 * 16))
+npy("y.npy", "<i8", "(12,)", struct.pack("<12q", *[200 if i == 9 else i % 3 for i in range(12)]))
+'
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" \
+		--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}"
+	not_crashed
+	[ "$status" -ne 0 ]
+	stderr_has "'$TMP/y.npy' record 9: label 200 is out of range" "classes 0 to 2"
+}
