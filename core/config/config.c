@@ -991,6 +991,11 @@ int dt_node_float(const struct dt_node *n, double min, double max, double *out)
 	return node_float(n, NULL, min, max, 0, out);
 }
 
+int dt_node_float_key(const struct dt_node *n, const char *key, double min, double max, double *out)
+{
+	return node_float(n, key, min, max, 0, out);
+}
+
 int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out)
 {
 	return node_float(n, NULL, min, max, open, out);
