@@ -7,13 +7,12 @@ load helpers
 setup() {
 	common_setup
 	cd "$TMP"
-	idx_images 12 4 4 >images.idx
-	idx_labels 12 >labels.idx
 }
 
 @test "a long value in a message is shortened in its middle, keeping the message's end" {
 	local long
 	long=$(head -c 3000 /dev/zero | tr '\0' x)
+	idx_labels 12 >labels.idx
 	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set data.train.images="$TMP/$long" \
 		--set data.train.labels=labels.idx
 	not_crashed
@@ -37,6 +36,8 @@ setup() {
 
 @test "--resume where the run directory is a regular file says so" {
 	: >runfile
+	idx_images 12 4 4 >images.idx
+	idx_labels 12 >labels.idx
 	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --resume --set checkpoint.enabled=true \
 		--set checkpoint.dir="$TMP/runfile" \
 		--set data.train.images=images.idx --set data.train.labels=labels.idx
