@@ -81,7 +81,8 @@ struct dt_gz {
 	int in_eof;    /* read() found the end of the file */
 	int end;       /* no more bytes to hand out */
 	z_stream z;    /* next_in/avail_in: the unread bytes of in, in both modes */
-	uint8_t *in;   /* (GZ_BUF) bytes read from fd */
+	uint8_t *in;   /* (in_cap) bytes read from fd */
+	uInt in_cap;   /* GZ_BUF, or less for a smaller regular file */
 	uint8_t *out;  /* (GZ_BUF) bytes made ahead for dt_gz_gets: out[pos .. have) */
 	int64_t pos, have;
 	int cut;       /* the gzip stream ended before its trailer */
@@ -117,13 +118,13 @@ static const char *special_kind(mode_t mode)
 static int gz_fill(struct dt_gz *g, const char *name)
 {
 	ssize_t k;
-	if (g->in_eof || g->z.avail_in == GZ_BUF)
+	if (g->in_eof || g->z.avail_in == g->in_cap)
 		return 0;
 	if (g->z.avail_in)
 		memmove(g->in, g->z.next_in, g->z.avail_in);
 	g->z.next_in = g->in;
 	do
-		k = read(g->fd, g->in + g->z.avail_in, GZ_BUF - g->z.avail_in);
+		k = read(g->fd, g->in + g->z.avail_in, g->in_cap - g->z.avail_in);
 	while (k < 0 && errno == EINTR);
 	if (k < 0)
 		return dt_error("cannot read '%s': %s", name, strerror(errno));
@@ -148,12 +149,14 @@ struct dt_gz *dt_gz_open(const char *path)
 		free(g);
 		return NULL;
 	}
-	g->in = dt_malloc(GZ_BUF);
-	g->z.next_in = g->in;
 	if (fstat(g->fd, &st) < 0) {
 		dt_error("cannot read '%s': %s", name, strerror(errno));
 		goto fail;
 	}
+	/* A small file gets a small buffer (at least 2 bytes: the look at the magic below). */
+	g->in_cap = S_ISREG(st.st_mode) && st.st_size < GZ_BUF ? (uInt)st.st_size + 2 : GZ_BUF;
+	g->in = dt_malloc(g->in_cap);
+	g->z.next_in = g->in;
 	kind = special_kind(st.st_mode);
 	if (kind && !(S_ISCHR(st.st_mode) && !strcmp(path, "-") && isatty(g->fd))) {
 		dt_error("cannot read '%s': it is %s, not a data file (dtrain reads regular files and pipes)", name, kind);
