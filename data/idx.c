@@ -18,7 +18,7 @@
 
 #define IDX_UBYTE 0x08
 #define IDX_MAX_RECORD INT32_MAX   /* bytes of one record */
-#define IDX_CHUNK (16 << 20)       /* first allocation, before the data proves larger */
+#define IDX_CHUNK (1 << 16)        /* first allocation, before the data proves larger */
 
 struct idx {
 	uint8_t *images; /* (count, record) */

@@ -25,7 +25,7 @@
 #include "sources.h"
 
 #define NPY_MAX_HEADER (1 << 20)
-#define NPY_CHUNK (16 << 20) /* first allocation, before the data proves larger */
+#define NPY_CHUNK (1 << 16) /* first allocation, before the data proves larger */
 
 enum npy_kind { NPY_F4, NPY_F8, NPY_U1, NPY_I1, NPY_I2, NPY_U2, NPY_I4, NPY_U4, NPY_I8, NPY_U8, NPY_B1 };
 
