@@ -353,8 +353,9 @@ static int record_fill(struct dt_record_stream *s, const struct dt_reader *r, in
 			break; /* the end of the stream */
 	}
 	if (have < want)
-		return dt_error("'%s' is truncated: its header promises %lld %ss but %s %lld is cut short", r->name,
-				(long long)s->count, s->noun, s->noun, (long long)(first + (have - from) / s->size));
+		return dt_error("'%s' is truncated: its header promises %lld %s%s but %s %lld is cut short", r->name,
+				(long long)s->count, s->noun, s->count == 1 ? "" : "s", s->noun,
+				(long long)(first + (have - from) / s->size));
 	return 0;
 }
 
@@ -390,8 +391,8 @@ int dt_record_stream_next(struct dt_record_stream *s, struct dt_reader *r, int n
 	if (k < 0)
 		return -1;
 	if (k > 0)
-		return dt_error("'%s' has trailing data after the %lld %ss its header promises", r->name,
-				(long long)s->count, s->noun);
+		return dt_error("'%s' has trailing data after the %lld %s%s its header promises", r->name,
+				(long long)s->count, s->noun, s->count == 1 ? "" : "s");
 	return n;
 }
 
