@@ -168,3 +168,11 @@ open("big.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h
 	status_is 1
 	stderr_has "checkpoint"
 }
+
+@test "fit: a CIFAR class-names file that is a device is refused" {
+	mkdir cif
+	python3 -c 'open("cif/data_batch_1.bin", "wb").write(bytes([3]) + bytes(3072))'
+	ln -s /dev/zero cif/batches.meta.txt
+	bounded "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "data.train={format: cifar10, files: ['$TMP/cif/data_batch_1.bin']}"
+	fails_small "cannot read '$TMP/cif/batches.meta.txt': not a regular file"
+}
