@@ -376,17 +376,17 @@ int dt_record_stream_next(struct dt_record_stream *s, struct dt_reader *r, int n
 	uint8_t extra;
 	int64_t k;
 	if (n > left)
-		n = (int)left;
-	if (n <= 0)
-		return 0;
-	if (n > s->ahead && record_fill(s, r, s->ahead * s->size, n - s->ahead, r->records + s->ahead) < 0)
-		return -1;
-	s->ahead = 0;
-	r->records += n;
-	*out = s->buf;
+		n = left > 0 ? (int)left : 0;
+	if (n > 0) {
+		if (n > s->ahead && record_fill(s, r, s->ahead * s->size, n - s->ahead, r->records + s->ahead) < 0)
+			return -1;
+		s->ahead = 0;
+		r->records += n;
+		*out = s->buf;
+	}
 	if (r->records < s->count)
 		return n;
-	/* The last record: the stream must end with it (zlib checks the gzip trailer). */
+	/* The last record (or none promised): the stream must end with it (zlib checks the gzip trailer). */
 	k = dt_gz_read(s->gz, r->name, &extra, 1);
 	if (k < 0)
 		return -1;

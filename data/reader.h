@@ -159,7 +159,8 @@ int dt_record_stream_first(struct dt_record_stream *s, const struct dt_reader *r
  * The next records, up to n, in the stream's buffer (*out, valid until the
  * next call); adds them to r->records. Returns how many; 0 at the end. -1
  * after an error naming the file: the record cut short, or bytes after the
- * last record (checked when the last record is read).
+ * last record (checked when the last record is read, or at the first call
+ * when the header promises none).
  */
 int dt_record_stream_next(struct dt_record_stream *s, struct dt_reader *r, int n, const uint8_t **out);
 /* Closes the stream and frees the buffer. */

@@ -284,6 +284,20 @@ predict_idx() {
 	stderr_has "'long.idx' has trailing data after the 12 images its header promises"
 }
 
+@test "predict: bytes after a header that promises no image" {
+	{
+		printf '\000\000\010\003'
+		be32 0
+		be32 4
+		be32 4
+		printf 'extra'
+	} >zero.idx
+	predict_idx zero.idx --set "model.input_shape=[4, 4, 1]"
+	not_crashed
+	status_is 1
+	stderr_has "'zero.idx' has trailing data after the 0 images its header promises"
+}
+
 @test "predict: a gzip bomb after the promised images is refused without inflating it" {
 	{
 		cat images.idx
