@@ -176,9 +176,11 @@ static int npy_parse_header(const char *name, const char *h, struct npy_array *a
 	a->count = a->dim[0];
 	a->record = 1;
 	for (int i = 1; i < a->ndim; i++) {
-		if (a->dim[i] == 0 || a->dim[i] > INT32_MAX / a->record)
-			return dt_error("'%s' has records of %lld elements or more; at most %d", name,
-					(long long)a->dim[i] * a->record, INT32_MAX);
+		if (a->dim[i] == 0)
+			return dt_error("'%s' has records of no values (dimension %d of its shape is 0)", name, i);
+		if (a->dim[i] > INT32_MAX / a->record)
+			return dt_error("'%s' has records of more than %d elements (dimension %d is %lld)", name, INT32_MAX,
+					i, (long long)a->dim[i]);
 		a->record *= a->dim[i];
 	}
 	if (a->record * a->itemsize > INT32_MAX)
