@@ -48,7 +48,11 @@ for name in "${names[@]}"; do
 	cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+/[0-9a-zA-Z]+' "$log" | tail -1)
 	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 	echo "fuzz $name: ${execs:-?} executions (${rate:-?}/s), $cov, ${seconds}s"
-	if [ "$rc" -ne 0 ]; then
+	if [ "$rc" -eq 72 ]; then
+		# libFuzzer's status when a signal (SIGINT, SIGTERM) stopped it: no finding, but no full run.
+		failed=1
+		echo "fuzz $name: interrupted by a signal after the executions above"
+	elif [ "$rc" -ne 0 ]; then
 		failed=1
 		echo "fuzz $name: FOUND a failure (exit $rc); the report:"
 		grep -E '^==[0-9]+==ERROR|SUMMARY|runtime error|deadly signal|out-of-memory|malloc\(|timeout' "$log" | head -8
