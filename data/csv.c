@@ -524,7 +524,7 @@ static void csv_close(struct dt_source *s)
 
 /*
  * Keeps the k fields of the header row as the column names, in one block of
- * text: a header of millions of short names costs its bytes, not a
+ * text: a header of millions of short names costs its bytes, not an
  * allocation per name.
  */
 static void csv_keep_names(struct csv_layout *L, char **fields, int k)
