@@ -44,7 +44,7 @@ static int fake_read(struct dt_source *s, const int64_t *idx, int n, float *x, f
 	return 0;
 }
 
-static const struct dt_source_type fake_type = { "fake", NULL, fake_read, NULL };
+static const struct dt_source_type fake_type = { "fake", NULL, fake_read, NULL, NULL };
 
 static struct dt_source fake_source(int64_t count)
 {
@@ -393,7 +393,7 @@ static int img_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 	return 0;
 }
 
-static const struct dt_source_type img_type = { "img", NULL, img_read, NULL };
+static const struct dt_source_type img_type = { "img", NULL, img_read, NULL, NULL };
 
 static struct dt_source img_source(int64_t count, int h, int w, int c)
 {
