@@ -54,6 +54,22 @@ struct reply_header {
 
 static const char who[] = "parameter_server";
 
+/* The job must hold num_ps servers and at least one worker. 0 or -1. */
+static int check_world(int num_ps, int world)
+{
+	if (world < num_ps + 1)
+		return dt_error("strategy 'parameter_server' with num_ps %d needs at least %d processes (mpirun -np %d), "
+				"but the job has %d", num_ps, num_ps + 1, num_ps + 2, world);
+	return 0;
+}
+
+static int ps_check(const struct dt_distribute *d, const struct dt_system *sys)
+{
+	if (d->ndevices > 1 || (d->ndevices == 1 && (d->devices[0].index != 0 || d->devices[0].kind != DT_DEVICE_CPU)))
+		return dt_node_error(d->devices_node, "parameter_server has one replica per worker: devices is [cpu:0] or auto");
+	return sys ? check_world(d->num_ps, sys->mpi_world) : 0;
+}
+
 static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 {
 	struct dt_distribute d;
@@ -61,14 +77,10 @@ static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 
 	if (dt_distribute_read(args, &d) < 0)
 		return -1;
-	if (d.ndevices > 1 || (d.ndevices == 1 && (d.devices[0].index != 0 || d.devices[0].kind != DT_DEVICE_CPU)))
-		return dt_node_error(d.devices_node, "parameter_server has one replica per worker: devices is [cpu:0] or auto");
 	s->timeout = d.timeout;
-	if (dt_strategy_join_world(s, who) < 0)
+	/* The world MPI reports, which the environment's count (ps_check) only announced. */
+	if (dt_strategy_join_world(s, who) < 0 || check_world(d.num_ps, s->world) < 0)
 		return -1;
-	if (s->world < d.num_ps + 1)
-		return dt_error("strategy 'parameter_server' with num_ps %d needs at least %d processes (mpirun -np %d), "
-				"but the job has %d", d.num_ps, d.num_ps + 1, d.num_ps + 2, s->world);
 	p = dt_calloc(1, sizeof(*p));
 	s->priv = p;
 	p->servers = d.num_ps;
@@ -373,6 +385,7 @@ static void ps_release(struct dt_strategy *s)
 
 const struct dt_strategy_type dt_parameter_server_strategy = {
 	.name = "parameter_server",
+	.check = ps_check,
 	.init = ps_init,
 	.broadcast = ps_broadcast,
 	.apply_gradients = ps_apply,
