@@ -54,12 +54,14 @@ struct reply_header {
 
 static const char who[] = "parameter_server";
 
+static const char *workers_word(int n) { return n == 1 ? "worker" : "workers"; }
+
 /* The job must hold num_ps servers and at least one worker. 0 or -1. */
 static int check_world(int num_ps, int world)
 {
 	if (world < num_ps + 1)
 		return dt_error("strategy 'parameter_server' with num_ps %d needs at least %d processes (mpirun -np %d), "
-				"but the job has %d", num_ps, num_ps + 1, num_ps + 2, world);
+				"but the job has %d", num_ps, num_ps + 1, num_ps + 1, world);
 	return 0;
 }
 
@@ -235,9 +237,10 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 				if (flag)
 					break;
 				if (dt_mpi_now() - start > s->timeout)
-					dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout): %d of %d workers "
+					dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout): %d of %d %s "
 						     "had not finished and none sent anything (dead, stopped or stuck); "
-						     "aborting the job", who, what, s->timeout, p->workers - done, p->workers);
+						     "aborting the job", who, what, s->timeout, p->workers - done, p->workers,
+						     workers_word(p->workers));
 				dt_mpi_backoff(dt_mpi_now() - start);
 			}
 		}
@@ -325,8 +328,9 @@ static int ps_epoch_end(struct dt_strategy *s, struct dt_model *replicas, struct
 		return 0;
 	gather_shards(s, replicas, opts);
 	snprintf(p->report, sizeof(p->report),
-		 "parameter_server: epoch %d: %d workers, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
-		 epoch + 1, p->workers, p->servers, p->servers == 1 ? "" : "s", sums[1] > 0 ? sums[0] / sums[1] : 0, max);
+		 "parameter_server: epoch %d: %d %s, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
+		 epoch + 1, p->workers, workers_word(p->workers), p->servers, p->servers == 1 ? "" : "s",
+		 sums[1] > 0 ? sums[0] / sums[1] : 0, max);
 	return 0;
 }
 
@@ -366,8 +370,8 @@ static void ps_release(struct dt_strategy *s)
 			dt_mpi_wait_all(&r, 1, s->timeout, who, "a worker's goodbye", peer);
 		}
 		if (stats && *stats && strcmp(stats, "0") && s->is_chief && p->step > 0)
-			fprintf(stderr, "%s: %d workers, %lld steps, push and pull %.3f ms per step\n", who, p->workers,
-				(long long)p->step, 1e3 * p->t_exchange / (double)p->step);
+			fprintf(stderr, "%s: %d %s, %lld steps, push and pull %.3f ms per step\n", who, p->workers,
+				workers_word(p->workers), (long long)p->step, 1e3 * p->t_exchange / (double)p->step);
 		for (int k = 0; p->reply && k < p->servers; k++)
 			free(p->reply[k]);
 		free(p->reply);

@@ -375,3 +375,17 @@ killed_run() {
 	[ "$status" -ne 0 ]
 	[[ $output == *"the ranks have from 1 to 2 replicas"*"every rank needs the same number of devices"* ]]
 }
+
+# ---- issue 12, item 8: distribution that says what it does ----
+
+@test "parameter_server: the -np hint is num_ps + 1, and one worker is 'worker'" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=parameter_server --set distribute.num_ps=2
+	status_is 1
+	stderr_has "with num_ps 2 needs at least 3 processes (mpirun -np 3), but the job has 1"
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set distribute.strategy=parameter_server
+	status_is 0
+	grep -q 'parameter_server: epoch 1: 1 worker, 1 server, staleness' <<<"$stderr"
+	! grep -q '1 workers' <<<"$stderr"
+}

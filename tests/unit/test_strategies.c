@@ -190,7 +190,7 @@ static void test_check(void **state)
 		{ "strategy: one_device\ndevice: cpu:1\n", "unknown device 'cpu:1'", "trains in one process" },
 		{ "strategy: one_device\ndevice: cpu:0\ndevices: [gpu:1]\n", "device is 'cpu:0' but devices names 'gpu:1'",
 		  "trains in one process" },
-		{ "strategy: parameter_server\nnum_ps: 2\n", NULL, "needs at least 3 processes" },
+		{ "strategy: parameter_server\nnum_ps: 2\n", NULL, "needs at least 3 processes (mpirun -np 3)" },
 		{ "strategy: parameter_server\ndevices: [cpu:1]\n", "devices is [cpu:0] or auto",
 		  "devices is [cpu:0] or auto" },
 		{ "device: gpux\n", "unknown device 'gpux'", "unknown device 'gpux'" },
