@@ -33,7 +33,7 @@ int cmd_evaluate(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json checkpoint", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
+	if ((rc = dt_app_config(&a, &o, 1)) || (rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
 		goto out;
 	if (!a.strategy.is_chief)
 		goto out; /* under mpirun, the chief alone evaluates and prints */

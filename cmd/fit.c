@@ -188,13 +188,11 @@ int cmd_fit(int argc, char **argv)
 		rc = DT_EXIT_USAGE;
 		goto out_opts;
 	}
-	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
+	if ((rc = dt_app_config(&a, &o, 1)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
 		goto out;
 	dt_run_dir(&a.cfg, dir, sizeof(dir));
 	rc = DT_EXIT_USAGE;
-	if (dt_callbacks_config_check(&a.cfg.callback_cfg, a.cfg.accuracy, a.trainer.val != NULL) < 0)
-		goto out;
 	if (o.resume && !a.cfg.checkpoint_enabled) {
 		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
 		goto out;

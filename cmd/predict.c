@@ -308,7 +308,7 @@ int cmd_predict(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)) || (rc = open_input(&a, &o, &r)) >= 0)
+	if ((rc = dt_app_config(&a, &o, 0)) || (rc = open_input(&a, &o, &r)) >= 0)
 		goto out;
 	rc = DT_EXIT_USAGE;
 	B = a.cfg.batch_size;

@@ -389,3 +389,41 @@ killed_run() {
 	grep -q 'parameter_server: epoch 1: 1 worker, 1 server, staleness' <<<"$stderr"
 	! grep -q '1 workers' <<<"$stderr"
 }
+
+@test "one_device with a devices list of two is refused, naming the list" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=one_device --set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 2
+	stderr_has "strategy 'one_device' has one replica, but devices names 2; use mirrored"
+}
+
+@test "one_device or mirrored in a job of several processes is refused at distribute.strategy" {
+	cat >"$TMP/m.yaml" <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 3, activation: softmax}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: idx, images: no_such_images, labels: no_such_labels}
+		distribute:
+		  strategy: one_device
+	EOF
+	# What the launcher's environment says is enough, and it is checked before any data is read.
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" -q
+	status_is 2
+	[[ $stderr == "$TMP/m.yaml:8:13: error: strategy 'one_device' trains in one process, but this MPI job (mpirun -np 2) has 2"* ]]
+	stderr_has "write the same run directory"
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" -q --set distribute.strategy=mirrored
+	status_is 2
+	stderr_has "strategy 'mirrored' trains in one process"
+	# summary runs no strategy: the job's processes do not matter to it.
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" summary "$BLOBS" --set distribute.strategy=one_device
+	status_is 0
+}
+
+@test "one_device under mpirun -np 2: every rank refuses it, nothing is trained" {
+	need_mpi
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set distribute.strategy=one_device --set checkpoint.dir="$TMP/run"
+	[ "$status" -eq 2 ]
+	[ "$(grep -c "error: strategy 'one_device' trains in one process" <<<"$output")" -eq 2 ]
+	[ ! -e "$TMP/run" ]
+}
