@@ -64,6 +64,40 @@ static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig
 }
 
 /*
+ * The chief's line on stderr (not with -q) that says which strategy runs on
+ * which devices and why, and with --json the same as the first event.
+ */
+static void print_strategy(const struct dt_app *a, const struct dt_opts *o)
+{
+	const struct dt_strategy *s = &a->strategy;
+	char line[512], dev[32];
+
+	if (!s->is_chief)
+		return;
+	if (!o->quiet) {
+		dt_strategy_describe(s, line, sizeof(line));
+		fprintf(stderr, "dtrain: strategy: %s\n", line);
+	}
+	if (o->json) {
+		cJSON *j = cJSON_CreateObject(), *devices;
+		char *text;
+		cJSON_AddStringToObject(j, "event", "strategy");
+		cJSON_AddStringToObject(j, "strategy", s->type->name);
+		devices = cJSON_AddArrayToObject(j, "devices");
+		for (int r = 0; r < s->nreplicas; r++)
+			cJSON_AddItemToArray(devices, cJSON_CreateString(dt_device_format(s->devices[r], dev, sizeof(dev))));
+		cJSON_AddNumberToObject(j, "processes", s->world);
+		cJSON_AddNumberToObject(j, "replicas", s->global_replicas);
+		cJSON_AddStringToObject(j, "reason", s->why);
+		text = cJSON_PrintUnformatted(j);
+		printf("%s\n", text);
+		fflush(stdout);
+		free(text);
+		cJSON_Delete(j);
+	}
+}
+
+/*
  * --resume: the latest checkpoint of dir, checked against the config, or NULL
  * with *rc set (1: nothing to resume or a bad file; 2: another model).
  */
@@ -191,6 +225,7 @@ int cmd_fit(int argc, char **argv)
 	if ((rc = dt_app_config(&a, &o, 1)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
 		goto out;
+	print_strategy(&a, &o);
 	dt_run_dir(&a.cfg, dir, sizeof(dir));
 	rc = DT_EXIT_USAGE;
 	if (o.resume && !a.cfg.checkpoint_enabled) {

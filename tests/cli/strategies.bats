@@ -388,6 +388,8 @@ killed_run() {
 	status_is 0
 	grep -q 'parameter_server: epoch 1: 1 worker, 1 server, staleness' <<<"$stderr"
 	! grep -q '1 workers' <<<"$stderr"
+	grep -qx 'dtrain: strategy: parameter_server over 2 processes (1 worker, 1 server), cpu:0 each (as distribute.strategy asks)' \
+		<<<"$stderr"
 }
 
 @test "one_device with a devices list of two is refused, naming the list" {
@@ -426,4 +428,43 @@ killed_run() {
 	[ "$status" -eq 2 ]
 	[ "$(grep -c "error: strategy 'one_device' trains in one process" <<<"$output")" -eq 2 ]
 	[ ! -e "$TMP/run" ]
+}
+
+@test "fit names its strategy and why on stderr, once; -q silences it" {
+	CUDA_VISIBLE_DEVICES= run --separate-stderr fit_blobs x --set fit.epochs=1 --set checkpoint.enabled=false -q
+	status_is 0
+	[[ $stderr != *"strategy:"* ]]
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false
+	status_is 0
+	[ "$(grep -c '^dtrain: strategy: ' <<<"$stderr")" -eq 1 ]
+	[[ ${stderr_lines[0]} == "dtrain: strategy: one_device cpu:0 (no GPU and one process)" ]]
+	# auto with several devices in one process: mirrored, saying so.
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 0
+	[[ ${stderr_lines[0]} == "dtrain: strategy: mirrored over cpu:0, cpu:1 (distribute.devices names 2 devices)" ]]
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	status_is 0
+	[[ ${stderr_lines[0]} == "dtrain: strategy: mirrored over cpu:0, cpu:1, cpu:2 (as distribute.strategy asks)" ]]
+}
+
+@test "fit --json: the strategy is the first event, also with -q" {
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 0
+	[ -z "$stderr" ]
+	jq -e '.event == "strategy" and .strategy == "mirrored" and .devices == ["cpu:0", "cpu:1"] and
+		.processes == 1 and .replicas == 2 and .reason == "distribute.devices names 2 devices"' \
+		<<<"${lines[0]}" >/dev/null
+	[ "$(events strategy | wc -l)" -eq 1 ]
+}
+
+@test "multi_worker_mirrored under mpirun: the chief alone names the strategy" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false
+	status_is 0
+	[ "$(grep -c '^dtrain: strategy: ' <<<"$stderr")" -eq 1 ]
+	grep -qx 'dtrain: strategy: multi_worker_mirrored over 2 processes, cpu:0 each (the MPI job has 2 processes)' \
+		<<<"$stderr"
 }
