@@ -53,11 +53,18 @@ static void print_test(int json, int quiet, double loss, double acc, int has_acc
 		fprintf(stderr, "test: %lld samples - loss: %.4f\n", (long long)n, loss);
 }
 
-/* How to go on after an interruption: the command line, --resume added. */
-static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig)
+/*
+ * How to go on after an interruption: the command line, --resume added, under
+ * the launcher that started this job ("mpirun -np 2"; "" for one process).
+ * Open MPI's mpirun turns Ctrl-C into SIGTERM for every rank.
+ */
+static void print_resume_hint(const struct dt_opts *o, const char *launcher, const char *ckpt, int sig)
 {
-	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit %s --resume",
-		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt, o->config);
+	const char *what = sig == SIGINT ? "interrupted (SIGINT)"
+			   : *launcher   ? "terminated (SIGTERM, which mpirun sends every rank on Ctrl-C)"
+					 : "terminated (SIGTERM)";
+	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: %s%sdtrain fit %s --resume",
+		what, ckpt, launcher, *launcher ? " " : "", o->config);
 	for (int i = 0; i < o->nsets; i++)
 		fprintf(stderr, " --set '%s'", o->sets[i]);
 	fputc('\n', stderr);
@@ -189,7 +196,7 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 	signal(SIGTERM, SIG_DFL);
 	if (rc == DT_FIT_INTERRUPTED) {
 		if (cbs->have_ckpt)
-			print_resume_hint(o, dt_callback_set_last(cbs), a->trainer.stop_signal);
+			print_resume_hint(o, a->sys.launcher, dt_callback_set_last(cbs), a->trainer.stop_signal);
 		return 128 + a->trainer.stop_signal;
 	}
 	if (rc < 0)
@@ -253,7 +260,7 @@ int cmd_fit(int argc, char **argv)
 		goto out;
 	rc = train(&a, &o, &cbs);
 out:
-	/* Under MPI, the other ranks must not wait for this one. */
+	/* Under MPI, the other ranks must not wait for this one (128 + N: all stopped on signal N together). */
 	a.strategy.failed = rc;
 	if (trace)
 		fclose(trace);

@@ -33,6 +33,7 @@ enum { TAG_PUSH = 7101, TAG_REPLY, TAG_DONE, TAG_GATHER, TAG_STATE };
 struct ps {
 	int workers, servers;      /* ranks [0, workers) train, [workers, world) serve */
 	int is_server;
+	int stopped;               /* (servers) the workers stopped on a signal: no MPI_Finalize */
 	MPI_Comm worker_comm;      /* the workers (or the servers) */
 	struct dt_mpi_group world_group, worker_group;
 	int64_t *lo, *hi;          /* (servers) shard bounds in floats */
@@ -270,8 +271,9 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 				len += shard;
 			}
 			break;
-		case TAG_DONE:
+		case TAG_DONE: /* one byte: 1 when the workers stopped on a signal */
 			done++;
+			p->stopped |= count == 1 && in[0];
 			continue;
 		default:
 			DT_BUG("parameter server: message with tag %d from rank %d", st.MPI_TAG, st.MPI_SOURCE);
@@ -356,9 +358,10 @@ static void ps_release(struct dt_strategy *s)
 {
 	struct ps *p = s->priv;
 	const char *stats = getenv("DTRAIN_STATS");
+	char stopped = s->failed != 0;
 	if (!p)
 		return;
-	if (s->failed)
+	if (s->failed > 0 && s->failed < 128)
 		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
 	if (!p->is_server) {
 		/* Tell every server this worker is done (also after an error, so that they leave). */
@@ -366,7 +369,7 @@ static void ps_release(struct dt_strategy *s)
 			MPI_Request r;
 			char peer[64];
 			server_rank_text(p, k, peer, sizeof(peer));
-			MPI_Isend(NULL, 0, MPI_BYTE, p->workers + k, TAG_DONE, MPI_COMM_WORLD, &r);
+			MPI_Isend(&stopped, 1, MPI_BYTE, p->workers + k, TAG_DONE, MPI_COMM_WORLD, &r);
 			dt_mpi_wait_all(&r, 1, s->timeout, who, "a worker's goodbye", peer);
 		}
 		if (stats && *stats && strcmp(stats, "0") && s->is_chief && p->step > 0)
@@ -376,15 +379,20 @@ static void ps_release(struct dt_strategy *s)
 			free(p->reply[k]);
 		free(p->reply);
 		free(p->reqs);
+		/* Stopped on a signal: the workers leave together (the servers have their goodbyes). */
+		if (s->failed)
+			dt_mpi_leave_stopped(&p->worker_group);
 	}
 	dt_mpi_group_release(&p->worker_group);
 	dt_mpi_group_release(&p->world_group);
 	MPI_Comm_free(&p->worker_comm);
 	free(p->lo);
 	free(p->hi);
+	stopped |= p->stopped;
 	free(p);
 	s->priv = NULL;
-	dt_mpi_stop();
+	if (!stopped)
+		dt_mpi_stop();
 }
 
 const struct dt_strategy_type dt_parameter_server_strategy = {

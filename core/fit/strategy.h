@@ -30,7 +30,12 @@ struct dt_strategy {
 	 */
 	int first_replica, global_replicas;
 	double timeout;                         /* seconds a collective may wait (distribute.timeout) */
-	int failed;                             /* exit status set before release after a failure here: the job ends */
+	/*
+	 * The exit status, set before release: after a failure here the job ends
+	 * (MPI_Abort); 128 + N when every process stopped on signal N at the
+	 * same step (the launcher may be ending the job): they leave together.
+	 */
+	int failed;
 	char why[160];                          /* why this strategy: auto's reason, or the config's choice */
 	void *priv;
 };

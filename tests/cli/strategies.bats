@@ -468,3 +468,33 @@ killed_run() {
 	grep -qx 'dtrain: strategy: multi_worker_mirrored over 2 processes, cpu:0 each (the MPI job has 2 processes)' \
 		<<<"$stderr"
 }
+
+@test "Ctrl-C on mpirun: every rank stops after the same step, the chief's checkpoint, no MPI_Abort, a hint with mpirun" {
+	need_mpi
+	# mpirun turns SIGINT into SIGTERM for every rank, and kills them 3 s later (1 s by default).
+	# Each rank records its exit status; the shell waits for dtrain.
+	OMPI_MCA_odls_base_sigkill_timeout=3 DTRAIN_TRACE_SAMPLES=$TMP/trace mpi 2 sh -c \
+		'echo $PPID >"$0/mpirun.pid"; trap : TERM; "$@"; echo $? >"$0/status.$OMPI_COMM_WORLD_RANK"' "$TMP" \
+		"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1000000 --set checkpoint.dir="$TMP/run" >"$TMP/out" 2>&1 &
+	local job=$!
+	for _ in $(seq 300); do [ -s "$TMP/trace.0" ] && [ -s "$TMP/trace.1" ] && [ -s "$TMP/mpirun.pid" ] && break; sleep 0.1; done
+	sleep 0.5
+	kill -INT "$(cat "$TMP/mpirun.pid")"
+	status=0
+	wait $job || status=$?
+	output=$(cat "$TMP/out")
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$(cat "$TMP/status.0")" -eq 143 ]
+	[ "$(cat "$TMP/status.1")" -eq 143 ]
+	[[ $output != *MPI_ABORT* && $output != *"aborting the job"* ]]
+	[[ $output =~ "checkpoint '$TMP/run/"(ckpt-[0-9]+-[0-9]+\.safetensors)"' written" ]]
+	local ckpt=${BASH_REMATCH[1]}
+	[ "$(readlink "$TMP/run/latest.safetensors")" = "$ckpt" ]
+	grep -q "^resume with: mpirun -np 2 dtrain fit $BLOBS --resume --set 'fit.epochs=1000000'" <<<"$output"
+	# The hint works: the same job resumes there (to the end of that epoch, here).
+	[[ $ckpt =~ ckpt-0*([0-9]+)- ]]
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs="${BASH_REMATCH[1]}" \
+		--set checkpoint.dir="$TMP/run" --resume
+	status_is 0
+}
