@@ -147,7 +147,59 @@ void dt_opts_release(struct dt_opts *o)
 	o->sets = NULL;
 }
 
-int dt_app_config(struct dt_app *a, const struct dt_opts *o)
+/* fit.class_weight for model m's classes: k weights (the caller frees them), or NULL after an error. */
+static float *class_weights(const struct dt_app *a, const struct dt_model *m, int *k)
+{
+	float *w;
+	*k = dt_objective_num_classes(m);
+	w = dt_malloc((size_t)*k * sizeof(float));
+	if (dt_class_weight_read(a->cfg.class_weight, *k, w) < 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/*
+ * The layers (and fit.class_weight against their classes) when
+ * model.input_shape gives their input without the data. 0 or -1.
+ */
+static int check_layers(const struct dt_app *a)
+{
+	const struct dt_run_config *c = &a->cfg;
+	struct dt_model m = { 0 };
+	float *w = NULL;
+	int k, rc;
+
+	if (!c->input_shape.ndim)
+		return 0;
+	rc = dt_model_init(&m, c->name, &c->input_shape, c->layers, dt_layer_types);
+	if (rc == 0 && c->class_weight && !(w = class_weights(a, &m, &k)))
+		rc = -1;
+	free(w);
+	dt_model_release(&m);
+	return rc;
+}
+
+/*
+ * Every section, before any data is read (no file is opened): the layers,
+ * each data source's arguments and `distribute:` (with this job's rules
+ * when `run`). The config loader has checked the rest. 0 or -1.
+ */
+static int check_config(const struct dt_app *a, int run)
+{
+	const struct dt_run_config *c = &a->cfg;
+	const struct dt_node *sources[] = { c->train, c->validation, c->test };
+
+	if (check_layers(a) < 0)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		if (sources[i] && dt_source_check(sources[i], dt_source_types) < 0)
+			return -1;
+	return dt_strategy_check(c->distribute, run ? &a->sys : NULL);
+}
+
+int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 {
 	memset(a, 0, sizeof(*a));
 	dt_system_detect(&a->sys);
@@ -156,6 +208,8 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 	/* A missing, unreadable or invalid model file is a usage error. */
 	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
 		return DT_EXIT_USAGE;
+	if (check_config(a, run) < 0)
+		return dt_exit_status();
 	dt_ops_set_threads(a->cfg.threads);
 	return 0;
 }
@@ -632,14 +686,12 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.log_learning_rate = dt_schedule_varies(&c->optimizer.schedule) || c->callback_cfg.reduce_lr_on_plateau;
 	dt_trainer_init(&a->trainer);
 	if (c->class_weight) {
-		int k = dt_objective_num_classes(&a->models[0]);
-		float *w = dt_malloc((size_t)k * sizeof(float));
-		int bad = dt_class_weight_read(c->class_weight, k, w) < 0;
-		if (!bad)
-			dt_trainer_set_class_weights(&a->trainer, w, k);
-		free(w);
-		if (bad)
+		int k;
+		float *w = class_weights(a, &a->models[0], &k);
+		if (!w)
 			return DT_EXIT_USAGE;
+		dt_trainer_set_class_weights(&a->trainer, w, k);
+		free(w);
 	}
 	return 0;
 }

@@ -67,7 +67,13 @@ struct dt_app {
 };
 
 /* Each returns 0 or an exit status (1 or 2) after printing the error. */
-int dt_app_config(struct dt_app *a, const struct dt_opts *o);
+/*
+ * Loads the config and checks every section before any data is read: the
+ * layers (when model.input_shape is given), the data sources' arguments and
+ * `distribute:`. run: this subcommand runs the strategy (fit, evaluate,
+ * time), so the job's own rules apply too (processes under mpirun).
+ */
+int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run);
 /*
  * Opens the training data (with validation and a test_split part) and, when
  * need_test, the test set; validation and test data number their classes as

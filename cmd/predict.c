@@ -373,7 +373,7 @@ int cmd_predict(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)))
+	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
 	if (o.all && dt_loss_is_regression(a.cfg.loss)) {
 		dt_error("--all prints every class's probability, but '%s' is a regression model (loss %s): its lines "

@@ -116,7 +116,7 @@ int cmd_summary(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)))
+	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
 	if ((rc = dt_app_input_shape(&a, &in)))
 		goto out;

@@ -418,7 +418,7 @@ int cmd_time(int argc, char **argv)
 		rc = DT_EXIT_USAGE;
 		goto out_opts;
 	}
-	if ((rc = dt_app_config(&a, &o)) || (rc = build(&a, &r.batch, &label, &classes)))
+	if ((rc = dt_app_config(&a, &o, 1)) || (rc = build(&a, &r.batch, &label, &classes)))
 		goto out;
 
 	m = &a.models[0];

@@ -131,7 +131,9 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	if (c->class_weight && dt_node_expect(c->class_weight, DT_NODE_MAP, "class_weight") < 0)
 		return -1;
 	c->callbacks = dt_node_get(s, "callbacks");
-	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0)
+	/* A monitored metric must be in fit's logs: accuracy when asked for, val_ with validation data. */
+	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0 ||
+	    dt_callbacks_config_check(&c->callback_cfg, c->accuracy, c->validation || c->validation_split > 0) < 0)
 		return -1;
 	if (c->callback_cfg.reduce_lr_on_plateau && dt_schedule_varies(&c->optimizer.schedule))
 		return dt_node_error(c->callback_cfg.plateau.where, "'reduce_lr_on_plateau' cannot change a learning rate "
