@@ -189,7 +189,7 @@ int cmd_fit(int argc, char **argv)
 		goto out;
 	dt_run_dir(&a.cfg, dir, sizeof(dir));
 	rc = DT_EXIT_USAGE;
-	if (dt_callbacks_config_check(&a.cfg.callback_cfg, a.cfg.accuracy, a.trainer.val != NULL) < 0)
+	if (dt_callbacks_config_check(&a.cfg.callback_cfg, a.cfg.accuracy, a.trainer.errors, a.trainer.val != NULL) < 0)
 		goto out;
 	if (o.resume && !a.cfg.checkpoint_enabled) {
 		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
