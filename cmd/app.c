@@ -383,7 +383,9 @@ static int split_training(struct dt_app *a, struct dt_source *src, struct dt_spl
 	const struct dt_run_config *c = &a->cfg;
 	const struct dt_split_config *sc = &c->pipeline.split;
 	int64_t n = src->count, nval = dt_split_size(n, c->validation_split), ntest = dt_split_size(n, sc->test);
-	int carve = nval > 0 || ntest > 0, warn = carve && a->sys.mpi_rank == 0 && !a->shape_only;
+	int carve = nval > 0 || ntest > 0;
+	/* Class warnings for classifiers only: a regression target's values are no classes. */
+	int warn = carve && a->sys.mpi_rank == 0 && !a->shape_only && !dt_loss_is_regression(c->loss);
 	int32_t *labels = NULL;
 
 	if ((c->validation_split > 0 && nval == 0) || (sc->test == 0 && n - nval <= 0)) {

@@ -8,7 +8,9 @@
 #include "core/cuda/cuda.h"
 #include "core/checkpoint/ckpt_template.h"
 #include "core/error.h"
+#include "core/config/monitor.h"
 #include "core/config/run_config.h"
+#include "core/model/loss.h"
 
 static int read_model(struct dt_run_config *c, const struct dt_node *root)
 {
@@ -131,9 +133,13 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	if (c->class_weight && dt_node_expect(c->class_weight, DT_NODE_MAP, "class_weight") < 0)
 		return -1;
 	c->callbacks = dt_node_get(s, "callbacks");
-	/* A monitored metric must be in fit's logs: accuracy when asked for, val_ with validation data. */
+	/*
+	 * A monitored metric must be in fit's logs: accuracy when asked for,
+	 * mae and rmse for regression, val_ with validation data.
+	 */
 	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0 ||
-	    dt_callbacks_config_check(&c->callback_cfg, c->accuracy, c->validation || c->validation_split > 0) < 0)
+	    dt_callbacks_config_check(&c->callback_cfg, c->accuracy, c->errors || dt_loss_is_regression(c->loss),
+				      c->validation || c->validation_split > 0) < 0)
 		return -1;
 	if (c->callback_cfg.reduce_lr_on_plateau && dt_schedule_varies(&c->optimizer.schedule))
 		return dt_node_error(c->callback_cfg.plateau.where, "'reduce_lr_on_plateau' cannot change a learning rate "
@@ -164,27 +170,29 @@ static int read_every(const struct dt_node *s, int64_t *every)
 	return 0;
 }
 
-/* save_best: {monitor: NAME, mode: min | max | auto}; auto is max for accuracy. */
+/* Does fit report MAE and RMSE (a regression loss, or metrics: [mae] or [rmse]), as dt_app_build decides? */
+static int report_errors(const struct dt_run_config *c)
+{
+	return c->errors || dt_loss_is_regression(c->loss);
+}
+
+/* save_best: {monitor: NAME, mode: min | max | auto} (core/config/monitor.h). */
 static int read_save_best(struct dt_run_config *c, const struct dt_node *s)
 {
 	static const char *const keys[] = { "monitor", "mode", NULL };
-	static const char *const monitors[] = { "val_loss", "val_accuracy", "loss", "accuracy", NULL };
-	static const char *const modes[] = { "auto", "min", "max", NULL };
 	const struct dt_node *b = dt_node_get(s, "save_best");
-	int monitor, mode;
+	enum dt_monitor_mode mode;
 	c->checkpoint_mode = -1;
 	if (!b)
 		return 0;
 	if (dt_node_expect(b, DT_NODE_MAP, "save_best") < 0 || dt_cfg_check_keys(b, "save_best", keys) < 0 ||
-	    dt_cfg_enum(b, "monitor", monitors, 0, &monitor) < 0 || dt_cfg_enum(b, "mode", modes, 0, &mode) < 0)
+	    dt_monitor_read(b, NULL, &c->checkpoint_monitor, &mode) < 0)
 		return -1;
 	c->checkpoint_monitor_node = dt_node_get(b, "monitor");
-	if (c->checkpoint_monitor_node)
-		c->checkpoint_monitor = monitors[monitor];
-	if ((monitor == 1 || monitor == 3) && !c->accuracy)
-		return dt_node_error(c->checkpoint_monitor_node, "monitor '%s' needs compile.metrics: [accuracy]",
-				     monitors[monitor]);
-	c->checkpoint_mode = mode == 2 ? 1 : mode == 1 ? -1 : (monitor == 1 || monitor == 3) ? 1 : -1;
+	if (c->checkpoint_monitor && dt_monitor_check(c->checkpoint_monitor_node, "save_best", c->checkpoint_monitor,
+						      c->accuracy, report_errors(c), -1) < 0)
+		return -1;
+	c->checkpoint_mode = dt_monitor_greater(mode, c->checkpoint_monitor) ? 1 : -1;
 	return 0;
 }
 
@@ -202,7 +210,7 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_string(s, "filename", "ckpt-{epoch:03d}-{batch:05d}", &c->checkpoint_filename) < 0)
 		return -1;
 	c->checkpoint_keep = (int)keep;
-	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy,
+	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy, report_errors(c),
 				      c->model_checkpoints, &c->nmodel_checkpoints) < 0)
 		return -1;
 	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, msg, sizeof(msg)) < 0)

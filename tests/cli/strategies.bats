@@ -548,4 +548,27 @@ killed_run() {
 	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs="${BASH_REMATCH[1]}" \
 		--set checkpoint.dir="$TMP/run" --resume
 	status_is 0
+
+@test "parameter_server with 2 and 3 workers: one SGD step moves the weights by lr x each worker's slice mean, summed" {
+	need_mpi
+	# One global batch of 12: plain SGD, no momentum, so the order the pushes arrive in does not matter.
+	local step=(fit "$BLOBS" -q --set fit.epochs=1 --set fit.steps_per_epoch=1 --set data.batch_size=12)
+	local ps=(--set distribute.strategy=parameter_server --set 'compile.optimizer={sgd: {learning_rate: 1}}')
+	for lr in 1 2 3; do
+		"$DTRAIN" "${step[@]}" --set "compile.optimizer={sgd: {learning_rate: $lr}}" --set checkpoint.dir="$TMP/one$lr"
+	done
+	# W workers each push their slice's mean (the global mean's sum over the slice, times W), applied at
+	# lr 1: the move of one device taking the global batch's mean at lr W.
+	run --separate-stderr mpi 3 "$DTRAIN" "${step[@]}" "${ps[@]}" --set distribute.num_ps=1 --set checkpoint.dir="$TMP/ps2"
+	status_is 0
+	same one2 ps2
+	# 3 workers of 4 samples, 2 servers holding a shard each.
+	run --separate-stderr mpi 5 "$DTRAIN" "${step[@]}" "${ps[@]}" --set distribute.num_ps=2 --set checkpoint.dir="$TMP/ps3"
+	status_is 0
+	same one3 ps3
+	# A factor of the worker count wrong or missing would show: the steps differ by more than rounding.
+	run "$DIFF" "$TMP/one1/latest.safetensors" "$TMP/ps2/latest.safetensors"
+	status_is 1
+	run "$DIFF" "$TMP/one2/latest.safetensors" "$TMP/ps3/latest.safetensors"
+	status_is 1
 }
