@@ -548,6 +548,7 @@ killed_run() {
 	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs="${BASH_REMATCH[1]}" \
 		--set checkpoint.dir="$TMP/run" --resume
 	status_is 0
+}
 
 @test "parameter_server with 2 and 3 workers: one SGD step moves the weights by lr x each worker's slice mean, summed" {
 	need_mpi

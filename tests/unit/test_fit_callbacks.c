@@ -141,7 +141,8 @@ static void test_monitor_modes(void **state)
 	static const char *const items[] = { "save_best", "model_checkpoint", "early_stopping", "reduce_lr_on_plateau" };
 	static const char yaml[] = "model: {input_shape: [2], layers: [{dense: {units: 1}}]}\n"
 				   "compile: {optimizer: sgd, loss: mean_squared_error}\n"
-				   "data: {train: {format: synthetic, kind: blobs, samples: 10, classes: 2, features: 2}}\n";
+				   "data: {train: {format: synthetic, kind: blobs, samples: 10, classes: 2, features: 2},\n"
+				   "       validation_split: 0.2}\n";
 	struct dt_logs logs = { .has_accuracy = 1, .has_errors = 1, .has_val = 1, .has_learning_rate = 1 };
 	char *path = dt_test_write_file(".yaml", yaml, sizeof(yaml) - 1);
 	size_t n = sizeof(want) / sizeof(want[0]), names = 0;
