@@ -85,6 +85,12 @@ struct dt_conv_geom {
 };
 
 enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
+/*
+ * Max pooling keeps, for backward, which window position won, in 16 bits on
+ * both backends: its windows hold at most this many positions (kh * kw).
+ * Average pooling keeps nothing and takes any window.
+ */
+#define DT_POOL_MAX_WINDOW 65536
 struct dt_pool_geom {
 	enum dt_pool kind;
 	int in_h, in_w, c;
