@@ -59,9 +59,9 @@ static void plan_init(struct cuda_plan *p, enum plan_kind kind, struct dt_device
 	p->max_batch = max_batch;
 }
 
-static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
+static int64_t out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
 {
-	int span = in + pad_lo + pad_hi - dil * (k - 1) - 1;
+	int64_t span = (int64_t)in + pad_lo + pad_hi - (int64_t)dil * (k - 1) - 1;
 	return span < 0 ? 0 : span / stride + 1;
 }
 

@@ -91,3 +91,16 @@ fails_at() {
 	run --separate-stderr "$DTRAIN" summary m.yaml
 	status_is 0
 }
+
+@test "dilation_rate: 65536: refused at the key, naming the layer" {
+	model m.yaml "" "reshape: {target_shape: [4, 4, 1]}" \
+		"conv2d: {filters: 2, kernel_size: 3, dilation_rate: 65536, padding: same}" "flatten" "dense: {units: 3}"
+	run --separate-stderr "$DTRAIN" fit -q m.yaml
+	fails_at m.yaml 5 "layer 'conv2d'" "a kernel of 3 dilated by 65536 spans 131073 positions"
+	[[ $stderr == "m.yaml:5:59: "* ]] # the dilation_rate value
+	# past 2^31 too, where the plans' int sizes wrapped
+	model m.yaml "" "reshape: {target_shape: [4, 4, 1]}" \
+		"conv2d: {filters: 2, kernel_size: [1, 40000], dilation_rate: 65536, padding: same}" "flatten" "dense: {units: 3}"
+	run --separate-stderr "$DTRAIN" fit -q m.yaml
+	fails_at m.yaml 5 "layer 'conv2d'" "spans 2621374465 positions"
+}
