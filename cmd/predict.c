@@ -390,6 +390,8 @@ int cmd_predict(int argc, char **argv)
 		goto out;
 	}
 	have_model = 1;
+	if ((rc = dt_app_check_memory(&a, &m, &(struct dt_device){ DT_DEVICE_CPU, 0 }, 1, B, 0)))
+		goto out;
 	dt_model_alloc(&m, DT_CPU, B);
 	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	rc = DT_EXIT_FAIL;

@@ -104,3 +104,68 @@ fails_at() {
 	run --separate-stderr "$DTRAIN" fit -q m.yaml
 	fails_at m.yaml 5 "layer 'conv2d'" "spans 2621374465 positions"
 }
+
+@test "summary: shapes whose sizes overflow are refused, not wrapped or truncated" {
+	model m.yaml "[2147483647, 2147483647, 2147483647]" "flatten" "dense: {units: 3}"
+	run --separate-stderr "$DTRAIN" summary m.yaml
+	fails_at m.yaml 3 "'input_shape'" "more than 9.2 x 10^18 values per sample" "2,147,483,647"
+	[ -z "$output" ]
+	# flatten used to cut (65537, 65536) to 65536 values
+	model m.yaml "[65537, 65536]" "flatten" "dense: {units: 3}"
+	run --separate-stderr "$DTRAIN" summary m.yaml
+	fails_at m.yaml 3 "4,295,032,832 values per sample"
+	# a layer's output past 2^31 - 1 values, and a model past 2^31 - 1 parameters
+	model m.yaml "[16, 16, 16]" "conv2d: {filters: 16777216, kernel_size: 1}"
+	run --separate-stderr "$DTRAIN" summary m.yaml
+	fails_at m.yaml 5 "layer 'conv2d' maps input (None, 16, 16, 16) to (None, 16, 16, 16777216)" \
+		"4,294,967,296 values per sample"
+	model m.yaml "[784]" "dense: {units: 16777216}"
+	run --separate-stderr "$DTRAIN" summary m.yaml
+	fails_at m.yaml 5 "layer 'dense' brings the model's parameters to 13,153,337,344"
+}
+
+@test "time with an input of four 2^31 - 1 dimensions: exit 2, nothing allocated" {
+	model m.yaml "[2147483647, 2147483647, 2147483647, 2147483647]" "flatten" "dense: {units: 3}"
+	run --separate-stderr "$DTRAIN" time m.yaml --iterations 1 --warmup 0
+	fails_at m.yaml 3 "'input_shape'" "values per sample"
+}
+
+@test "units: 16777216 past fit.max_memory: exit 2 naming the layer and the bytes" {
+	model m.yaml "" "dense: {units: 16777216}" "dense: {units: 3, activation: softmax}"
+	run --separate-stderr "$DTRAIN" fit -q m.yaml --set fit.max_memory=1G
+	fails_at m.yaml 4 "layer 'dense' needs 8.25 GB (8,858,370,048 bytes) at batch 32" \
+		"the model needs 9.00 GB (9,663,679,280 bytes) in all" "1.00 GB (1,073,741,824 bytes) of fit.max_memory (on cpu:0)"
+	# time, evaluate and predict build the model the same way
+	run --separate-stderr "$DTRAIN" time m.yaml --set fit.max_memory=1G
+	fails_at m.yaml 4 "layer 'dense' needs" "of fit.max_memory"
+	run --separate-stderr "$DTRAIN" predict m.yaml - --format csv --set fit.max_memory=1G </dev/null
+	fails_at m.yaml 4 "layer 'dense' needs" "of fit.max_memory"
+	# a budget that holds it passes the check (summary builds nothing)
+	run --separate-stderr "$DTRAIN" summary m.yaml --set fit.max_memory=8G
+	status_is 0
+}
+
+@test "by default the limit is the host's memory, before anything is allocated" {
+	# 2^20 samples of 4x4x16777216 activations: petabytes, on any machine
+	model m.yaml "" "reshape: {target_shape: [4, 4, 1]}" "conv2d: {filters: 16777216, kernel_size: 1}" \
+		"global_average_pooling2d" "dense: {units: 3, activation: softmax}"
+	run --separate-stderr "$DTRAIN" fit -q m.yaml --set data.batch_size=1048576
+	fails_at m.yaml 5 "layer 'conv2d' needs" "at batch 1048576" "of the host's memory (set fit.max_memory"
+}
+
+@test "fit.max_memory: bytes with K, M, G or T; anything else is an error at the value" {
+	model m.yaml "" "dense: {units: 3, activation: softmax}"
+	for v in 1048576 512K 64M 8G 8GiB 1tb; do
+		run --separate-stderr "$DTRAIN" fit -q m.yaml --set fit.max_memory=$v
+		status_is 0
+	done
+	for v in 8X -1 0 1.5G G 99999999999T; do
+		run --separate-stderr "$DTRAIN" fit -q m.yaml --set "fit.max_memory=$v"
+		not_crashed
+		status_is 2
+		[[ $stderr == "--set:1:"*"fit.max_memory"* ]] || {
+			echo "$v: $stderr" >&2
+			return 1
+		}
+	done
+}
