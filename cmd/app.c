@@ -647,7 +647,8 @@ int dt_app_build(struct dt_app *a)
 		if (r == 0 && (rc = dt_app_check_memory(a, &a->models[0], a->strategy.devices, a->nreplicas,
 							per_replica, state)))
 			return rc;
-		dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica);
+		if (dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica) < 0)
+			return DT_EXIT_FAIL;
 		dt_model_init_params(&a->models[r], c->seed);
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}

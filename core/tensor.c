@@ -125,10 +125,12 @@ int64_t dt_tensor_cols(const struct dt_tensor *t)
 	return n;
 }
 
-float *dt_device_alloc(struct dt_device dev, int64_t n)
+float *dt_device_try_alloc(struct dt_device dev, int64_t n)
 {
-	size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
-	float *p;
+	char where[32];
+	int64_t bytes = dt_count_mul(n > 0 ? n : 1, sizeof(float));
+	float *p = NULL;
+
 	if (dev.kind == DT_DEVICE_CUDA) {
 		/* The strategy checked the GPU (dt_cuda_check_device) before any allocation. */
 		if (!dt_cuda())
@@ -136,10 +138,23 @@ float *dt_device_alloc(struct dt_device dev, int64_t n)
 		return dt_cuda()->alloc(dev.index, n);
 	}
 	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
-	p = aligned_alloc(64, bytes);
+	/* aligned_alloc wants a multiple of the alignment; INT64_MAX bytes never fit anyway. */
+	if (bytes < INT64_MAX - 63 && (uint64_t)bytes < SIZE_MAX - 63)
+		p = aligned_alloc(64, ((size_t)bytes + 63) & ~(size_t)63);
+	if (!p) {
+		dt_error("out of memory: cannot allocate %lld bytes on %s", (long long)bytes,
+			 dt_device_format(dev, where, sizeof(where)));
+		return NULL;
+	}
+	memset(p, 0, ((size_t)bytes + 63) & ~(size_t)63);
+	return p;
+}
+
+float *dt_device_alloc(struct dt_device dev, int64_t n)
+{
+	float *p = dt_device_try_alloc(dev, n);
 	if (!p)
-		DT_BUG("out of memory allocating %zu bytes", bytes);
-	memset(p, 0, bytes);
+		dt_exit_out_of_memory();
 	return p;
 }
 

@@ -76,8 +76,15 @@ int64_t dt_tensor_count(const struct dt_tensor *t);
 int64_t dt_tensor_rows(const struct dt_tensor *t);
 int64_t dt_tensor_cols(const struct dt_tensor *t);
 
-/* Device memory of n floats, 64-byte aligned, zeroed. Aborts on out-of-memory. */
+/*
+ * Device memory of n floats, 64-byte aligned, zeroed. When the memory is not
+ * there, prints "dtrain: error: out of memory ..." and exits with status 1
+ * (dt_exit_out_of_memory): for buffers made while training runs, where no
+ * caller could go on without them.
+ */
 float *dt_device_alloc(struct dt_device dev, int64_t n);
+/* The same, but NULL after printing that error, for callers that pass the failure up. */
+float *dt_device_try_alloc(struct dt_device dev, int64_t n);
 void dt_device_free(struct dt_device dev, float *p);
 /* Bytes of memory dev has: the host's physical memory for the CPU, the GPU's own for a GPU. */
 int64_t dt_device_memory(struct dt_device dev);

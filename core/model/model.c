@@ -207,16 +207,18 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 {
 	m->dev = dev;
 	m->max_batch = max_batch;
-	m->params = dt_device_alloc(dev, m->nparams);
-	m->grads = dt_device_alloc(dev, m->ntrainable);
 	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
-	m->acts[0] = dt_device_alloc(dev, (int64_t)max_batch * dt_shape_count(&m->input));
+	if (!(m->params = dt_device_try_alloc(dev, m->nparams)) ||
+	    !(m->grads = dt_device_try_alloc(dev, m->ntrainable)) ||
+	    !(m->acts[0] = dt_device_try_alloc(dev, dt_count_mul(max_batch, dt_shape_count(&m->input)))))
+		return -1;
 	for (int i = 0; i < m->nlayers; i++) {
 		struct dt_layer *l = &m->layers[i];
-		int64_t out = (int64_t)max_batch * dt_shape_count(&l->out);
-		m->acts[i + 1] = dt_device_alloc(dev, out);
-		m->dacts[i + 1] = dt_device_alloc(dev, out);
+		int64_t out = dt_count_mul(max_batch, dt_shape_count(&l->out));
+		if (!(m->acts[i + 1] = dt_device_try_alloc(dev, out)) ||
+		    !(m->dacts[i + 1] = dt_device_try_alloc(dev, out)))
+			return -1;
 		for (int p = 0; p < l->nparams; p++) {
 			struct dt_param *pr = &l->params[p];
 			pr->value = (struct dt_tensor){ m->params + pr->offset, pr->shape, dev };
@@ -225,9 +227,12 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 		}
 		for (int k = 0; k < l->nbufs; k++) {
 			struct dt_layer_buf *bf = &l->bufs[k];
-			float *mem = dt_device_alloc(dev, (int64_t)max_batch * bf->per_sample);
 			int dims[2] = { max_batch, (int)bf->per_sample };
-			bf->t = (struct dt_tensor){ mem, dt_shape_make(2, dims), dev };
+			DT_ASSERT(bf->per_sample > 0 && bf->per_sample <= DT_MAX_COUNT);
+			if (!(bf->t.data = dt_device_try_alloc(dev, dt_count_mul(max_batch, bf->per_sample))))
+				return -1;
+			bf->t.shape = dt_shape_make(2, dims);
+			bf->t.dev = dev;
 		}
 		if (l->type->alloc && l->type->alloc(l, dev, max_batch) < 0)
 			return -1;

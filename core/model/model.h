@@ -54,6 +54,11 @@ int64_t dt_model_bytes(const struct dt_model *m, int max_batch, int state, int *
  */
 int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas, int state, int64_t budget,
 			  const char *budget_what);
+/*
+ * Allocates the buffers on dev for batches up to max_batch and makes the
+ * layers' plans. 0, or -1 after an error (out of memory, a plan the backend
+ * cannot make); dt_model_release frees what was made.
+ */
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch);
 /* glorot_uniform kernels and zero biases (or as declared), from (seed, parameter index). */
 void dt_model_init_params(struct dt_model *m, uint64_t seed);

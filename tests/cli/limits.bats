@@ -169,3 +169,17 @@ fails_at() {
 		}
 	done
 }
+
+@test "memory that runs out while the model is allocated: exit 1 with an error, not an abort" {
+	# AddressSanitizer reserves terabytes of address space: no ulimit -v there.
+	if ldd "$DTRAIN" 2>/dev/null | grep -q libasan; then
+		skip "a sanitizer build cannot run under ulimit -v"
+	fi
+	# 4.5 GB of parameters and Adam's slots, past the budget check (fit.max_memory), under a 1 GB address space
+	model m.yaml "" "dense: {units: 16777216}" "dense: {units: 3, activation: softmax}"
+	run --separate-stderr bash -c "ulimit -v 1000000 && exec '$DTRAIN' fit -q m.yaml --set fit.max_memory=1T"
+	not_crashed
+	status_is 1
+	stderr_has "dtrain: error: out of memory: cannot allocate" "bytes on cpu:0"
+	[[ $stderr != *"internal error"* ]]
+}
