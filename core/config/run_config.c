@@ -170,7 +170,7 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
 		return -1;
-	if (dt_cfg_int(s, "epochs", 1, 1, 1000000, &epochs) < 0 ||
+	if (dt_cfg_int(s, "epochs", 1, 1, DT_MAX_EPOCHS, &epochs) < 0 ||
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
 	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||

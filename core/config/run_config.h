@@ -16,6 +16,9 @@
 #include "core/model/optimizer.h"
 #include "core/pipeline/pipeline.h"
 
+/* The most epochs fit.epochs (and a resumed checkpoint's position) may give. */
+#define DT_MAX_EPOCHS 1000000
+
 struct dt_run_config {
 	struct dt_doc *doc;
 	const char *path;
