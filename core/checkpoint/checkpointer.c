@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,20 +252,6 @@ void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
 		c->best = strtod(best, NULL);
 		c->has_best = 1;
 	}
-	/* Temporary files of a write that a crash cut short. */
-	{
-		DIR *d = opendir(c->dir);
-		struct dirent *de;
-		while (d && (de = readdir(d))) {
-			char old[4200];
-			if (!strstr(de->d_name, ".safetensors.tmp."))
-				continue;
-			snprintf(old, sizeof(old), "%s/%s", c->dir, de->d_name);
-			unlink(old);
-		}
-		if (d)
-			closedir(d);
-	}
 	/* A crash between writing the newest file and linking best: link it now. */
 	if (c->save_best && dt_checkpoint_meta(f, "is_best") && c->nfiles > 0)
 		replace_link(c->dir, "best.safetensors", c->files[c->nfiles - 1]);
@@ -504,6 +491,33 @@ static int saver_save(struct dt_saver *s, const struct dt_trainer *t, const stru
 	return dt_checkpointer_save(c, t, pos);
 }
 
+/*
+ * Removes the temporary files (NAME.safetensors.tmp.PID, and the symlinks'
+ * .latest.safetensors.tmp.PID) that writes cut short by a crash left in dir:
+ * those of processes that no longer run, so that a live run's write into the
+ * same directory is left alone.
+ */
+static void remove_stale_temporaries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		const char *tmp = strstr(de->d_name, ".safetensors.tmp."), *digits;
+		char old[4200], *end;
+		long pid;
+		if (!tmp)
+			continue;
+		digits = tmp + strlen(".safetensors.tmp.");
+		pid = strtol(digits, &end, 10);
+		if (end == digits || *end || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+			continue;
+		snprintf(old, sizeof(old), "%s/%s", dir, de->d_name);
+		unlink(old);
+	}
+	if (d)
+		closedir(d);
+}
+
 int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json)
 {
 	memset(c, 0, sizeof(*c));
@@ -519,7 +533,10 @@ int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char 
 	c->filename = "ckpt-{epoch:03d}-{batch:05d}";
 	c->mode = -1;
 	c->save_best = 1;
-	return dt_mkdir_p(dir);
+	if (dt_mkdir_p(dir) < 0)
+		return -1;
+	remove_stale_temporaries(dir);
+	return 0;
 }
 
 void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg)

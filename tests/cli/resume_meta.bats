@@ -2,6 +2,7 @@
 # --resume trusts no metadata because its checksum is valid: a checkpoint
 # edited by hand with the checksum recomputed (tests/tools/ckpt_meta.py) is
 # refused, exit 1, naming the file and the field, before anything changes.
+# And a fresh fit removes the temporary files a killed write left.
 
 load helpers
 
@@ -124,3 +125,19 @@ refused() {
 	stderr_has "reduce_lr_on_plateau" "metadata 'callbacks'"
 }
 
+@test "a fresh fit removes the temporary file of a write killed before the first checkpoint" {
+	rm -rf run
+	run env DTRAIN_TEST_CRASH_AT=checkpoint-write:1 "$DTRAIN" fit m.yaml -q
+	[ "$status" -eq 137 ]
+	ls run | grep -q '\.safetensors\.tmp\.'
+	[ ! -e run/latest.safetensors ]
+	# a live process's temporary file (another run writing here) is left alone
+	sleep 60 3>&- &
+	local live=$!
+	touch "run/other.safetensors.tmp.$live"
+	run --separate-stderr "$DTRAIN" fit m.yaml -q --set fit.epochs=1
+	kill "$live"
+	status_is 0
+	[ "$(ls run | grep '\.tmp\.')" = "other.safetensors.tmp.$live" ]
+	[ -e run/latest.safetensors ]
+}
