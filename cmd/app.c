@@ -631,13 +631,42 @@ int dt_app_precision(struct dt_app *a)
 	return 0;
 }
 
+int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const struct dt_device *devs, int n,
+			int batch, int state)
+{
+	struct dt_device dev = devs[0];
+	int64_t budget;
+	int most = 0;
+	char what[128], name[32];
+
+	/* CPU replicas all live in the host's memory; each GPU has its own. */
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		for (int j = 0; j < n; j++)
+			k += devs[j].kind == devs[i].kind &&
+			     (devs[i].kind == DT_DEVICE_CPU || devs[j].index == devs[i].index);
+		if (k > most) {
+			most = k;
+			dev = devs[i];
+		}
+	}
+	dt_device_format(dev, name, sizeof(name));
+	if (a->cfg.max_memory)
+		snprintf(what, sizeof(what), "fit.max_memory (on %s)", name);
+	else
+		snprintf(what, sizeof(what), "%s's memory (set fit.max_memory to change the limit)",
+			 dev.kind == DT_DEVICE_CPU ? "the host" : name);
+	budget = a->cfg.max_memory ? a->cfg.max_memory : dt_device_memory(dev);
+	return dt_model_check_memory(m, batch, most, state, budget, what) < 0 ? DT_EXIT_USAGE : 0;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
 	const struct dt_source *src = a->have_train_src ? &a->train_src : a->have_test_src ? &a->test_src : NULL;
 	const struct dt_pipeline *labels = a->have_train_src ? &a->train : &a->test;
 	struct dt_shape in;
-	int per_replica, rc;
+	int per_replica, state, rc;
 
 	if (input_shape(a, &in, src) < 0)
 		return DT_EXIT_USAGE;
@@ -669,7 +698,13 @@ int dt_app_build(struct dt_app *a)
 				      "data's labels are %s", c->errors_node->value, out, lab);
 			return DT_EXIT_USAGE;
 		}
-		dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica);
+		/* Optimizer slots, and the accumulated gradients, per trainable parameter. */
+		state = dt_optimizer_state_count(&c->optimizer) + (c->accumulate_steps > 1);
+		if (r == 0 && (rc = dt_app_check_memory(a, &a->models[0], a->strategy.devices, a->nreplicas,
+							per_replica, state)))
+			return rc;
+		if (dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica) < 0)
+			return DT_EXIT_FAIL;
 		dt_model_init_params(&a->models[r], c->seed);
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}

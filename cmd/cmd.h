@@ -105,6 +105,15 @@ int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
 int dt_app_build(struct dt_app *a);
 /*
+ * Before anything is allocated: refuses a model (m, one replica of it) whose
+ * buffers for batches of `batch`, with `state` floats per trainable parameter
+ * (optimizer slots, accumulation), times the replicas that share a device of
+ * devs[0..n), exceed fit.max_memory or else that device's memory. 0, or
+ * DT_EXIT_USAGE after the error at the layer that holds the most.
+ */
+int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const struct dt_device *devs, int n,
+			int batch, int state);
+/*
  * compile.precision for the strategy's devices (after dt_strategy_create,
  * before any plan is made): tf32 and bf16 need every replica on a GPU. 0, or
  * an exit status after printing the error at the key.

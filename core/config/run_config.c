@@ -1,3 +1,5 @@
+#include <ctype.h>
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,14 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 	c->input_shape_node = dt_node_get(m, "input_shape");
 	if (c->input_shape_node && dt_cfg_shape(m, "input_shape", &c->input_shape) < 0)
 		return -1;
+	if (c->input_shape_node && dt_shape_count(&c->input_shape) > DT_MAX_COUNT) {
+		char shape[160], n[32], max[32];
+		return dt_node_error(c->input_shape_node,
+				     "'input_shape' %s holds %s values per sample; dtrain takes at most %s",
+				     dt_shape_format(&c->input_shape, 0, shape, sizeof(shape)),
+				     dt_count_format(dt_shape_count(&c->input_shape), n, sizeof(n)),
+				     dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
+	}
 	c->layers = dt_node_get(m, "layers");
 	return dt_node_expect(c->layers, DT_NODE_SEQ, "layers");
 }
@@ -114,19 +124,59 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	return 0;
 }
 
+/*
+ * fit.max_memory: a number of bytes, or one with a suffix K, M, G or T
+ * (powers of 1024, an optional B or iB after it: 512M, 8G, 8GiB).
+ */
+static int read_max_memory(struct dt_run_config *c, const struct dt_node *fit)
+{
+	static const char units[] = "KMGT";
+	const struct dt_node *n = dt_node_get(fit, "max_memory");
+	const char *unit;
+	char *end;
+	long long v;
+	int shift = 0;
+
+	c->max_memory_node = n;
+	if (!n)
+		return 0;
+	if (n->kind != DT_NODE_SCALAR || !n->value[0] || !strchr("0123456789", n->value[0]))
+		goto bad;
+	errno = 0;
+	v = strtoll(n->value, &end, 10);
+	if (*end && (unit = strchr(units, toupper((unsigned char)*end)))) {
+		shift = 10 * (int)(unit - units + 1);
+		end++;
+		if (toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B')
+			end += 2;
+		else if (toupper((unsigned char)end[0]) == 'B')
+			end++;
+	}
+	if (errno || *end || v < 1)
+		goto bad;
+	if (v > (INT64_MAX >> shift))
+		return dt_node_error(n, "fit.max_memory '%s' is more bytes than a 64-bit count holds", n->value);
+	c->max_memory = (int64_t)v << shift;
+	return 0;
+bad:
+	return dt_node_error(n, "fit.max_memory must be a number of bytes, or one with a suffix K, M, G or T "
+			     "(powers of 1024) such as 8G, not '%s'",
+			     n->kind == DT_NODE_SCALAR ? n->value : "a collection");
+}
+
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
-					    "class_weight", "callbacks", NULL };
+					    "class_weight", "callbacks", "max_memory", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
 		return -1;
-	if (dt_cfg_int(s, "epochs", 1, 1, 1000000, &epochs) < 0 ||
+	if (dt_cfg_int(s, "epochs", 1, 1, DT_MAX_EPOCHS, &epochs) < 0 ||
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
 	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||
-	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0)
+	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0)
 		return -1;
 	c->accumulate_steps = (int)accumulate;
 	c->class_weight = dt_node_get(s, "class_weight");
