@@ -21,7 +21,12 @@ kit_base_lib() {
 	[[ $1 =~ ^$(kit_cuda_regex) ]]
 }
 
-# kit_nvcc: the nvcc the Makefile would use (PATH, then /usr/local/cuda/bin), or nothing.
+# kit_nvcc: the nvcc the Makefile would use (NVCC if set, even empty; else
+# PATH, then /usr/local/cuda/bin), or nothing.
 kit_nvcc() {
+	if [ -n "${NVCC+set}" ]; then
+		echo "$NVCC"
+		return
+	fi
 	command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true
 }
