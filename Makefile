@@ -194,15 +194,19 @@ test:
 
 .PHONY: bench test-bins device-kit
 # The device kit (tests/gpu/make-kit.sh): unpacked under build/device-kit/,
-# packed into build/device-kit.tar.xz, which the device tool carries.
+# packed into build/device-kit.tar.xz, which the device tool carries. Its own
+# build (build/device-kit-obj/, NATIVE=0): the GPU machine's processor may
+# lack this one's vector instructions.
+KIT_BUILD := build/device-kit-obj
 KIT_DIR := build/device-kit
 KIT_ARCHIVE := build/device-kit.tar.xz
+KIT_MAKE := $(MAKE) --no-print-directory CUDA=1 NATIVE=0 SANITIZE= BUILD=$(KIT_BUILD)
 device-kit:
-	$(Q)$(MAKE) --no-print-directory CUDA=1 BUILD=build SANITIZE= all test-bins
-	$(Q)$(MAKE) --no-print-directory CUDA=1 $(KIT_ARCHIVE)
+	$(Q)$(KIT_MAKE) all test-bins
+	$(Q)$(KIT_MAKE) $(KIT_ARCHIVE)
 
-$(KIT_ARCHIVE): build/dtrain $(CUDA_SO) $(TEST_SRC:%.c=build/%) $(TOOL_BIN) tests/gpu/make-kit.sh tests/gpu/kit-base.sh
-	$(Q)tests/gpu/make-kit.sh build $(KIT_DIR) $@
+$(KIT_ARCHIVE): $(BIN) $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) tests/gpu/make-kit.sh tests/gpu/kit-base.sh
+	$(Q)tests/gpu/make-kit.sh $(BUILD) $(KIT_DIR) $@
 
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"

@@ -83,6 +83,7 @@ glibc=$(objdump -T "${elfs[@]}" "$KIT"/kit/lib/* 2>/dev/null | grep -o 'GLIBC_[0
 	echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (with changes)')"
 	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
 	echo "needs ${glibc:-GLIBC_unknown}"
+	echo "flags NATIVE=0 (no -march=native: any x86-64 processor)"
 	echo "nvcc $("$(kit_nvcc)" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 	echo "libraries $(cd "$KIT/kit/lib" && ls | tr '\n' ' ')"
 } >"$KIT/kit/manifest"
