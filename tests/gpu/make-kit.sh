@@ -70,7 +70,12 @@ missing=$(LD_LIBRARY_PATH=$KIT/kit/lib ldd "${elfs[@]}" 2>/dev/null | grep 'not 
 
 # bats, laid out as its own tree (bin/bats finds libexec/ and lib/ beside it).
 mkdir -p "$KIT/kit/bats/bin" "$KIT/kit/bats/lib" "$KIT/kit/bats/libexec"
-bats_root=$(dirname "$(dirname "$(readlink -f "$(command -v bats)")")")
+# (Inside a bats run, `bats` on PATH is its libexec/bats-core/bats.)
+bats_bin=$(readlink -f "$(command -v bats)")
+case $bats_bin in
+*/libexec/bats-core/bats) bats_root=${bats_bin%/libexec/bats-core/bats} ;;
+*) bats_root=$(dirname "$(dirname "$bats_bin")") ;;
+esac
 cp "$bats_root/bin/bats" "$KIT/kit/bats/bin/"
 cp -r "$bats_root/lib/bats-core" "$KIT/kit/bats/lib/"
 cp -r "$bats_root/libexec/bats-core" "$KIT/kit/bats/libexec/"
