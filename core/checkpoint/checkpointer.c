@@ -235,18 +235,22 @@ out:
 	return rc;
 }
 
+/* The kept-file list from a JSON array of names (NULL: none); entries with a '/' are no files of dir. */
+static void set_files(struct dt_checkpointer *c, const cJSON *names)
+{
+	const cJSON *e;
+	dt_checkpointer_release(c);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(names) + 1, sizeof(*c->files));
+	cJSON_ArrayForEach(e, names)
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+}
+
 void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
 {
 	const char *files = dt_checkpoint_meta(f, "checkpoint.files"), *best = dt_checkpoint_meta(f, "best");
-	cJSON *a = files ? cJSON_Parse(files) : NULL, *e;
-	for (int i = 0; i < c->nfiles; i++)
-		free(c->files[i]);
-	free(c->files);
-	c->files = dt_calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(*c->files));
-	c->nfiles = 0;
-	cJSON_ArrayForEach(e, a)
-		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
-			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON *a = files ? cJSON_Parse(files) : NULL;
+	set_files(c, a);
 	cJSON_Delete(a);
 	if (best) {
 		c->best = strtod(best, NULL);
@@ -467,7 +471,7 @@ static char *checkpointer_state_save(struct dt_callback *cb, const struct dt_tra
 static int checkpointer_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
 {
 	struct dt_checkpointer *c = cb->priv;
-	cJSON *o = cJSON_Parse(json), *best, *e;
+	cJSON *o = cJSON_Parse(json), *best;
 	if (!cJSON_IsObject(o)) {
 		cJSON_Delete(o);
 		return dt_error("the state of callback '%s' in the checkpoint is not a JSON object", cb->name);
@@ -475,12 +479,7 @@ static int checkpointer_state_load(struct dt_callback *cb, struct dt_trainer *t,
 	best = cJSON_GetObjectItemCaseSensitive(o, "best");
 	c->has_best = cJSON_IsNumber(best);
 	c->best = c->has_best ? best->valuedouble : 0;
-	dt_checkpointer_release(c);
-	c->files = dt_calloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "files")) + 1,
-			     sizeof(*c->files));
-	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "files"))
-		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
-			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	set_files(c, cJSON_GetObjectItemCaseSensitive(o, "files"));
 	cJSON_Delete(o);
 	return 0;
 }
