@@ -7,6 +7,9 @@
 #   make fuzz       clang + the libFuzzer harnesses of tests/fuzz/, each run FUZZ_S
 #                   seconds (default 60); a finding is kept in tests/fuzz/regress/
 #   make install    binary and man pages under PREFIX (default /usr/local)
+#   make device-kit build/device-kit.tar.xz: dtrain with CUDA, its tests and
+#                   libraries, bats, jq, Fashion-MNIST, for a bare GPU machine
+#                   (tests/gpu/device-run.sh runs it there)
 #   make clean
 #
 # Switches: V=1 (show commands), DEBUG=1 (-O0 -g), SANITIZE=1 (ASan + UBSan,
@@ -193,7 +196,22 @@ test:
 	$(Q)$(MAKE) --no-print-directory all test-bins
 	$(Q)DTRAIN=$(BIN) BUILD=$(BUILD) tests/run.sh '$(T)' '$(F)'
 
-.PHONY: bench test-bins
+.PHONY: bench test-bins device-kit
+# The device kit (tests/gpu/make-kit.sh): unpacked under build/device-kit/,
+# packed into build/device-kit.tar.xz, which the device tool carries. Its own
+# build (build/device-kit-obj/, NATIVE=0): the GPU machine's processor may
+# lack this one's vector instructions.
+KIT_BUILD := build/device-kit-obj
+KIT_DIR := build/device-kit
+KIT_ARCHIVE := build/device-kit.tar.xz
+KIT_MAKE := $(MAKE) --no-print-directory CUDA=1 NATIVE=0 SANITIZE= BUILD=$(KIT_BUILD)
+device-kit:
+	$(Q)$(KIT_MAKE) all test-bins
+	$(Q)$(KIT_MAKE) $(KIT_ARCHIVE)
+
+$(KIT_ARCHIVE): $(BIN) $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) tests/gpu/make-kit.sh tests/gpu/kit-base.sh
+	$(Q)tests/gpu/make-kit.sh $(BUILD) $(KIT_DIR) $@
+
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh

@@ -147,7 +147,59 @@ void dt_opts_release(struct dt_opts *o)
 	o->sets = NULL;
 }
 
-int dt_app_config(struct dt_app *a, const struct dt_opts *o)
+/* fit.class_weight for model m's classes: k weights (the caller frees them), or NULL after an error. */
+static float *class_weights(const struct dt_app *a, const struct dt_model *m, int *k)
+{
+	float *w;
+	*k = dt_objective_num_classes(m);
+	w = dt_malloc((size_t)*k * sizeof(float));
+	if (dt_class_weight_read(a->cfg.class_weight, *k, w) < 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/*
+ * The layers (and fit.class_weight against their classes) when
+ * model.input_shape gives their input without the data. 0 or -1.
+ */
+static int check_layers(const struct dt_app *a)
+{
+	const struct dt_run_config *c = &a->cfg;
+	struct dt_model m = { 0 };
+	float *w = NULL;
+	int k, rc;
+
+	if (!c->input_shape.ndim)
+		return 0;
+	rc = dt_model_init(&m, c->name, &c->input_shape, c->layers, dt_layer_types);
+	if (rc == 0 && c->class_weight && !(w = class_weights(a, &m, &k)))
+		rc = -1;
+	free(w);
+	dt_model_release(&m);
+	return rc;
+}
+
+/*
+ * Every section, before any data is read (no file is opened): the layers,
+ * each data source's arguments and `distribute:` (with this job's rules
+ * when `run`). The config loader has checked the rest. 0 or -1.
+ */
+static int check_config(const struct dt_app *a, int run)
+{
+	const struct dt_run_config *c = &a->cfg;
+	const struct dt_node *sources[] = { c->train, c->validation, c->test };
+
+	if (check_layers(a) < 0)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		if (sources[i] && dt_source_check(sources[i], dt_source_types) < 0)
+			return -1;
+	return dt_strategy_check(c->distribute, run ? &a->sys : NULL);
+}
+
+int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 {
 	memset(a, 0, sizeof(*a));
 	dt_system_detect(&a->sys);
@@ -156,6 +208,8 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 	/* A missing, unreadable or invalid model file is a usage error. */
 	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
 		return DT_EXIT_USAGE;
+	if (check_config(a, run) < 0)
+		return dt_exit_status();
 	dt_ops_set_threads(a->cfg.threads);
 	return 0;
 }
@@ -329,7 +383,9 @@ static int split_training(struct dt_app *a, struct dt_source *src, struct dt_spl
 	const struct dt_run_config *c = &a->cfg;
 	const struct dt_split_config *sc = &c->pipeline.split;
 	int64_t n = src->count, nval = dt_split_size(n, c->validation_split), ntest = dt_split_size(n, sc->test);
-	int carve = nval > 0 || ntest > 0, warn = carve && a->sys.mpi_rank == 0 && !a->shape_only;
+	int carve = nval > 0 || ntest > 0;
+	/* Class warnings for classifiers only: a regression target's values are no classes. */
+	int warn = carve && a->sys.mpi_rank == 0 && !a->shape_only && !dt_loss_is_regression(c->loss);
 	int32_t *labels = NULL;
 
 	if ((c->validation_split > 0 && nval == 0) || (sc->test == 0 && n - nval <= 0)) {
@@ -579,13 +635,42 @@ int dt_app_precision(struct dt_app *a)
 	return 0;
 }
 
+int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const struct dt_device *devs, int n,
+			int batch, int state)
+{
+	struct dt_device dev = devs[0];
+	int64_t budget;
+	int most = 0;
+	char what[128], name[32];
+
+	/* CPU replicas all live in the host's memory; each GPU has its own. */
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		for (int j = 0; j < n; j++)
+			k += devs[j].kind == devs[i].kind &&
+			     (devs[i].kind == DT_DEVICE_CPU || devs[j].index == devs[i].index);
+		if (k > most) {
+			most = k;
+			dev = devs[i];
+		}
+	}
+	dt_device_format(dev, name, sizeof(name));
+	if (a->cfg.max_memory)
+		snprintf(what, sizeof(what), "fit.max_memory (on %s)", name);
+	else
+		snprintf(what, sizeof(what), "%s's memory (set fit.max_memory to change the limit)",
+			 dev.kind == DT_DEVICE_CPU ? "the host" : name);
+	budget = a->cfg.max_memory ? a->cfg.max_memory : dt_device_memory(dev);
+	return dt_model_check_memory(m, batch, most, state, budget, what) < 0 ? DT_EXIT_USAGE : 0;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
 	const struct dt_source *src = a->have_train_src ? &a->train_src : a->have_test_src ? &a->test_src : NULL;
 	const struct dt_pipeline *labels = a->have_train_src ? &a->train : &a->test;
 	struct dt_shape in;
-	int per_replica, rc;
+	int per_replica, state, rc;
 
 	if (input_shape(a, &in, src) < 0)
 		return DT_EXIT_USAGE;
@@ -617,7 +702,13 @@ int dt_app_build(struct dt_app *a)
 				      "data's labels are %s", c->errors_node->value, out, lab);
 			return DT_EXIT_USAGE;
 		}
-		dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica);
+		/* Optimizer slots, and the accumulated gradients, per trainable parameter. */
+		state = dt_optimizer_state_count(&c->optimizer) + (c->accumulate_steps > 1);
+		if (r == 0 && (rc = dt_app_check_memory(a, &a->models[0], a->strategy.devices, a->nreplicas,
+							per_replica, state)))
+			return rc;
+		if (dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica) < 0)
+			return DT_EXIT_FAIL;
 		dt_model_init_params(&a->models[r], c->seed);
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}
@@ -636,14 +727,12 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.log_learning_rate = dt_schedule_varies(&c->optimizer.schedule) || c->callback_cfg.reduce_lr_on_plateau;
 	dt_trainer_init(&a->trainer);
 	if (c->class_weight) {
-		int k = dt_objective_num_classes(&a->models[0]);
-		float *w = dt_malloc((size_t)k * sizeof(float));
-		int bad = dt_class_weight_read(c->class_weight, k, w) < 0;
-		if (!bad)
-			dt_trainer_set_class_weights(&a->trainer, w, k);
-		free(w);
-		if (bad)
+		int k;
+		float *w = class_weights(a, &a->models[0], &k);
+		if (!w)
 			return DT_EXIT_USAGE;
+		dt_trainer_set_class_weights(&a->trainer, w, k);
+		free(w);
 	}
 	return 0;
 }

@@ -71,7 +71,7 @@ int cmd_evaluate(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json checkpoint", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)))
+	if ((rc = dt_app_config(&a, &o, 1)))
 		goto out;
 	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	/*

@@ -49,14 +49,55 @@ static void print_test(const struct dt_app *a, int json, int quiet, const struct
 	dt_app_metrics_line(a, m, stderr);
 }
 
-/* How to go on after an interruption: the command line, --resume added. */
-static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig)
+/*
+ * How to go on after an interruption: the command line, --resume added, under
+ * the launcher that started this job ("mpirun -np 2"; "" for one process).
+ * Open MPI's mpirun turns Ctrl-C into SIGTERM for every rank.
+ */
+static void print_resume_hint(const struct dt_opts *o, const char *launcher, const char *ckpt, int sig)
 {
-	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit %s --resume",
-		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt, o->config);
+	const char *what = sig == SIGINT ? "interrupted (SIGINT)"
+			   : *launcher   ? "terminated (SIGTERM, which mpirun sends every rank on Ctrl-C)"
+					 : "terminated (SIGTERM)";
+	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: %s%sdtrain fit %s --resume",
+		what, ckpt, launcher, *launcher ? " " : "", o->config);
 	for (int i = 0; i < o->nsets; i++)
 		fprintf(stderr, " --set '%s'", o->sets[i]);
 	fputc('\n', stderr);
+}
+
+/*
+ * The chief's line on stderr (not with -q) that says which strategy runs on
+ * which devices and why, and with --json the same as the first event.
+ */
+static void print_strategy(const struct dt_app *a, const struct dt_opts *o)
+{
+	const struct dt_strategy *s = &a->strategy;
+	char line[512], dev[32];
+
+	if (!s->is_chief)
+		return;
+	if (!o->quiet) {
+		dt_strategy_describe(s, line, sizeof(line));
+		fprintf(stderr, "dtrain: strategy: %s\n", line);
+	}
+	if (o->json) {
+		cJSON *j = cJSON_CreateObject(), *devices;
+		char *text;
+		cJSON_AddStringToObject(j, "event", "strategy");
+		cJSON_AddStringToObject(j, "strategy", s->type->name);
+		devices = cJSON_AddArrayToObject(j, "devices");
+		for (int r = 0; r < s->nreplicas; r++)
+			cJSON_AddItemToArray(devices, cJSON_CreateString(dt_device_format(s->devices[r], dev, sizeof(dev))));
+		cJSON_AddNumberToObject(j, "processes", s->world);
+		cJSON_AddNumberToObject(j, "replicas", s->global_replicas);
+		cJSON_AddStringToObject(j, "reason", s->why);
+		text = cJSON_PrintUnformatted(j);
+		printf("%s\n", text);
+		fflush(stdout);
+		free(text);
+		cJSON_Delete(j);
+	}
 }
 
 /*
@@ -156,7 +197,7 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 	signal(SIGTERM, SIG_DFL);
 	if (rc == DT_FIT_INTERRUPTED) {
 		if (cbs->have_ckpt)
-			print_resume_hint(o, dt_callback_set_last(cbs), a->trainer.stop_signal);
+			print_resume_hint(o, a->sys.launcher, dt_callback_set_last(cbs), a->trainer.stop_signal);
 		return 128 + a->trainer.stop_signal;
 	}
 	if (rc < 0)
@@ -189,13 +230,12 @@ int cmd_fit(int argc, char **argv)
 		rc = DT_EXIT_USAGE;
 		goto out_opts;
 	}
-	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
+	if ((rc = dt_app_config(&a, &o, 1)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
 		goto out;
+	print_strategy(&a, &o);
 	dt_run_dir(&a.cfg, dir, sizeof(dir));
 	rc = DT_EXIT_USAGE;
-	if (dt_callbacks_config_check(&a.cfg.callback_cfg, a.cfg.accuracy, a.trainer.val != NULL) < 0)
-		goto out;
 	if (o.resume && !a.cfg.checkpoint_enabled) {
 		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
 		goto out;
@@ -221,7 +261,7 @@ int cmd_fit(int argc, char **argv)
 		goto out;
 	rc = train(&a, &o, &cbs);
 out:
-	/* Under MPI, the other ranks must not wait for this one. */
+	/* Under MPI, the other ranks must not wait for this one (128 + N: all stopped on signal N together). */
 	a.strategy.failed = rc;
 	if (trace)
 		fclose(trace);

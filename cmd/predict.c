@@ -373,7 +373,7 @@ int cmd_predict(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)))
+	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
 	if (o.all && dt_loss_is_regression(a.cfg.loss)) {
 		dt_error("--all prints every class's probability, but '%s' is a regression model (loss %s): its lines "
@@ -390,9 +390,12 @@ int cmd_predict(int argc, char **argv)
 		goto out;
 	}
 	have_model = 1;
-	dt_model_alloc(&m, DT_CPU, B);
-	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
+	if ((rc = dt_app_check_memory(&a, &m, &(struct dt_device){ DT_DEVICE_CPU, 0 }, 1, B, 0)))
+		goto out;
 	rc = DT_EXIT_FAIL;
+	if (dt_model_alloc(&m, DT_CPU, B) < 0)
+		goto out;
+	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	c = dt_checkpoint_load(path);
 	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
 		goto out;

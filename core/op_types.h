@@ -75,6 +75,15 @@ struct dt_opt_step {
 	float grad_scale;        /* gradients are multiplied by this first (clipnorm) */
 };
 
+/*
+ * The most positions a kernel dilated by dil covers in one dimension,
+ * (k - 1) * dil + 1, that the convolution plans take: the same bound as
+ * kernel_size itself. Past it the plans' int sizes and paddings near 2^31,
+ * and oneDNN spends minutes a step on the padding (a 20,000-tap kernel
+ * dilated by 65,536 over a 4x4 image: over 60 s).
+ */
+#define DT_CONV_MAX_SPAN 65536
+
 struct dt_conv_geom {
 	int in_h, in_w, in_c;          /* one input sample */
 	int out_h, out_w, out_c;       /* one output sample */
@@ -85,6 +94,12 @@ struct dt_conv_geom {
 };
 
 enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
+/*
+ * Max pooling keeps, for backward, which window position won, in 16 bits on
+ * both backends: its windows hold at most this many positions (kh * kw).
+ * Average pooling keeps nothing and takes any window.
+ */
+#define DT_POOL_MAX_WINDOW 65536
 struct dt_pool_geom {
 	enum dt_pool kind;
 	int in_h, in_w, c;

@@ -555,8 +555,6 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 	long index = 0;
 	int k, rc = 0, names, by_index = csv_label_index(label, &index), by_name = label && !by_index;
 
-	if (by_name && label->kind != DT_NODE_SCALAR)
-		return dt_node_error(label, "label must be a column name or index");
 	for (int64_t i = 0; i < skip && (rc = csv_readline(l)) > 0; i++)
 		;
 	if (rc < 0 || (rc = csv_getline(l)) < 0)
@@ -632,9 +630,44 @@ static int64_t csv_first_rows(int ncols)
 	return rows < 1 ? 1 : rows > 1024 ? 1024 : rows;
 }
 
-static int csv_open(struct dt_source *s, const struct dt_node *args)
+/*
+ * The arguments that need no file: the path as given and resolved (*path
+ * NULL for "-"; the caller frees it, also after an error), header, skip_rows,
+ * delimiter, shape, and the kind of label (a column name or index, found in
+ * the file later). 0 or -1.
+ */
+static int csv_args(const struct dt_node *args, const char **given, char **path, int *header, int64_t *skip,
+		    char *delim, struct dt_shape *shape)
 {
 	static const char *const keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape", NULL };
+	const struct dt_node *label = dt_node_get(args, "label");
+
+	*path = NULL;
+	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
+	    dt_cfg_string(args, "path", NULL, given) < 0 || csv_header_arg(args, header) < 0 ||
+	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, skip) < 0 || csv_delimiter(args, delim) < 0 ||
+	    dt_cfg_shape(args, "shape", shape) < 0)
+		return -1;
+	if (label && label->kind != DT_NODE_SCALAR)
+		return dt_node_error(label, "label must be a column name or index");
+	return strcmp(*given, "-") && dt_cfg_path(args, "path", path) < 0 ? -1 : 0;
+}
+
+static int csv_check(const struct dt_node *args)
+{
+	struct dt_shape shape = { 0 };
+	const char *given;
+	char *path, delim;
+	int header, rc;
+	int64_t skip;
+
+	rc = csv_args(args, &given, &path, &header, &skip, &delim, &shape);
+	free(path);
+	return rc;
+}
+
+static int csv_open(struct dt_source *s, const struct dt_node *args)
+{
 	struct csv_lines l = { 0 };
 	struct csv_layout L = { 0 };
 	struct csv_labels labels = { 0 }, known = { 0 };
@@ -647,12 +680,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	struct csv *d = dt_calloc(1, sizeof(*d));
 
 	s->priv = d;
-	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
-	    dt_cfg_string(args, "path", NULL, &given) < 0 || csv_header_arg(args, &header) < 0 ||
-	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, &skip) < 0 || csv_delimiter(args, &L.delim) < 0 ||
-	    dt_cfg_shape(args, "shape", &shape) < 0)
-		goto out;
-	if (strcmp(given, "-") && dt_cfg_path(args, "path", &path) < 0)
+	if (csv_args(args, &given, &path, &header, &skip, &L.delim, &shape) < 0)
 		goto out;
 	snprintf(s->name, sizeof(s->name), "%s", path ? path : dt_data_name(given));
 	l.name = s->name;
@@ -790,6 +818,7 @@ const struct dt_source_type dt_csv_source = {
 	.read = csv_read,
 	.close = csv_close,
 	.labels = csv_labels,
+	.check = csv_check,
 };
 
 /* ---- the stream reader ---- */

@@ -271,12 +271,49 @@ static void folder_close(struct dt_source *s)
 	s->priv = NULL;
 }
 
-static int folder_open(struct dt_source *s, const struct dt_node *args)
+static const int channels[] = { 1, 3, 4 }; /* of each color_mode */
+
+/*
+ * The arguments that need no file: the directory (the caller frees it, also
+ * after an error), color_mode, image_size, shuffle and seed. 0 or -1.
+ */
+static int folder_args(const struct dt_node *args, char **dir, int *mode, struct dt_shape *size, int *shuffle,
+		       int64_t *seed)
 {
 	static const char *const keys[] = { "format", "directory", "image_size", "color_mode", "class_names",
 					    "shuffle", "seed", NULL };
 	static const char *const names[] = { "grayscale", "rgb", "rgba", NULL };
-	static const int channels[] = { 1, 3, 4 };
+
+	*dir = NULL;
+	if (dt_cfg_check_keys(args, "png_folder", keys) < 0 || dt_cfg_require(args, "directory", "png_folder") < 0 ||
+	    dt_cfg_path(args, "directory", dir) < 0 || dt_cfg_enum(args, "color_mode", names, 1, mode) < 0 ||
+	    dt_cfg_shape(args, "image_size", size) < 0 || dt_cfg_bool(args, "shuffle", 1, shuffle) < 0 ||
+	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, seed) < 0)
+		return -1;
+	if (size->ndim && size->ndim != 2)
+		return dt_node_error(dt_node_get(args, "image_size"), "image_size is [height, width], got %d numbers",
+				     size->ndim);
+	if (size->ndim && ((int64_t)size->dim[0] * size->dim[1] * channels[*mode] > FOLDER_MAX_VALUES ||
+			   size->dim[0] > DT_PNG_MAX_SIDE || size->dim[1] > DT_PNG_MAX_SIDE))
+		return dt_node_error(dt_node_get(args, "image_size"), "image_size [%d, %d] is too large", size->dim[0],
+				     size->dim[1]);
+	return 0;
+}
+
+static int folder_check(const struct dt_node *args)
+{
+	struct dt_shape size = { 0 };
+	char *dir;
+	int mode, shuffle, rc;
+	int64_t seed;
+
+	rc = folder_args(args, &dir, &mode, &size, &shuffle, &seed);
+	free(dir);
+	return rc;
+}
+
+static int folder_open(struct dt_source *s, const struct dt_node *args)
+{
 	struct strvec folders = { 0 }, classes = { 0 }, files = { 0 };
 	const struct dt_class_map *map = s->class_map && s->class_map->names ? s->class_map : NULL;
 	struct dt_shape size = { 0 };
@@ -286,21 +323,8 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 	int64_t seed;
 	size_t bytes = 0;
 
-	if (dt_cfg_check_keys(args, "png_folder", keys) < 0 || dt_cfg_require(args, "directory", "png_folder") < 0 ||
-	    dt_cfg_path(args, "directory", &dir) < 0 || dt_cfg_enum(args, "color_mode", names, 1, &mode) < 0 ||
-	    dt_cfg_shape(args, "image_size", &size) < 0 || dt_cfg_bool(args, "shuffle", 1, &shuffle) < 0 ||
-	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &seed) < 0)
+	if (folder_args(args, &dir, &mode, &size, &shuffle, &seed) < 0)
 		goto out;
-	if (size.ndim && size.ndim != 2) {
-		dt_node_error(dt_node_get(args, "image_size"), "image_size is [height, width], got %d numbers", size.ndim);
-		goto out;
-	}
-	if (size.ndim && ((int64_t)size.dim[0] * size.dim[1] * channels[mode] > FOLDER_MAX_VALUES ||
-			  size.dim[0] > DT_PNG_MAX_SIDE || size.dim[1] > DT_PNG_MAX_SIDE)) {
-		dt_node_error(dt_node_get(args, "image_size"), "image_size [%d, %d] is too large", size.dim[0],
-			      size.dim[1]);
-		goto out;
-	}
 	if (list_classes(dir, &folders) < 0)
 		goto out;
 	if (folders.n == 0) {
@@ -458,6 +482,7 @@ const struct dt_source_type dt_png_folder_source = {
 	.read = folder_read,
 	.close = folder_close,
 	.labels = folder_labels,
+	.check = folder_check,
 };
 
 /*

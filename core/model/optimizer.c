@@ -67,6 +67,16 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	return 0;
 }
 
+int dt_optimizer_state_count(const struct dt_optimizer_config *cfg)
+{
+	struct dt_optimizer o;
+	int n = 0;
+	dt_optimizer_init(&o, cfg, NULL);
+	for (int i = 0; i < o.nslots; i++)
+		n += o.slot_names[i] != NULL;
+	return n;
+}
+
 void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config *cfg, const struct dt_model *m)
 {
 	memset(o, 0, sizeof(*o));
@@ -91,7 +101,7 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 	default:
 		DT_BUG("optimizer %d", (int)cfg->kind);
 	}
-	for (int i = 0; i < o->nslots; i++)
+	for (int i = 0; m && i < o->nslots; i++)
 		if (o->slot_names[i])
 			o->slots[i] = dt_device_alloc(m->dev, m->ntrainable);
 }

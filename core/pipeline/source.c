@@ -6,6 +6,32 @@
 
 #define DT_MAX_SOURCE_TYPES 64
 
+/* The type `format:` names in the table, or NULL after an error at the arguments. */
+static const struct dt_source_type *find_type(const struct dt_node *args, const struct dt_source_type *const *types)
+{
+	const char *names[DT_MAX_SOURCE_TYPES + 1];
+	int n = 0, k;
+
+	for (; types[n]; n++) {
+		DT_ASSERT(n < DT_MAX_SOURCE_TYPES);
+		names[n] = types[n]->name;
+	}
+	names[n] = NULL;
+	if (dt_node_expect(args, DT_NODE_MAP, "data source") < 0 ||
+	    dt_cfg_require(args, "format", "data source") < 0 ||
+	    dt_cfg_enum(args, "format", names, -1, &k) < 0)
+		return NULL;
+	return types[k];
+}
+
+int dt_source_check(const struct dt_node *args, const struct dt_source_type *const *types)
+{
+	const struct dt_source_type *type = find_type(args, types);
+	if (!type)
+		return -1;
+	return type->check ? type->check(args) : 0;
+}
+
 int dt_source_open(struct dt_source *s, const struct dt_node *args,
 		   const struct dt_source_type *const *types)
 {
@@ -15,21 +41,11 @@ int dt_source_open(struct dt_source *s, const struct dt_node *args,
 int dt_source_open_classes(struct dt_source *s, const struct dt_node *args,
 			   const struct dt_source_type *const *types, const struct dt_class_map *map)
 {
-	const char *names[DT_MAX_SOURCE_TYPES + 1];
-	int n = 0, k, rc;
+	int rc;
 
 	memset(s, 0, sizeof(*s));
-	for (; types[n]; n++) {
-		DT_ASSERT(n < DT_MAX_SOURCE_TYPES);
-		names[n] = types[n]->name;
-	}
-	names[n] = NULL;
-
-	if (dt_node_expect(args, DT_NODE_MAP, "data source") < 0 ||
-	    dt_cfg_require(args, "format", "data source") < 0 ||
-	    dt_cfg_enum(args, "format", names, -1, &k) < 0)
+	if (!(s->type = find_type(args, types)))
 		return -1;
-	s->type = types[k];
 	s->class_map = map;
 	rc = s->type->open(s, args);
 	s->class_map = NULL;

@@ -90,8 +90,17 @@ struct dt_source_type {
 	 * are read whole by dt_source_labels.
 	 */
 	void (*labels)(struct dt_source *s, int32_t *out);
+	/*
+	 * Optional: checks the source's arguments, every key and each value that
+	 * can be judged without its files, and opens nothing, so that the whole
+	 * config is checked before any data is read (open checks them again).
+	 * 0, or -1 after an error naming the YAML position.
+	 */
+	int (*check)(const struct dt_node *args);
 };
 
+/* Checks the arguments of the source `args` describes (a mapping with `format:`) without opening it. 0 or -1. */
+int dt_source_check(const struct dt_node *args, const struct dt_source_type *const *types);
 /* Opens the source described by `args` (a mapping with `format:`) using the table. */
 int dt_source_open(struct dt_source *s, const struct dt_node *args,
 		   const struct dt_source_type *const *types);

@@ -209,3 +209,11 @@ errors() {
 	# The last line: a note naming the checkpoint read comes first.
 	[[ ${stderr##*$'\n'} == "89 samples - loss: "*" - mae: "*" - rmse: "* ]]
 }
+
+@test "validation_split on a regression model: no warning about classes (its targets are values)" {
+	run --separate-stderr "$DTRAIN" fit "$REPO/models/diabetes_mlp.yaml" --set fit.epochs=1 \
+		--set data.validation_split=0.2 --set checkpoint.enabled=false
+	status_is 0
+	[[ $stderr == *"val_rmse"* ]]
+	[[ $stderr != *"classes"* && $stderr != *"one class"* ]]
+}

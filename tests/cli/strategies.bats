@@ -426,3 +426,150 @@ killed_run() {
 	[ "$status" -ne 0 ]
 	[[ $output == *"the ranks have from 1 to 2 replicas"*"every rank needs the same number of devices"* ]]
 }
+
+# ---- issue 12, item 8: distribution that says what it does ----
+
+@test "parameter_server: the -np hint is num_ps + 1, and one worker is 'worker'" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=parameter_server --set distribute.num_ps=2
+	status_is 1
+	stderr_has "with num_ps 2 needs at least 3 processes (mpirun -np 3), but the job has 1"
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set distribute.strategy=parameter_server
+	status_is 0
+	grep -q 'parameter_server: epoch 1: 1 worker, 1 server, staleness' <<<"$stderr"
+	! grep -q '1 workers' <<<"$stderr"
+	grep -qx 'dtrain: strategy: parameter_server over 2 processes (1 worker, 1 server), cpu:0 each (as distribute.strategy asks)' \
+		<<<"$stderr"
+}
+
+@test "one_device with a devices list of two is refused, naming the list" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=one_device --set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 2
+	stderr_has "strategy 'one_device' has one replica, but devices names 2; use mirrored"
+}
+
+@test "one_device or mirrored in a job of several processes is refused at distribute.strategy" {
+	cat >"$TMP/m.yaml" <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 3, activation: softmax}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: idx, images: no_such_images, labels: no_such_labels}
+		distribute:
+		  strategy: one_device
+	EOF
+	# What the launcher's environment says is enough, and it is checked before any data is read.
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" -q
+	status_is 2
+	[[ $stderr == "$TMP/m.yaml:8:13: error: strategy 'one_device' trains in one process, but this MPI job (mpirun -np 2) has 2"* ]]
+	stderr_has "write the same run directory"
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" -q --set distribute.strategy=mirrored
+	status_is 2
+	stderr_has "strategy 'mirrored' trains in one process"
+	# summary runs no strategy: the job's processes do not matter to it.
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" summary "$BLOBS" --set distribute.strategy=one_device
+	status_is 0
+}
+
+@test "one_device under mpirun -np 2: every rank refuses it, nothing is trained" {
+	need_mpi
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set distribute.strategy=one_device --set checkpoint.dir="$TMP/run"
+	[ "$status" -eq 2 ]
+	[ "$(grep -c "error: strategy 'one_device' trains in one process" <<<"$output")" -eq 2 ]
+	[ ! -e "$TMP/run" ]
+}
+
+@test "fit names its strategy and why on stderr, once; -q silences it" {
+	CUDA_VISIBLE_DEVICES= run --separate-stderr fit_blobs x --set fit.epochs=1 --set checkpoint.enabled=false -q
+	status_is 0
+	[[ $stderr != *"strategy:"* ]]
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false
+	status_is 0
+	[ "$(grep -c '^dtrain: strategy: ' <<<"$stderr")" -eq 1 ]
+	[[ ${stderr_lines[0]} == "dtrain: strategy: one_device cpu:0 (no GPU and one process)" ]]
+	# auto with several devices in one process: mirrored, saying so.
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 0
+	[[ ${stderr_lines[0]} == "dtrain: strategy: mirrored over cpu:0, cpu:1 (distribute.devices names 2 devices)" ]]
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	status_is 0
+	[[ ${stderr_lines[0]} == "dtrain: strategy: mirrored over cpu:0, cpu:1, cpu:2 (as distribute.strategy asks)" ]]
+}
+
+@test "fit --json: the strategy is the first event, also with -q" {
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 0
+	[ -z "$stderr" ]
+	jq -e '.event == "strategy" and .strategy == "mirrored" and .devices == ["cpu:0", "cpu:1"] and
+		.processes == 1 and .replicas == 2 and .reason == "distribute.devices names 2 devices"' \
+		<<<"${lines[0]}" >/dev/null
+	[ "$(events strategy | wc -l)" -eq 1 ]
+}
+
+@test "multi_worker_mirrored under mpirun: the chief alone names the strategy" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false
+	status_is 0
+	[ "$(grep -c '^dtrain: strategy: ' <<<"$stderr")" -eq 1 ]
+	grep -qx 'dtrain: strategy: multi_worker_mirrored over 2 processes, cpu:0 each (the MPI job has 2 processes)' \
+		<<<"$stderr"
+}
+
+@test "Ctrl-C on mpirun: every rank stops after the same step, the chief's checkpoint, no MPI_Abort, a hint with mpirun" {
+	need_mpi
+	# mpirun turns SIGINT into SIGTERM for every rank, and kills them 3 s later (1 s by default).
+	# Each rank records its exit status; the shell waits for dtrain.
+	OMPI_MCA_odls_base_sigkill_timeout=3 DTRAIN_TRACE_SAMPLES=$TMP/trace mpi 2 sh -c \
+		'echo $PPID >"$0/mpirun.pid"; trap : TERM; "$@"; echo $? >"$0/status.$OMPI_COMM_WORLD_RANK"' "$TMP" \
+		"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1000000 --set checkpoint.dir="$TMP/run" >"$TMP/out" 2>&1 &
+	local job=$!
+	for _ in $(seq 300); do [ -s "$TMP/trace.0" ] && [ -s "$TMP/trace.1" ] && [ -s "$TMP/mpirun.pid" ] && break; sleep 0.1; done
+	sleep 0.5
+	kill -INT "$(cat "$TMP/mpirun.pid")"
+	status=0
+	wait $job || status=$?
+	output=$(cat "$TMP/out")
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$(cat "$TMP/status.0")" -eq 143 ]
+	[ "$(cat "$TMP/status.1")" -eq 143 ]
+	[[ $output != *MPI_ABORT* && $output != *"aborting the job"* ]]
+	[[ $output =~ "checkpoint '$TMP/run/"(ckpt-[0-9]+-[0-9]+\.safetensors)"' written" ]]
+	local ckpt=${BASH_REMATCH[1]}
+	[ "$(readlink "$TMP/run/latest.safetensors")" = "$ckpt" ]
+	grep -q "^resume with: mpirun -np 2 dtrain fit $BLOBS --resume --set 'fit.epochs=1000000'" <<<"$output"
+	# The hint works: the same job resumes there (to the end of that epoch, here).
+	[[ $ckpt =~ ckpt-0*([0-9]+)- ]]
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs="${BASH_REMATCH[1]}" \
+		--set checkpoint.dir="$TMP/run" --resume
+	status_is 0
+}
+
+@test "parameter_server with 2 and 3 workers: one SGD step moves the weights by lr x each worker's slice mean, summed" {
+	need_mpi
+	# One global batch of 12: plain SGD, no momentum, so the order the pushes arrive in does not matter.
+	local step=(fit "$BLOBS" -q --set fit.epochs=1 --set fit.steps_per_epoch=1 --set data.batch_size=12)
+	local ps=(--set distribute.strategy=parameter_server --set 'compile.optimizer={sgd: {learning_rate: 1}}')
+	for lr in 1 2 3; do
+		"$DTRAIN" "${step[@]}" --set "compile.optimizer={sgd: {learning_rate: $lr}}" --set checkpoint.dir="$TMP/one$lr"
+	done
+	# W workers each push their slice's mean (the global mean's sum over the slice, times W), applied at
+	# lr 1: the move of one device taking the global batch's mean at lr W.
+	run --separate-stderr mpi 3 "$DTRAIN" "${step[@]}" "${ps[@]}" --set distribute.num_ps=1 --set checkpoint.dir="$TMP/ps2"
+	status_is 0
+	same one2 ps2
+	# 3 workers of 4 samples, 2 servers holding a shard each.
+	run --separate-stderr mpi 5 "$DTRAIN" "${step[@]}" "${ps[@]}" --set distribute.num_ps=2 --set checkpoint.dir="$TMP/ps3"
+	status_is 0
+	same one3 ps3
+	# A factor of the worker count wrong or missing would show: the steps differ by more than rounding.
+	run "$DIFF" "$TMP/one1/latest.safetensors" "$TMP/ps2/latest.safetensors"
+	status_is 1
+	run "$DIFF" "$TMP/one2/latest.safetensors" "$TMP/ps3/latest.safetensors"
+	status_is 1
+}

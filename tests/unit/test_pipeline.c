@@ -45,7 +45,7 @@ static int fake_read(struct dt_source *s, const int64_t *idx, int n, float *x, f
 	return 0;
 }
 
-static const struct dt_source_type fake_type = { "fake", NULL, fake_read, NULL, NULL };
+static const struct dt_source_type fake_type = { .name = "fake", .read = fake_read };
 
 static struct dt_source fake_source(int64_t count)
 {
@@ -449,7 +449,7 @@ static int img_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 	return 0;
 }
 
-static const struct dt_source_type img_type = { "img", NULL, img_read, NULL, NULL };
+static const struct dt_source_type img_type = { .name = "img", .read = img_read };
 
 static struct dt_source img_source(int64_t count, int h, int w, int c)
 {
