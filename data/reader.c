@@ -158,7 +158,8 @@ struct dt_gz *dt_gz_open(const char *path)
 	g->in = dt_malloc(g->in_cap);
 	g->z.next_in = g->in;
 	kind = special_kind(st.st_mode);
-	if (kind && !(S_ISCHR(st.st_mode) && !strcmp(path, "-") && isatty(g->fd))) {
+	/* Standard input is what the user redirected: a terminal or /dev/null is fine. */
+	if (kind && !(S_ISCHR(st.st_mode) && !strcmp(path, "-"))) {
 		dt_error("cannot read '%s': it is %s, not a data file (dtrain reads regular files and pipes)", name, kind);
 		goto fail;
 	}

@@ -105,7 +105,7 @@ const char *dt_data_name(const char *path);
  * not start another member are an error (gzread drops them silently), and a
  * path that names a character or block device (/dev/zero), a socket or a
  * directory is refused at open; regular files and pipes are read (standard
- * input may also be a terminal).
+ * input may also be any character device: a terminal, /dev/null).
  */
 struct dt_gz;
 /* Opens path ("-": standard input). NULL after an error naming the file. */

@@ -159,6 +159,9 @@ open("big.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h
 	fails_small "cannot read '/dev/zero'" "character device"
 	bounded "$DTRAIN" predict "$MODELS/tiny_idx.yaml" /dev/zero --format idx "${IDX[@]}"
 	fails_small "cannot read '/dev/zero'" "character device"
+	# standard input is what the user redirected: /dev/null is an empty input, not a refused device
+	bounded bash -c "'$DTRAIN' predict '$MODELS/tiny_idx.yaml' - --format idx ${IDX[*]} </dev/null"
+	fails_small "'<stdin>' is empty"
 }
 
 @test "predict: a pipe is read as before" {
