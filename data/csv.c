@@ -750,7 +750,12 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 		goto out;
 	}
 	if (good == 0) {
-		dt_error("'%s' has no readable row; the first: %s", s->name, d->bads[0].msg);
+		/* A line of counts before the header (sklearn's wine_data.csv) reads as a header of the wrong width. */
+		char hint[128] = "";
+		if (L.names && strstr(d->bads[0].msg, " fields, found "))
+			snprintf(hint, sizeof(hint), " (is line %lld a preamble, not the header? skip_rows: N skips N lines)",
+				 (long long)skip + 1);
+		dt_error("'%s' has no readable row; the first: %s%s", s->name, d->bads[0].msg, hint);
 		goto out;
 	}
 	s->count = rows;
