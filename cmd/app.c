@@ -63,9 +63,13 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "all", no_argument, NULL, 'a' },
 		{ "header", no_argument, NULL, 'H' },
 		{ "data", no_argument, NULL, 'd' },
+		{ "step", no_argument, NULL, 'S' },
+		{ "dump", required_argument, NULL, 'D' },
+		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
+	char shorts[8];
 	int n = 0, c;
 
 	memset(o, 0, sizeof(*o));
@@ -76,7 +80,10 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, has_word(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
+	/* The short options: -h always, -q and -o FILE where their long forms are allowed. */
+	snprintf(shorts, sizeof(shorts), ":h%s%s", has_word(allowed, "quiet") ? "q" : "",
+		 has_word(allowed, "output") ? "o:" : "");
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
@@ -116,6 +123,15 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			break;
 		case 'd':
 			o->data = 1;
+			break;
+		case 'S':
+			o->step = 1;
+			break;
+		case 'D':
+			o->dump = optarg;
+			break;
+		case 'o':
+			o->output = optarg;
 			break;
 		default:
 			bad_option(c, argv[optind - 1], longs);
