@@ -97,13 +97,22 @@ static const char *rows_shape(int n, const struct dt_shape *sample, char *buf, s
 	return buf;
 }
 
+/* v as %.4g in a buffer of 16, "nan" (not "-nan") for NaN. */
+static const char *num(double v, char *buf)
+{
+	if (isnan(v))
+		return "nan";
+	snprintf(buf, 16, "%.4g", v);
+	return buf;
+}
+
 static void stats_row(const char *name, int wn, const char *shape, const struct dt_stats *s)
 {
 	printf("%-*s %-20s", wn, name, shape);
 	if (s->count == s->nonfinite)
 		printf(" %10s %10s %10s %10s", "-", "-", "-", "-");
 	else
-		printf(" %10.4g %10.4g %10.4g %10.4g", s->mean, s->std, s->min, s->max);
+		printf(" %10.4g %10.4g %10.4g %10.4g", s->mean, s->std, s->min, s->max); /* finite */
 	printf(" %6.1f%% %10lld\n", s->count ? 100.0 * s->zeros / s->count : 0, (long long)s->nonfinite);
 }
 
@@ -113,7 +122,7 @@ static void print_replica(const struct dt_app *a, const struct dt_inspect *ins, 
 	const struct dt_model *m = &a->models[0];
 	const struct dt_inspect_replica *rp = &ins->replicas[g];
 	int n = rp->end - rp->begin;
-	char shape[64], name[160], dev[32];
+	char shape[64], name[160], dev[32], a1[16], a2[16];
 
 	if (ins->nreplicas > 1)
 		printf("\nreplica %d on %s (rank %d), rows %d-%d of the batch\n", g, dt_device_format(rp->dev, dev, sizeof(dev)),
@@ -128,10 +137,10 @@ static void print_replica(const struct dt_app *a, const struct dt_inspect *ins, 
 		const struct dt_inspect_param *q = &rp->params[p];
 		const struct dt_param *pr = &m->layers[q->layer].params[q->index];
 		snprintf(name, sizeof(name), "%s/%s", m->layers[q->layer].name, pr->name);
-		printf("%-*s %-20s %10.4g %10.4g", wn, name, dt_shape_format(&pr->shape, 0, shape, sizeof(shape)),
-		       q->value.norm, q->grad.norm);
+		printf("%-*s %-20s %10s %10s", wn, name, dt_shape_format(&pr->shape, 0, shape, sizeof(shape)),
+		       num(q->value.norm, a1), num(q->grad.norm, a2));
 		if (ins->stepped && q->value.norm > 0)
-			printf(" %13.4g\n", q->update_norm / q->value.norm);
+			printf(" %13s\n", num(q->update_norm / q->value.norm, a1));
 		else
 			printf(" %13s\n", "-");
 	}
@@ -140,7 +149,7 @@ static void print_replica(const struct dt_app *a, const struct dt_inspect *ins, 
 static void print_text(const struct dt_app *a, const struct dt_inspect *ins)
 {
 	const struct dt_model *m = &a->models[0];
-	char line[512];
+	char line[512], a1[16], a2[16];
 	int wn = 9;
 
 	for (int i = 0; i < m->nlayers; i++)
@@ -151,9 +160,9 @@ static void print_text(const struct dt_app *a, const struct dt_inspect *ins)
 	dt_strategy_describe(&a->strategy, line, sizeof(line));
 	printf("model '%s': the first batch of epoch 1 (%d samples), training mode\nstrategy: %s\n", m->name,
 	       ins->rows, line);
-	printf("loss: %.6g", ins->loss);
+	printf("loss: %s", num(ins->loss, a1));
 	if (ins->classes)
-		printf(" (a uniform guess over %d classes: ln %d = %.6g)", ins->classes, ins->classes, ins->uniform_loss);
+		printf(" (a uniform guess over %d classes: ln %d = %s)", ins->classes, ins->classes, num(ins->uniform_loss, a2));
 	putchar('\n');
 	for (int g = 0; g < ins->nreplicas; g++)
 		print_replica(a, ins, g, wn);

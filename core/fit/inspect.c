@@ -155,7 +155,6 @@ static void param_stats(const struct dt_model *m, struct dt_inspect_replica *rp,
 			int64_t n = dt_shape_count(&pr->shape);
 			if (!pr->trainable)
 				continue;
-			rp->params[p] = (struct dt_inspect_param){ .layer = i, .index = k, .update_norm = NAN };
 			dt_stats_compute(w + pr->offset, n, &rp->params[p].value);
 			dt_stats_compute(g + pr->offset, n, &rp->params[p].grad);
 			p++;
@@ -307,6 +306,10 @@ int dt_inspect_run(struct dt_trainer *t, int step, int dump_act, struct dt_inspe
 	for (int g = 0; g < o->nreplicas; g++) {
 		o->replicas[g].layers = dt_calloc(o->nlayers, sizeof(struct dt_stats));
 		o->replicas[g].params = dt_calloc(o->nparams ? o->nparams : 1, sizeof(struct dt_inspect_param));
+		for (int i = 0, p = 0; i < m->nlayers; i++)
+			for (int k = 0; k < m->layers[i].nparams; k++)
+				if (m->layers[i].params[k].trainable)
+					o->replicas[g].params[p++] = (struct dt_inspect_param){ i, k, .update_norm = NAN };
 	}
 	uniform_loss(t, o);
 	if (dt_pipeline_read(t->train, 0, 0, b) < 0)
@@ -491,7 +494,7 @@ void dt_inspect_warn(struct dt_inspect *o, const struct dt_model *m)
 {
 	warn_forward(o, m);
 	if (!isfinite(o->loss))
-		warn(o, "the loss is not finite (%g)", o->loss);
+		warn(o, "the loss is not finite (%s)", isnan(o->loss) ? "nan" : o->loss > 0 ? "inf" : "-inf");
 	else if (o->classes && o->loss > DT_INSPECT_LOSS_FACTOR * o->uniform_loss)
 		warn(o, "the loss %.4g is over %g times %.4g, that of a uniform guess over %d classes: the initial "
 		     "predictions are confidently wrong (too large initial weights or inputs?)", o->loss,
