@@ -167,17 +167,19 @@ static void print_text(const struct dt_app *a, const struct dt_inspect *ins)
 	for (int g = 0; g < ins->nreplicas; g++)
 		print_replica(a, ins, g, wn);
 	if (ins->stepped)
-		printf("\nafter one %s step: %s\n", dt_optimizer_names[a->cfg.optimizer.kind],
-		       ins->differing ? "the replicas' weights DIFFER" : ins->nreplicas > 1 ? "every replica holds the same weights"
-									   : "one replica");
+		printf("\nafter one %s step (learning rate %s)%s\n", dt_optimizer_names[a->cfg.optimizer.kind],
+		       num(dt_trainer_learning_rate(&a->trainer), a1),
+		       ins->differing ? ": the replicas' weights DIFFER" : ins->nreplicas > 1 ? ": every replica holds the same weights"
+											   : "");
 	printf(ins->nwarnings ? "\nwarnings:\n" : "\nno warnings\n");
 	for (int i = 0; i < ins->nwarnings; i++)
 		printf("  %s\n", ins->warnings[i]);
 }
 
-static cJSON *stats_json(const struct dt_stats *s, int n, const struct dt_shape *sample)
+/* s (of n rows of sample) as members of o; returns o. */
+static cJSON *stats_json(cJSON *o, const struct dt_stats *s, int n, const struct dt_shape *sample)
 {
-	cJSON *o = cJSON_CreateObject(), *shape = cJSON_AddArrayToObject(o, "shape");
+	cJSON *shape = cJSON_AddArrayToObject(o, "shape");
 	int none = s->count == s->nonfinite;
 	cJSON_AddItemToArray(shape, cJSON_CreateNumber(n));
 	for (int d = 0; d < sample->ndim; d++)
@@ -206,13 +208,13 @@ static cJSON *replica_json(const struct dt_app *a, const struct dt_inspect *ins,
 	cJSON_AddItemToArray(rows, cJSON_CreateNumber(rp->begin));
 	cJSON_AddItemToArray(rows, cJSON_CreateNumber(rp->end));
 	cJSON_AddNumberToObject(o, "loss_sum", rp->loss_sum);
-	cJSON_AddItemToObject(o, "input", stats_json(&rp->input, n, &m->input));
+	cJSON_AddItemToObject(o, "input", stats_json(cJSON_CreateObject(), &rp->input, n, &m->input));
 	layers = cJSON_AddArrayToObject(o, "layers");
 	for (int i = 0; i < m->nlayers; i++) {
-		x = stats_json(&rp->layers[i], n, &m->layers[i].out);
+		x = cJSON_CreateObject();
 		cJSON_AddStringToObject(x, "name", m->layers[i].name);
 		cJSON_AddStringToObject(x, "type", m->layers[i].type->name);
-		cJSON_AddItemToArray(layers, x);
+		cJSON_AddItemToArray(layers, stats_json(x, &rp->layers[i], n, &m->layers[i].out));
 	}
 	params = cJSON_AddArrayToObject(o, "params");
 	for (int p = 0; p < ins->nparams; p++) {

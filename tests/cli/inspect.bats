@@ -163,7 +163,7 @@ EOF
 	jq -e '(.stepped | not) and ([.replicas[0].params[].update_ratio] | all(. == null))' <<<"$output"
 	run --separate-stderr "$DTRAIN" inspect "$BLOBS" --step --set 'compile.optimizer={sgd: {learning_rate: 100}}'
 	status_is 0
-	[[ $output == *"after one sgd step: one replica"* ]]
+	[[ $output == *"after one sgd step (learning rate 100)"$'\n'* ]]
 	[[ $output == *"the step changed 'dense/kernel' by "*" of its norm (about 1e-3 is usual): the learning rate may be too high"* ]]
 }
 
