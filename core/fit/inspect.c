@@ -108,23 +108,21 @@ static void pack_replica(struct dt_inspect *o, int g, double *v, int into)
 
 /*
  * Every process's replicas into every process: this one's entries and its
- * share of the penalty and of the differing count, summed over processes.
+ * share of the differing count, summed over processes.
  */
-static void gather(struct dt_strategy *s, struct dt_inspect *o, double *penalty)
+static void gather(struct dt_strategy *s, struct dt_inspect *o)
 {
-	int k = replica_doubles(o), n = o->nreplicas * k + 2;
+	int k = replica_doubles(o), n = o->nreplicas * k + 1;
 	double *v;
 	if (s->world <= 1)
 		return;
 	v = dt_calloc(n, sizeof(double));
 	for (int r = 0; r < s->nreplicas; r++)
 		pack_replica(o, s->first_replica + r, v + (int64_t)(s->first_replica + r) * k, 1);
-	v[n - 2] = *penalty;
 	v[n - 1] = o->differing;
 	s->type->reduce_sum(s, v, n);
 	for (int g = 0; g < o->nreplicas; g++)
 		pack_replica(o, g, v + (int64_t)g * k, 0);
-	*penalty = v[n - 2];
 	o->differing = (int)v[n - 1];
 	free(v);
 }
@@ -161,54 +159,46 @@ static void param_stats(const struct dt_model *m, struct dt_inspect_replica *rp,
 		}
 }
 
+/* What the observe hook of a replica's model needs: where its statistics and dump rows go. */
+struct observer {
+	struct dt_inspect *o;
+	struct dt_inspect_replica *rp;
+	int dump_act;
+	float *host;
+};
+
+/* The model's observe hook: the statistics of the input (layer -1) or of layer i's output, and the dump. */
+static void observe(void *arg, const struct dt_model *m, int layer, const struct dt_tensor *y)
+{
+	struct observer *ob = arg;
+	int64_t n = y->shape.dim[0], per = dt_shape_count(&y->shape) / (n ? n : 1);
+	tensor_stats(y, ob->host, layer < 0 ? &ob->rp->input : &ob->rp->layers[layer]);
+	if (layer + 1 == ob->dump_act)
+		memcpy(ob->o->dump + (int64_t)(ob->rp->begin - ob->o->dump_begin) * per, ob->host,
+		       (size_t)(n * per) * sizeof(float));
+}
+
 /*
- * Replica r's part of the batch b, as fit's replica_step trains it: forward
- * layer by layer (each output's statistics, and the activation dump_act into
- * o->dump), the loss scaled by 1/global batch, backward and the
- * regularizers. Returns the replica's share of the penalty (summed over
- * replicas: the batch's penalty times its size).
+ * Replica r's part of the batch b, fit's training step of it (epoch 0, step
+ * 0's key) with the model's observe hook on: every layer's statistics and
+ * the activation dump_act into o->dump.
  */
-static double replica_pass(struct dt_trainer *t, int r, const struct dt_batch *b, int dump_act, float *host,
-			   struct dt_inspect *o)
+static void replica_pass(struct dt_trainer *t, int r, const struct dt_batch *b, int dump_act, float *host,
+			 struct dt_inspect *o)
 {
 	struct dt_strategy *s = t->strategy;
 	struct dt_model *m = &t->models[r];
 	struct dt_inspect_replica *rp = &o->replicas[s->first_replica + r];
-	int n = rp->end - rp->begin, R = s->global_replicas;
-	int64_t xs = dt_shape_count(&m->input), ys = dt_shape_count(&t->label);
-	uint64_t key = dt_hash64(dt_hash64(t->seed, 0), 0); /* run_epoch's key of epoch 0, step 0 */
-	struct dt_step_ctx ctx = { .training = 1, .key = key, .first_row = rp->begin };
-	struct dt_tensor x, y, pred, dpred;
+	struct observer ob = { o, rp, dump_act, host };
+	struct dt_step_ctx ctx = { .training = 1, .key = dt_trainer_step_key(t, 0, 0), .first_row = rp->begin };
+	double sums[DT_NSUMS] = { 0 };
 
-	if (n == 0) {
-		struct dt_tensor g = dt_model_grads(m);
-		dt_op_fill(&g, 0);
-		return 0;
-	}
-	x = dt_model_input(m, n);
-	dt_op_from_host(&x, b->x + (int64_t)rp->begin * xs);
-	tensor_stats(&x, host, &rp->input);
-	for (int i = 0; i <= m->nlayers; i++) {
-		if (i > 0) {
-			pred = dt_model_forward_layer(m, i - 1, n, &ctx);
-			tensor_stats(&pred, host, &rp->layers[i - 1]);
-		}
-		if (i == dump_act) {
-			int64_t per = i ? dt_shape_count(&m->layers[i - 1].out) : xs;
-			memcpy(o->dump + (int64_t)(rp->begin - o->dump_begin) * per, host, (size_t)(n * per) * sizeof(float));
-		}
-	}
-	y = dt_tensor_batch(t->labels[r], m->dev, n, &t->label);
-	dt_op_from_host(&y, b->y + (int64_t)rp->begin * ys);
-	dpred = dt_model_output_grad(m, n);
-	if (t->class_weights) {
-		struct dt_tensor cw = dt_tensor_flat(t->class_weights[r], m->dev, t->num_classes);
-		rp->loss_sum = dt_objective_loss_weighted(&t->objective, &pred, &y, &cw, &dpred, 1.0f / (float)b->n);
-	} else {
-		rp->loss_sum = dt_objective_loss(&t->objective, &pred, &y, &dpred, 1.0f / (float)b->n);
-	}
-	dt_model_backward(m, n);
-	return dt_model_regularize(m, 1.0f / (float)R) * b->n / R;
+	m->observe = observe;
+	m->observe_arg = &ob;
+	dt_trainer_replica_step(t, r, b, rp->begin, rp->end, 1, &ctx, sums, 1);
+	m->observe = NULL;
+	m->observe_arg = NULL;
+	rp->loss_sum = sums[DT_SUM_LOSS];
 }
 
 /* FNV-1a over n floats' bytes: a fingerprint of a replica's weights. */
@@ -293,7 +283,7 @@ int dt_inspect_run(struct dt_trainer *t, int step, int dump_act, struct dt_inspe
 	struct dt_strategy *s = t->strategy;
 	struct dt_model *m = &t->models[0];
 	struct dt_batch *b = &t->batch;
-	double penalty = 0, loss = 0;
+	double loss = 0;
 	float *host;
 
 	memset(o, 0, sizeof(*o));
@@ -330,15 +320,15 @@ int dt_inspect_run(struct dt_trainer *t, int step, int dump_act, struct dt_inspe
 		o->dump = dt_malloc((size_t)((o->dump_end - o->dump_begin) * per + 1) * sizeof(float));
 	}
 	for (int r = 0; r < s->nreplicas; r++) {
-		penalty += replica_pass(t, r, b, dump_act, host, o);
+		replica_pass(t, r, b, dump_act, host, o);
 		param_stats(&t->models[r], &o->replicas[s->first_replica + r], host, host + scratch_floats(m));
 	}
 	if (step)
 		apply_step(t, o, host);
-	gather(s, o, &penalty);
+	gather(s, o);
 	for (int g = 0; g < o->nreplicas; g++)
 		loss += o->replicas[g].loss_sum;
-	o->loss = b->n > 0 ? (loss + penalty) / b->n : NAN;
+	o->loss = b->n > 0 ? loss / b->n : NAN;
 	free(host);
 	return 0;
 }

@@ -52,7 +52,7 @@ struct dt_inspect_replica {
 	int rank;                 /* its process */
 	struct dt_device dev;
 	int begin, end;           /* its rows of the global batch */
-	double loss_sum;          /* the loss summed over its rows (without the penalty) */
+	double loss_sum;          /* the loss summed over its rows, with its share of the penalty */
 	struct dt_stats input;    /* the batch rows as the first layer gets them */
 	struct dt_stats *layers;  /* nlayers: each layer's output */
 	struct dt_inspect_param *params; /* nparams */

@@ -240,7 +240,7 @@ EOF
 	[[ $output == *"replica 0 on cpu:0 (rank 0), rows 0-15 of the batch"* ]]
 	[[ $output == *"replica 1 on cpu:1 (rank 0), rows 16-31 of the batch"* ]]
 	[ "$(grep -c '^dense_1/kernel ' <<<"$output")" -eq 2 ]
-	[[ $output == *"after one adam step: every replica holds the same weights"* ]]
+	[[ $output == *"after one adam step (learning rate 0.001): every replica holds the same weights"* ]]
 	json_of "$BLOBS" --step --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
 	[ "$(jq '.loss * 1e6 | round' <<<"$output")" = "$one" ]
 	jq -e '.replicas_identical and (.replicas | length == 2) and .replicas[1].rows == [16, 32]' <<<"$output"
@@ -255,7 +255,7 @@ EOF
 	[ "$(grep -c '^model ' <<<"$output")" -eq 1 ]
 	[[ $output == *"replica 0 on cpu:0 (rank 0), rows 0-15"* ]]
 	[[ $output == *"replica 1 on cpu:0 (rank 1), rows 16-31"* ]]
-	[[ $output == *"after one adam step: every replica holds the same weights"* ]]
+	[[ $output == *"after one adam step (learning rate 0.001): every replica holds the same weights"* ]]
 	run --separate-stderr mpi 2 "$DTRAIN" inspect "$BLOBS" --step --json
 	status_is 0
 	[ "$(wc -l <<<"$output")" -eq 1 ]
