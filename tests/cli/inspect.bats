@@ -19,17 +19,6 @@ need_fashion() {
 		skip "Fashion-MNIST is not installed (Debian: dataset-fashion-mnist)"
 }
 
-need_mpi() {
-	command -v mpirun >/dev/null || skip "no mpirun (openmpi-bin)"
-}
-
-mpi() {
-	local n=$1
-	shift
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
-		timeout 120 mpirun --oversubscribe -np "$n" "$@"
-}
-
 # idx_model: $TMP/m.yaml, a dense relu layer over an IDX set of 8 images of 4x4
 # (pixels 0..255), labels 0..2; extra YAML lines for `data:` come as $1.
 idx_model() {
