@@ -119,6 +119,21 @@ crash_and_resume() {
 	done
 }
 
+@test "nadam, adagrad and adam with amsgrad: SIGKILL then --resume is byte-identical (their slots are in the checkpoint)" {
+	# nadam's momentum cache product is recomputed from the step count on
+	# resume; amsgrad's third slot (vhat) travels in the file like m and v
+	for opt in nadam adagrad "{adam: {amsgrad: true}}"; do
+		sed -i "s/^  optimizer: .*/  optimizer: $opt/" "$TMP/m.yaml"
+		rm -rf "$TMP/ref"
+		reference
+		name=$(echo "$opt" | tr -cd 'a-z')
+		crash_and_resume "$name" "step:33"
+		same_as_reference "$name"
+	done
+	[ "$(safetensors_header "$TMP/adamamsgradtrue/run/latest.safetensors" | jq -c '."optimizer/dense/kernel/vhat".shape')" = "[2,16]" ]
+	[ "$(safetensors_header "$TMP/adagrad/run/latest.safetensors" | jq -c '."optimizer/dense/kernel/accumulator".shape')" = "[2,16]" ]
+}
+
 @test "SIGKILL before the first checkpoint: nothing to resume, a new run is the same" {
 	run at early env DTRAIN_TEST_CRASH_AT=step:3 "$DTRAIN" fit m.yaml -q
 	[ "$status" -eq 137 ]

@@ -302,7 +302,11 @@ static void test_losses(void **state)
 			struct dt_rng r;
 			char what[96];
 			double lc, lg;
-			if (loss == DT_LOSS_MEAN_SQUARED_ERROR && input != DT_LOSS_PROBS) {
+			/* logits for the crossentropies only; fused for the three that fuse */
+			int xent = loss <= DT_LOSS_BINARY_CROSSENTROPY || loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY ||
+				   loss == DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY;
+			if ((!xent && input != DT_LOSS_PROBS) ||
+			    (input == DT_LOSS_FUSED && loss > DT_LOSS_BINARY_CROSSENTROPY)) {
 				free(t);
 				pair_free(&pred);
 				pair_free(&target);
@@ -395,30 +399,45 @@ static void test_optimizers(void **state)
 		int nesterov;
 		float weight_decay;
 		int slots;
+		int amsgrad;
+		float clipvalue;
 	} cases[] = {
-		{ DT_OPT_SGD, 0, 0, 0, 0 },	{ DT_OPT_SGD, 0.9f, 0, 0, 1 }, { DT_OPT_SGD, 0.9f, 1, 0.01f, 1 },
-		{ DT_OPT_ADAM, 0, 0, 0, 2 },	{ DT_OPT_ADAMW, 0, 0, 0.004f, 2 }, { DT_OPT_RMSPROP, 0, 0, 0, 2 },
-		{ DT_OPT_RMSPROP, 0.5f, 0, 0, 2 },
+		{ DT_OPT_SGD, 0, 0, 0, 0, 0, 0 },	  { DT_OPT_SGD, 0.9f, 0, 0, 1, 0, 0 },
+		{ DT_OPT_SGD, 0.9f, 1, 0.01f, 1, 0, 0 }, { DT_OPT_ADAM, 0, 0, 0, 2, 0, 0 },
+		{ DT_OPT_ADAMW, 0, 0, 0.004f, 2, 0, 0 }, { DT_OPT_RMSPROP, 0, 0, 0, 2, 0, 0 },
+		{ DT_OPT_RMSPROP, 0.5f, 0, 0, 2, 0, 0 }, { DT_OPT_ADAM, 0, 0, 0, 3, 1, 0.3f },
+		{ DT_OPT_ADAGRAD, 0, 0, 0, 1, 0, 0 },	  { DT_OPT_ADADELTA, 0, 0, 0, 2, 0, 0 },
+		{ DT_OPT_ADAMAX, 0, 0, 0.01f, 2, 0, 0 }, { DT_OPT_NADAM, 0, 0, 0, 2, 0, 0.5f },
+		{ DT_OPT_LION, 0, 0, 0, 1, 0, 0 },
 	};
 	need_gpu();
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		struct dt_shape s = sh(1, N, 0, 0, 0);
 		struct pair w = pair_rnd(s, 100, -1, 1), g = pair_rnd(s, 101, -1, 1);
-		struct pair s1 = pair_new(s, NULL), s2 = pair_new(s, NULL);
+		struct pair s1 = pair_new(s, NULL), s2 = pair_new(s, NULL), s3 = pair_new(s, NULL);
 		int rms_momentum = cases[k].kind == DT_OPT_RMSPROP && cases[k].momentum > 0;
+		double product = 1;
 		for (int t = 1; t <= 3; t++) {
-			struct dt_opt_step st = { cases[k].kind, 0.01f, cases[k].momentum, 0.9f, cases[k].nesterov,
-						  0.9f, 0.999f, 1e-7f, t, cases[k].weight_decay, 0.8f };
+			struct dt_opt_step st = { .kind = cases[k].kind, .lr = 0.01f, .momentum = cases[k].momentum,
+						  .rho = 0.9, .nesterov = cases[k].nesterov, .beta_1 = 0.9,
+						  .beta_2 = 0.999, .epsilon = 1e-7f, .t = t,
+						  .weight_decay = cases[k].weight_decay, .grad_scale = 0.8f,
+						  .clipvalue = cases[k].clipvalue, .amsgrad = cases[k].amsgrad };
 			int has1 = cases[k].slots >= 1 && (cases[k].kind != DT_OPT_RMSPROP || rms_momentum);
+			product *= 0.9 * (1 - 0.5 * pow(0.96, 0.004 * t));
+			st.nadam_product = product;
 			/* rmsprop: v in s2, momentum (optional) in s1 */
-			dt_op_optimizer_update(&st, &w.c, &g.c, has1 ? &s1.c : NULL, cases[k].slots == 2 ? &s2.c : NULL);
-			dt_op_optimizer_update(&st, &w.g, &g.g, has1 ? &s1.g : NULL, cases[k].slots == 2 ? &s2.g : NULL);
+			dt_op_optimizer_update(&st, &w.c, &g.c, has1 ? &s1.c : NULL, cases[k].slots >= 2 ? &s2.c : NULL,
+					       cases[k].slots == 3 ? &s3.c : NULL);
+			dt_op_optimizer_update(&st, &w.g, &g.g, has1 ? &s1.g : NULL, cases[k].slots >= 2 ? &s2.g : NULL,
+					       cases[k].slots == 3 ? &s3.g : NULL);
 		}
 		expect_close(dt_optimizer_names[cases[k].kind], &w, 1e-5);
 		pair_free(&w);
 		pair_free(&g);
 		pair_free(&s1);
 		pair_free(&s2);
+		pair_free(&s3);
 	}
 }
 
