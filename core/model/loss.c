@@ -6,20 +6,20 @@
 /* The arguments each loss takes, as Keras names them; NULL: none. */
 static const char *const *loss_keys(enum dt_loss loss)
 {
-	static const char *const smoothing[] = { "label_smoothing", NULL };
-	static const char *const huber[] = { "delta", NULL };
-	static const char *const binary_focal[] = { "apply_class_balancing", "alpha", "gamma", "label_smoothing", NULL };
-	static const char *const categorical_focal[] = { "alpha", "gamma", "label_smoothing", NULL };
+	static const char *const smoothing_keys[] = { "label_smoothing", NULL };
+	static const char *const huber_keys[] = { "delta", NULL };
+	static const char *const binary_focal_keys[] = { "apply_class_balancing", "alpha", "gamma", "label_smoothing", NULL };
+	static const char *const categorical_focal_keys[] = { "alpha", "gamma", "label_smoothing", NULL };
 	switch (loss) {
 	case DT_LOSS_CATEGORICAL_CROSSENTROPY:
 	case DT_LOSS_BINARY_CROSSENTROPY:
-		return smoothing;
+		return smoothing_keys;
 	case DT_LOSS_HUBER:
-		return huber;
+		return huber_keys;
 	case DT_LOSS_BINARY_FOCAL_CROSSENTROPY:
-		return binary_focal;
+		return binary_focal_keys;
 	case DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY:
-		return categorical_focal;
+		return categorical_focal_keys;
 	default:
 		return NULL;
 	}

@@ -21,23 +21,23 @@ static void defaults(struct dt_optimizer_config *c, enum dt_opt_kind kind)
 /* The arguments each optimizer takes besides the common ones (Keras' names), indexed by kind. */
 static const char *const *own_keys(enum dt_opt_kind kind)
 {
-	static const char *const sgd[] = { "momentum", "nesterov", NULL };
-	static const char *const adam[] = { "beta_1", "beta_2", "epsilon", "amsgrad", NULL };
-	static const char *const rms[] = { "rho", "momentum", "epsilon", NULL };
-	static const char *const adagrad[] = { "initial_accumulator_value", "epsilon", NULL };
-	static const char *const adadelta[] = { "rho", "epsilon", NULL };
-	static const char *const adamax[] = { "beta_1", "beta_2", "epsilon", NULL };
-	static const char *const lion[] = { "beta_1", "beta_2", NULL };
+	static const char *const sgd_keys[] = { "momentum", "nesterov", NULL };
+	static const char *const adam_keys[] = { "beta_1", "beta_2", "epsilon", "amsgrad", NULL };
+	static const char *const rms_keys[] = { "rho", "momentum", "epsilon", NULL };
+	static const char *const adagrad_keys[] = { "initial_accumulator_value", "epsilon", NULL };
+	static const char *const adadelta_keys[] = { "rho", "epsilon", NULL };
+	static const char *const adamax_keys[] = { "beta_1", "beta_2", "epsilon", NULL };
+	static const char *const lion_keys[] = { "beta_1", "beta_2", NULL };
 	switch (kind) {
-	case DT_OPT_SGD: return sgd;
+	case DT_OPT_SGD: return sgd_keys;
 	case DT_OPT_ADAM:
-	case DT_OPT_ADAMW: return adam;
-	case DT_OPT_RMSPROP: return rms;
-	case DT_OPT_ADAGRAD: return adagrad;
-	case DT_OPT_ADADELTA: return adadelta;
+	case DT_OPT_ADAMW: return adam_keys;
+	case DT_OPT_RMSPROP: return rms_keys;
+	case DT_OPT_ADAGRAD: return adagrad_keys;
+	case DT_OPT_ADADELTA: return adadelta_keys;
 	case DT_OPT_ADAMAX:
-	case DT_OPT_NADAM: return adamax;
-	case DT_OPT_LION: return lion;
+	case DT_OPT_NADAM: return adamax_keys;
+	case DT_OPT_LION: return lion_keys;
 	default: DT_BUG("optimizer %d", (int)kind);
 	}
 }
@@ -45,12 +45,12 @@ static const char *const *own_keys(enum dt_opt_kind kind)
 /* The common keys then the optimizer's own, into keys (room for 16). */
 static void allowed_keys(enum dt_opt_kind kind, const char **keys)
 {
-	static const char *const common[] = { "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
+	static const char *const common_keys[] = { "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
 					      "clipvalue", NULL };
 	const char *const *own = own_keys(kind);
 	int n = 0;
-	for (int i = 0; common[i]; i++)
-		keys[n++] = common[i];
+	for (int i = 0; common_keys[i]; i++)
+		keys[n++] = common_keys[i];
 	for (int i = 0; own[i]; i++)
 		keys[n++] = own[i];
 	keys[n] = NULL;
