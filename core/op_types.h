@@ -84,8 +84,13 @@ enum dt_opt_kind {
 	DT_OPT_COUNT
 };
 
-/* The most slots (flat state buffers) an optimizer keeps: adam with amsgrad keeps m, v and vhat. */
-#define DT_OPT_MAX_SLOTS 3
+/*
+ * The most slots (flat state buffers) an optimizer keeps: the update's (adam
+ * with amsgrad: m, v and vhat) and, in the last one, the moving average of
+ * the weights (use_ema).
+ */
+#define DT_OPT_MAX_SLOTS 4
+#define DT_OPT_EMA_SLOT 3
 
 /*
  * One update's hyper-parameters, resolved by the optimizer for step t. The

@@ -100,6 +100,27 @@ static int model_has(const struct dt_model *m, const char *name)
 	return 0;
 }
 
+int dt_snapshot_load_ema(const struct dt_ckpt *c, struct dt_model *m)
+{
+	char name[NAME_MAX_LEN];
+	int found = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		for (int p = 0; p < l->nparams; p++) {
+			struct dt_param *pr = &l->params[p];
+			if (!pr->trainable)
+				continue;
+			slot_name(name, l, pr, "ema");
+			if (!found && !dt_checkpoint_find(c, name))
+				return 0;
+			found = 1;
+			if (load_one(c, name, &pr->shape, &pr->value) < 0)
+				return -1;
+		}
+	}
+	return found;
+}
+
 int dt_snapshot_load(const struct dt_ckpt *c, struct dt_model *m, struct dt_optimizer *o)
 {
 	char name[NAME_MAX_LEN];

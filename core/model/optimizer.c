@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -16,6 +17,7 @@ static void defaults(struct dt_optimizer_config *c, enum dt_opt_kind kind)
 	c->initial_accumulator_value = 0.1;
 	c->epsilon = 1e-7;
 	c->weight_decay = kind == DT_OPT_ADAMW ? 0.004 : 0;
+	c->ema_momentum = 0.99;
 }
 
 /* The arguments each optimizer takes besides the common ones (Keras' names), indexed by kind. */
@@ -46,7 +48,8 @@ static const char *const *own_keys(enum dt_opt_kind kind)
 static void allowed_keys(enum dt_opt_kind kind, const char **keys)
 {
 	static const char *const common_keys[] = { "learning_rate", "weight_decay", "clipnorm", "global_clipnorm",
-					      "clipvalue", NULL };
+					      "clipvalue", "use_ema", "ema_momentum", "ema_overwrite_frequency",
+					      NULL };
 	const char *const *own = own_keys(kind);
 	int n = 0;
 	for (int i = 0; common_keys[i]; i++)
@@ -122,8 +125,16 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	    dt_cfg_float(args, "weight_decay", c->weight_decay, 0, 1e6, &c->weight_decay) < 0 ||
 	    dt_cfg_float(args, "clipnorm", 0, 0, 1e30, &c->clipnorm) < 0 ||
 	    dt_cfg_float(args, "global_clipnorm", 0, 0, 1e30, &c->global_clipnorm) < 0 ||
-	    dt_cfg_float(args, "clipvalue", 0, 0, 1e30, &c->clipvalue) < 0)
+	    dt_cfg_float(args, "clipvalue", 0, 0, 1e30, &c->clipvalue) < 0 ||
+	    dt_cfg_bool(args, "use_ema", 0, &c->use_ema) < 0 ||
+	    dt_cfg_float(args, "ema_momentum", c->ema_momentum, 0, 1, &c->ema_momentum) < 0 ||
+	    dt_cfg_int(args, "ema_overwrite_frequency", 0, 0, INT64_MAX, &c->ema_overwrite_frequency) < 0)
 		return -1;
+	if (!c->use_ema && (dt_node_get(args, "ema_momentum") || dt_node_get(args, "ema_overwrite_frequency")))
+		return dt_node_error(dt_node_get(args, "ema_momentum") ? dt_node_get(args, "ema_momentum")
+								       : dt_node_get(args, "ema_overwrite_frequency"),
+				     "'%s' needs 'use_ema: true'",
+				     dt_node_get(args, "ema_momentum") ? "ema_momentum" : "ema_overwrite_frequency");
 	c->learning_rate = dt_schedule_value(&c->schedule, 0);
 	return 0;
 }
@@ -182,6 +193,10 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 	default:
 		DT_BUG("optimizer %d", (int)cfg->kind);
 	}
+	if (cfg->use_ema) {
+		o->slot_names[DT_OPT_EMA_SLOT] = "ema";
+		o->nslots = DT_OPT_MAX_SLOTS;
+	}
 	o->nadam_product = 1;
 	for (int i = 0; m && i < o->nslots; i++) {
 		struct dt_tensor t;
@@ -190,7 +205,7 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 		o->slots[i] = dt_device_alloc(m->dev, m->ntrainable);
 		t = dt_tensor_flat(o->slots[i], m->dev, m->ntrainable);
 		/* Keras starts every slot at 0, adagrad's accumulator at initial_accumulator_value. */
-		dt_op_fill(&t, cfg->kind == DT_OPT_ADAGRAD ? (float)cfg->initial_accumulator_value : 0);
+		dt_op_fill(&t, cfg->kind == DT_OPT_ADAGRAD && i == 0 ? (float)cfg->initial_accumulator_value : 0);
 	}
 }
 
@@ -258,6 +273,33 @@ static void update(struct dt_optimizer *o, const struct dt_opt_step *s, struct d
 			       o->slots[2] ? &slot[2] : NULL);
 }
 
+int dt_optimizer_has_ema(const struct dt_optimizer *o) { return o->slots[DT_OPT_EMA_SLOT] != NULL; }
+
+/*
+ * After an update of the trainable weights in [lo, hi): the moving average
+ * ema = momentum * ema + (1 - momentum) * w, momentum 0 at the first update
+ * (Keras: the average starts at the weights), and every
+ * ema_overwrite_frequency updates the weights take the average.
+ */
+static void update_ema(const struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi)
+{
+	struct dt_tensor w = dt_tensor_flat(m->params + lo, m->dev, hi - lo);
+	struct dt_tensor ema = dt_tensor_flat(o->slots[DT_OPT_EMA_SLOT] + lo, m->dev, hi - lo);
+	double momentum = o->iterations > 1 ? o->cfg.ema_momentum : 0;
+	dt_op_scale(&ema, (float)momentum);
+	dt_op_axpy((float)(1 - momentum), &w, &ema);
+	if (o->cfg.ema_overwrite_frequency > 0 && o->iterations % o->cfg.ema_overwrite_frequency == 0)
+		dt_op_copy(&ema, &w);
+}
+
+void dt_optimizer_use_ema(const struct dt_optimizer *o, struct dt_model *m)
+{
+	struct dt_tensor w = dt_tensor_flat(m->params, m->dev, m->ntrainable);
+	struct dt_tensor ema = dt_tensor_flat(o->slots[DT_OPT_EMA_SLOT], m->dev, m->ntrainable);
+	DT_ASSERT(dt_optimizer_has_ema(o));
+	dt_op_copy(&ema, &w);
+}
+
 /* clipnorm's factor for a gradient of that norm (Keras' clip_by_norm), or global_clipnorm's. */
 static float clip_scale(double clip, double norm) { return norm > clip ? (float)(clip / norm) : 1; }
 
@@ -274,6 +316,8 @@ void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 			scale = clip_scale(o->cfg.global_clipnorm, sqrt(dt_op_sum_squares(&g)));
 		struct dt_opt_step s = step_of(o, scale);
 		update(o, &s, &w, &g, 0, m->dev);
+		if (dt_optimizer_has_ema(o))
+			update_ema(o, m, 0, m->ntrainable);
 		return;
 	}
 	for (int i = 0; i < m->nlayers; i++) {
@@ -286,14 +330,17 @@ void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m)
 			update(o, &s, &pr->value, &pr->grad, pr->offset, m->dev);
 		}
 	}
+	if (dt_optimizer_has_ema(o))
+		update_ema(o, m, 0, m->ntrainable);
 }
 
 void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_t lo, int64_t hi)
 {
 	float global = 1;
+	int64_t top = hi < m->ntrainable ? hi : m->ntrainable; /* the trainable end of the range */
 	o->iterations++;
-	if (o->cfg.global_clipnorm > 0) {
-		struct dt_tensor g = dt_tensor_flat(m->grads + lo, m->dev, hi - lo);
+	if (o->cfg.global_clipnorm > 0 && top > lo) {
+		struct dt_tensor g = dt_tensor_flat(m->grads + lo, m->dev, top - lo);
 		global = clip_scale(o->cfg.global_clipnorm, sqrt(dt_op_sum_squares(&g)));
 	}
 	for (int i = 0; i < m->nlayers; i++) {
@@ -310,6 +357,8 @@ void dt_optimizer_apply_range(struct dt_optimizer *o, struct dt_model *m, int64_
 			update(o, &s, &pr->value, &pr->grad, pr->offset, m->dev);
 		}
 	}
+	if (dt_optimizer_has_ema(o) && top > lo)
+		update_ema(o, m, lo, top);
 }
 
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m)

@@ -5,7 +5,10 @@
  * weight_decay (decoupled, w -= lr*wd*w) and one of clipnorm (each
  * parameter's gradient clipped to that norm), global_clipnorm (all gradients
  * scaled together to that norm) and clipvalue (each element clipped to
- * [-clipvalue, clipvalue]), as Keras' options of those names.
+ * [-clipvalue, clipvalue]), as Keras' options of those names; use_ema
+ * keeps a moving average of the weights (Keras' use_ema, ema_momentum,
+ * ema_overwrite_frequency) in the slot "ema", which the checkpoints hold
+ * beside the weights and which evaluate and predict use.
  *
  * YAML: `optimizer: adam` or `optimizer: {sgd: {learning_rate: 0.1, momentum: 0.9}}`.
  * State (slots) lives in flat buffers laid out like the parameters, so one
@@ -33,6 +36,9 @@ struct dt_optimizer_config {
 	double clipnorm;     /* 0: off; at most one of the three clips is set */
 	double global_clipnorm;
 	double clipvalue;
+	int use_ema;
+	double ema_momentum;
+	int64_t ema_overwrite_frequency; /* 0: never */
 };
 
 /* Reads the `optimizer` key of the compile mapping (absent: rmsprop, Keras' default). */
@@ -74,6 +80,16 @@ double dt_optimizer_lr(const struct dt_optimizer *o);
  */
 void dt_optimizer_set_learning_rate(struct dt_optimizer *o, double lr);
 void dt_optimizer_release(struct dt_optimizer *o, const struct dt_model *m);
+/*
+ * 1 when o keeps the moving average of the weights (use_ema: slot
+ * DT_OPT_EMA_SLOT).
+ */
+int dt_optimizer_has_ema(const struct dt_optimizer *o);
+/*
+ * Copies the moving average into m's trainable weights, as Keras'
+ * finalize_variable_values at the end of fit. Needs dt_optimizer_has_ema.
+ */
+void dt_optimizer_use_ema(const struct dt_optimizer *o, struct dt_model *m);
 /* The slot view of parameter p: same shape, same offset as its value. */
 struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const struct dt_param *p, struct dt_device dev);
 

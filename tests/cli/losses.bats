@@ -107,6 +107,29 @@ bad() {
 	[ "$(jq -s '[.[] | select(.event == "epoch") | .mae] | length' <<<"$output")" = 2 ]
 }
 
+@test "use_ema: the checkpoint holds the average beside the weights; fit's test, evaluate and predict use it and say so" {
+	model categorical_crossentropy "{adam: {use_ema: true, ema_momentum: 0.9}}"
+	sed -i 's/^  one_hot: true/  one_hot: true\n  test: {format: synthetic, kind: blobs, samples: 60, classes: 3, features: 2, noise: 0.3, seed: 2}/' m.yaml
+	run --separate-stderr "$DTRAIN" fit m.yaml --json
+	status_is 0
+	stderr_has "the test set is evaluated with the moving average of the weights (use_ema)"
+	fit_test=$(jq -c 'select(.event == "test") | .loss' <<<"$output")
+	safetensors_header run/latest.safetensors | jq -e '."optimizer/dense/kernel/ema" and ."dense/kernel"'
+	run --separate-stderr "$DTRAIN" evaluate m.yaml --json --checkpoint run/latest.safetensors
+	status_is 0
+	stderr_has "holds the moving average of the weights (use_ema): evaluating the average"
+	[ "$(jq -r .weights <<<"$output")" = ema ]
+	[ "$(jq -c .loss <<<"$output")" = "$fit_test" ]
+	printf '0.1,0.2\n-1,0.5\n' >x.csv
+	run --separate-stderr "$DTRAIN" predict m.yaml x.csv --checkpoint run/latest.safetensors
+	status_is 0
+	stderr_has "predicting with the average"
+	# without use_ema: no note, no ema tensors
+	model categorical_crossentropy adam
+	trains
+	[ "$(safetensors_header run/latest.safetensors | jq '[keys[] | select(endswith("/ema"))] | length')" = 0 ]
+}
+
 @test "loss arguments: wrong key, out of range, none taken, did you mean" {
 	model "{huber: {delta: 0}}" adam
 	bad 7 "0}}" "'delta' must be in (0, " "got 0"
@@ -142,6 +165,10 @@ bad() {
 	bad 6 "-1" "'initial_accumulator_value' must be in [0, " "got -1"
 	model categorical_crossentropy "{nadam: {global_clipnorm: -2}}"
 	bad 6 "-2" "'global_clipnorm' must be in [0, " "got -2"
+	model categorical_crossentropy "{adam: {ema_overwrite_frequency: 10}}"
+	bad 6 "10}}" "'ema_overwrite_frequency' needs 'use_ema: true'"
+	model categorical_crossentropy "{adam: {use_ema: true, ema_momentum: 1.5}}"
+	bad 6 1.5 "'ema_momentum' must be in [0, 1], got 1.5"
 	model categorical_crossentropy "{lino: {}}"
 	bad 6 lino "unknown optimizer 'lino'" "did you mean 'lion'?"
 }

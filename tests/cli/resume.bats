@@ -119,10 +119,11 @@ crash_and_resume() {
 	done
 }
 
-@test "nadam, adagrad and adam with amsgrad: SIGKILL then --resume is byte-identical (their slots are in the checkpoint)" {
+@test "nadam, adagrad, adam with amsgrad, use_ema: SIGKILL then --resume is byte-identical (their slots are in the checkpoint)" {
 	# nadam's momentum cache product is recomputed from the step count on
-	# resume; amsgrad's third slot (vhat) travels in the file like m and v
-	for opt in nadam adagrad "{adam: {amsgrad: true}}"; do
+	# resume; amsgrad's third slot (vhat) and the weights' moving average
+	# (ema) travel in the file like m and v
+	for opt in nadam adagrad "{adam: {amsgrad: true}}" "{lion: {use_ema: true, ema_overwrite_frequency: 5}}"; do
 		sed -i "s/^  optimizer: .*/  optimizer: $opt/" "$TMP/m.yaml"
 		rm -rf "$TMP/ref"
 		reference
@@ -132,6 +133,7 @@ crash_and_resume() {
 	done
 	[ "$(safetensors_header "$TMP/adamamsgradtrue/run/latest.safetensors" | jq -c '."optimizer/dense/kernel/vhat".shape')" = "[2,16]" ]
 	[ "$(safetensors_header "$TMP/adagrad/run/latest.safetensors" | jq -c '."optimizer/dense/kernel/accumulator".shape')" = "[2,16]" ]
+	[ "$(safetensors_header "$TMP/lionuseematrueemaoverwritefrequency/run/latest.safetensors" | jq -c '."optimizer/dense/kernel/ema".shape')" = "[2,16]" ]
 }
 
 @test "SIGKILL before the first checkpoint: nothing to resume, a new run is the same" {
