@@ -130,11 +130,11 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	    dt_cfg_float(args, "ema_momentum", c->ema_momentum, 0, 1, &c->ema_momentum) < 0 ||
 	    dt_cfg_int(args, "ema_overwrite_frequency", 0, 0, INT64_MAX, &c->ema_overwrite_frequency) < 0)
 		return -1;
-	if (!c->use_ema && (dt_node_get(args, "ema_momentum") || dt_node_get(args, "ema_overwrite_frequency")))
-		return dt_node_error(dt_node_get(args, "ema_momentum") ? dt_node_get(args, "ema_momentum")
-								       : dt_node_get(args, "ema_overwrite_frequency"),
-				     "'%s' needs 'use_ema: true'",
-				     dt_node_get(args, "ema_momentum") ? "ema_momentum" : "ema_overwrite_frequency");
+	for (int i = 0; i < 2 && !c->use_ema; i++) {
+		const char *const need_ema[] = { "ema_momentum", "ema_overwrite_frequency" };
+		if (dt_node_get(args, need_ema[i]))
+			return dt_node_error(dt_node_get(args, need_ema[i]), "'%s' needs 'use_ema: true'", need_ema[i]);
+	}
 	c->learning_rate = dt_schedule_value(&c->schedule, 0);
 	return 0;
 }
@@ -218,8 +218,9 @@ struct dt_tensor dt_optimizer_slot(const struct dt_optimizer *o, int slot, const
 
 /*
  * Nadam's u_1 ... u_t for t = o->iterations, each factor multiplied in turn
- * in double as PyTorch keeps it: from the previous step's product, or from
- * u_1 again after a resume, the same operations either way.
+ * in double: from the previous step's product, or from u_1 again after a
+ * resume, the same operations either way (so resume stays exact without
+ * the product in the checkpoint).
  */
 static double nadam_product(struct dt_optimizer *o)
 {

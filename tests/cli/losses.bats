@@ -37,7 +37,8 @@ model() {
 trains() {
 	run --separate-stderr "$DTRAIN" fit m.yaml -q --json
 	status_is 0
-	[ "$(jq -s '[.[] | select(.event == "epoch") | .loss | select(type == "number" and isinfinite | not)] | length' <<<"$output")" = 2 ] || {
+	local finite='[.[] | select(.event == "epoch") | .loss | select(type == "number" and isinfinite | not)] | length'
+	[ "$(jq -s "$finite" <<<"$output")" = 2 ] || {
 		echo "not two finite epoch losses: $output" >&2
 		return 1
 	}
@@ -107,9 +108,10 @@ bad() {
 	[ "$(jq -s '[.[] | select(.event == "epoch") | .mae] | length' <<<"$output")" = 2 ]
 }
 
-@test "use_ema: the checkpoint holds the average beside the weights; fit's test, evaluate and predict use it and say so" {
+@test "use_ema: the checkpoint holds the average beside the weights; fit's test, evaluate and predict use it" {
 	model categorical_crossentropy "{adam: {use_ema: true, ema_momentum: 0.9}}"
-	sed -i 's/^  one_hot: true/  one_hot: true\n  test: {format: synthetic, kind: blobs, samples: 60, classes: 3, features: 2, noise: 0.3, seed: 2}/' m.yaml
+	sed -i 's/^  one_hot: true/  one_hot: true\n  test: {format: synthetic, kind: blobs, samples: 60, classes: 3, features: 2, seed: 2}/' \
+		m.yaml
 	run --separate-stderr "$DTRAIN" fit m.yaml --json
 	status_is 0
 	stderr_has "the test set is evaluated with the moving average of the weights (use_ema)"

@@ -140,5 +140,5 @@ if __name__ == "__main__":
                   f".ls = {args['ls']}f" if "ls" in args else "",
                   ".logits = 1" if args.get("logits") else ""]
         fields = ", ".join(f for f in fields if f)
-        print(f"\t{{ .loss = DT_LOSS_{name.upper()}, .pred = {p}, .target = {t}, .expect = {v!r}"
-              f"{', ' + fields if fields else ''} }},")
+        print(f"\t{{ .loss = DT_LOSS_{name.upper()}, .pred = {p}, .target = {t},\n"
+              f"\t  .expect = {v!r}{', ' + fields if fields else ''} }},")
