@@ -121,8 +121,11 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, const struct dt
 		break;
 	default:
 		if (!dt_shape_equal(label, &m->output))
-			return dt_node_error(where, "'%s' needs labels shaped like the output %s, but the data's labels are %s",
-					     dt_loss_names[loss], out, lab);
+			return dt_node_error(where, "'%s' needs labels shaped like the output %s, but the data's labels are %s%s",
+					     dt_loss_names[loss], out, lab,
+					     num_classes && label->ndim == 1 && label->dim[0] == 1
+						     ? " (class indices: 'data.one_hot: true' makes them one-hot rows)"
+						     : "");
 		o->accuracy = loss == DT_LOSS_BINARY_CROSSENTROPY || loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY || c == 1
 				      ? DT_ACC_BINARY
 				      : DT_ACC_CATEGORICAL;

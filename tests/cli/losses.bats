@@ -151,6 +151,13 @@ bad() {
 	bad 7 "{huber" "'loss' is a name ('huber') or one key with arguments"
 }
 
+@test "class-index labels with a loss that needs one-hot rows: the error says data.one_hot" {
+	model categorical_focal_crossentropy adam
+	sed -i '/^  one_hot: true/d' m.yaml
+	bad 7 categorical_focal_crossentropy "'categorical_focal_crossentropy' needs labels shaped like the output (None, 3)" \
+		"(class indices: 'data.one_hot: true' makes them one-hot rows)"
+}
+
 @test "from_logits belongs to the crossentropies: huber with from_logits is an error at the loss" {
 	model huber adam true
 	bad 7 huber "'huber' does not take from_logits"
