@@ -349,6 +349,41 @@ static void test_losses(void **state)
 		}
 }
 
+/* The losses' arguments reach the kernels: non-default ones give the CPU's values on the GPU. */
+static void test_loss_args(void **state)
+{
+	enum { N = 200, C = 5 };
+	static const struct {
+		enum dt_loss loss;
+		enum dt_loss_input input;
+		struct dt_loss_args a;
+	} cases[] = {
+		{ DT_LOSS_HUBER, DT_LOSS_PROBS, { .delta = 0.3f, .gamma = 2, .alpha = 0.25f } },
+		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS,
+		  { .delta = 1, .gamma = 2, .alpha = 0.25f, .label_smoothing = 0.2f } },
+		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_FUSED,
+		  { .delta = 1, .gamma = 2, .alpha = 0.25f, .label_smoothing = 0.1f } },
+		{ DT_LOSS_BINARY_FOCAL_CROSSENTROPY, DT_LOSS_LOGITS,
+		  { .delta = 1, .gamma = 1.5f, .alpha = 0.4f, .apply_class_balancing = 1, .label_smoothing = 0.1f } },
+		{ DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY, DT_LOSS_PROBS,
+		  { .delta = 1, .gamma = 3, .alpha = 0.5f, .label_smoothing = 0.05f } },
+	};
+	need_gpu();
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct dt_shape s = sh(2, N, C, 0, 0);
+		struct pair pred = pair_rnd(s, 110 + k, 0.05f, 0.95f), target = pair_rnd(s, 120 + k, 0, 1);
+		struct pair dpred = pair_new(s, NULL);
+		enum dt_loss l = cases[k].loss;
+		double lc = dt_op_loss_args(l, &cases[k].a, cases[k].input, &pred.c, &target.c, NULL, &dpred.c, 0.01f);
+		double lg = dt_op_loss_args(l, &cases[k].a, cases[k].input, &pred.g, &target.g, NULL, &dpred.g, 0.01f);
+		expect_scalar(dt_loss_names[cases[k].loss], lg, lc, 1e-5);
+		expect_close(dt_loss_names[cases[k].loss], &dpred, 1e-5);
+		pair_free(&pred);
+		pair_free(&target);
+		pair_free(&dpred);
+	}
+}
+
 static void test_count_correct(void **state)
 {
 	enum { N = 1000, C = 7 };
@@ -667,6 +702,7 @@ int main(void)
 		cmocka_unit_test(test_activations),
 		cmocka_unit_test(test_dropout_same_mask),
 		cmocka_unit_test(test_losses),
+		cmocka_unit_test(test_loss_args),
 		cmocka_unit_test(test_count_correct),
 		cmocka_unit_test(test_error_sums),
 		cmocka_unit_test(test_optimizers),
