@@ -544,6 +544,11 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 	struct dt_source *whole = NULL; /* the training file */
 	int rc = 0, test_part = c->pipeline.split.test > 0;
 
+	if (need_train && !c->train) {
+		dt_error("'%s' has no data section: give data.train (summary and time need only model.input_shape)",
+			 c->path);
+		return DT_EXIT_USAGE;
+	}
 	if (need_train || (need_test && test_part)) {
 		whole = need_train ? &a->train_src : &a->test_src;
 		if ((rc = open_source(whole, c->train, NULL)))

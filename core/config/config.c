@@ -530,6 +530,22 @@ struct dt_doc *dt_doc_parse(const char *name, const char *text, const char *dir)
 	return d;
 }
 
+/* Every scalar under n reads as plain YAML would: dt_node_to_json stored them all as strings. */
+static void unquote(struct dt_node *n)
+{
+	n->quoted = 0;
+	for (int i = 0; n->kind != DT_NODE_SCALAR && i < n->n; i++)
+		unquote(n->items[i]);
+}
+
+struct dt_doc *dt_doc_parse_json(const char *name, const char *text, const char *dir)
+{
+	struct dt_doc *d = dt_doc_parse(name, text, dir);
+	if (d)
+		unquote(d->root);
+	return d;
+}
+
 struct dt_doc *dt_doc_load(const char *path)
 {
 	struct dt_doc *d;

@@ -97,8 +97,11 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 		return -1;
 	s = dt_node_get(root, "data");
 	c->data_node = s;
-	if (!s)
-		return dt_cfg_require(root, "data", "the config");
+	c->batch_size = 32;
+	c->rescale = 1;
+	c->shuffle = 1;
+	if (!s) /* summary and time need model.input_shape alone; what reads data asks for it (dt_app_data) */
+		return dt_pipeline_config_read(&c->pipeline, NULL);
 	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || dt_cfg_check_keys(s, "data", keys) < 0 ||
 	    dt_cfg_require(s, "train", "data") < 0 ||
 	    dt_cfg_int(s, "batch_size", 32, 1, 1 << 20, &batch) < 0 ||
@@ -281,15 +284,23 @@ static int read_distribute(struct dt_run_config *c, const struct dt_node *root)
 
 int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *sets, int nsets)
 {
+	struct dt_doc *doc = dt_doc_load(path);
+	if (!doc) {
+		memset(c, 0, sizeof(*c));
+		return -1;
+	}
+	return dt_run_config_bind(c, doc, path, sets, nsets);
+}
+
+int dt_run_config_bind(struct dt_run_config *c, struct dt_doc *doc, const char *path, char *const *sets, int nsets)
+{
 	static const char *const sections[] = { "model", "compile", "data", "fit", "checkpoint", "distribute", NULL };
 	struct dt_node *root;
 	char *copy, *dot;
 
 	memset(c, 0, sizeof(*c));
 	c->path = path;
-	c->doc = dt_doc_load(path);
-	if (!c->doc)
-		return -1;
+	c->doc = doc;
 	/* The data file is read before --set, so that --set data.batch_size=64 reaches into it. */
 	if (dt_doc_include(c->doc, dt_doc_root(c->doc), "data") < 0)
 		goto fail;

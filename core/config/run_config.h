@@ -83,6 +83,11 @@ struct dt_run_config {
 
 /* Loads path, applies --set assignments, validates. 0, or -1 after printing the error. */
 int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *sets, int nsets);
+/*
+ * dt_run_config_load for a document already read (a checkpoint's config:
+ * dt_doc_parse_json); c owns doc from here on, on failure too. path names it.
+ */
+int dt_run_config_bind(struct dt_run_config *c, struct dt_doc *doc, const char *path, char *const *sets, int nsets);
 void dt_run_config_release(struct dt_run_config *c);
 
 /* The tree under n as JSON text (scalars as strings), for checkpoint metadata. Caller frees. */

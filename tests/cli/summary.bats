@@ -115,3 +115,15 @@ setup() {
 	[ -z "$stderr" ]
 	[ "${lines[0]}" = 'Model: "fashion_mlp"' ]
 }
+
+@test "a model file without data: model.input_shape is enough (fit refuses it, naming data.train)" {
+	# fashion_mlp without its data section.
+	sed '/^data:/,/^[a-z]/{/^data:/d;/^  /d}' "$FASHION" >"$TMP/nodata.yaml"
+	! grep -q '^data:' "$TMP/nodata.yaml"
+	run --separate-stderr "$DTRAIN" summary "$TMP/nodata.yaml"
+	status_is 0
+	[[ $output == *$'\n'" Total params: 669,706 (2.55 MB)"$'\n'* ]]
+	run --separate-stderr "$DTRAIN" fit "$TMP/nodata.yaml"
+	status_is 2
+	[[ $stderr == *"'$TMP/nodata.yaml' has no data section: give data.train"* ]]
+}

@@ -222,3 +222,11 @@ quick() { "$DTRAIN" time --iterations 3 --warmup 1 "$@"; }
 	OMP_NUM_THREADS=1 run "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 1
 	[[ $output == *"Peak: "*"(fp32 GEMM 2048x2048x2048, 1 thread)"* ]]
 }
+
+@test "a model file without data: model.input_shape is enough" {
+	sed '/^data:/,/^[a-z]/{/^data:/d;/^  /d}' "$FASHION" >"$TMP/nodata.yaml"
+	! grep -q '^data:' "$TMP/nodata.yaml"
+	run --separate-stderr quick "$TMP/nodata.yaml"
+	status_is 0
+	[[ ${lines[0]} == 'Model: "fashion_mlp", batch 32, '* ]]
+}
