@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
+#include "core/checkpoint/checkpoint.h"
 #include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "data/sources.h"
@@ -87,7 +88,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct option longs[sizeof(all) / sizeof(all[0])];
+	struct option longs[sizeof(all) / sizeof(all[0]) + 1];
 	char shorts[8];
 	int n = 0, c;
 
@@ -95,6 +96,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	for (int i = 0; all[i].name; i++)
 		if (i == 0 || has_word(allowed, all[i].name))
 			longs[n++] = all[i];
+	if (has_word(allowed, "data-file")) /* evaluate --data FILE (time's --data takes no value) */
+		longs[n++] = (struct option){ "data", required_argument, NULL, 'T' };
 	memset(&longs[n], 0, sizeof(longs[n]));
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
@@ -140,6 +143,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'd':
 			o->data = 1;
 			break;
+		case 'T':
+			o->data_file = optarg;
+			break;
 		default:
 			if (inspect_option(o, c, optarg))
 				break;
@@ -148,6 +154,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			return DT_EXIT_USAGE;
 		}
 	}
+	o->checkpoint_first = has_word(allowed, "model-or-checkpoint");
 	if (has_word(allowed, "config")) {
 		if (optind >= argc) {
 			dt_error("missing the model file (a YAML config)");
@@ -230,9 +237,17 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 	dt_system_detect(&a->sys);
 	/* Notes (what dtrain decided, such as a CSV header): not with -q, and once per MPI job. */
 	dt_note_set_quiet(o->quiet || a->sys.mpi_rank > 0);
+	struct dt_doc *doc;
+	int rc = dt_app_config_doc(a, o, &doc);
+
+	if (rc) {
+		dt_doc_free(doc);
+		return rc;
+	}
 	/* A missing, unreadable or invalid model file is a usage error. */
-	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
+	if (dt_run_config_bind(&a->cfg, doc, a->ckpt ? a->ckpt_path : o->config, o->sets, o->nsets) < 0)
 		return DT_EXIT_USAGE;
+	dt_app_config_name(a);
 	if (check_config(a, run) < 0)
 		return dt_exit_status();
 	dt_ops_set_threads(a->cfg.threads);
@@ -544,8 +559,8 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 	struct dt_source *whole = NULL; /* the training file */
 	int rc = 0, test_part = c->pipeline.split.test > 0;
 
-	if (need_train && !c->train) {
-		dt_error("'%s' has no data section: give data.train (summary and time need only model.input_shape)",
+	if ((need_train || (need_test && test_part)) && !c->train) {
+		dt_error("'%s' has no training data: give data.train (summary and time need only model.input_shape)",
 			 c->path);
 		return DT_EXIT_USAGE;
 	}
@@ -792,4 +807,6 @@ void dt_app_release(struct dt_app *a)
 	if (a->have_train_src)
 		dt_source_close(&a->train_src);
 	dt_run_config_release(&a->cfg);
+	dt_checkpoint_free(a->ckpt);
+	a->ckpt = NULL;
 }

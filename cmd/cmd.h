@@ -44,6 +44,8 @@ struct dt_opts {
 	int step;               /* inspect --step */
 	const char *dump;       /* inspect --dump LAYER */
 	const char *output;     /* inspect -o FILE */
+	const char *data_file;  /* evaluate --data FILE: the test source */
+	int checkpoint_first;   /* the model argument may be a checkpoint (allowed word "model-or-checkpoint") */
 };
 
 /*
@@ -68,7 +70,47 @@ struct dt_app {
 	int nreplicas;
 	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
 	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes for data.test; NULL: none */
+	struct dt_ckpt *ckpt;   /* the checkpoint read (cmd/app_ckpt.c), or NULL */
+	char ckpt_path[4096];   /* its path */
 };
+
+/*
+ * The checkpoint a command reads (cmd/app_ckpt.c). A model argument is a
+ * checkpoint when it is a directory (a run directory: its best.safetensors,
+ * else latest.safetensors) or a file that starts as safetensors files do (an
+ * 8-byte header length, then '{'); anything else is a model file (YAML).
+ */
+int dt_app_is_checkpoint(const char *arg);
+/*
+ * The config document of o->config before --set: the model file with its
+ * data file included, or a checkpoint's stored config (loaded into a->ckpt
+ * when o->checkpoint_first); then --data FILE as data.test. 0, or an exit
+ * status after the error; *doc is the caller's either way (NULL when none).
+ */
+struct dt_doc;
+int dt_app_config_doc(struct dt_app *a, const struct dt_opts *o, struct dt_doc **doc);
+/* After the config is bound: a checkpoint's model name is its model file's base name. */
+void dt_app_config_name(struct dt_app *a);
+/*
+ * Loads the checkpoint evaluate and predict read into a->ckpt: the model
+ * argument when it was one, else --checkpoint FILE, else the run directory's
+ * best.safetensors or latest.safetensors (dt_run_dir_checkpoint). 0 or
+ * DT_EXIT_FAIL after the error.
+ */
+int dt_app_checkpoint(struct dt_app *a, const struct dt_opts *o);
+/*
+ * The class names fit stored in a->ckpt (class_names metadata, for training
+ * data with named classes) into map, the strings owned by *names (free each,
+ * then the array). map->n 0 when it has none. 0, or -1 when they are not a
+ * list of names.
+ */
+int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, char ***names);
+/*
+ * a->ckpt's weights into m (one replica), the moving average when the
+ * checkpoint holds one (use_ema), said in a note ending with `doing`.
+ * 1 when it was the average, 0 the weights, -1 after an error.
+ */
+int dt_app_checkpoint_weights(struct dt_app *a, struct dt_model *m, const char *doing);
 
 /* Each returns 0 or an exit status (1 or 2) after printing the error. */
 /*

@@ -14,73 +14,41 @@
 #include "core/checkpoint/snapshot.h"
 
 static const char usage[] =
-	"usage: dtrain evaluate [options] MODEL.yaml\n"
+	"usage: dtrain evaluate [options] MODEL.yaml|CHECKPOINT\n"
 	"\n"
-	"Evaluates a checkpoint of the model on data.test.\n"
+	"Evaluates a checkpoint of the model on data.test. Given a checkpoint (a\n"
+	"safetensors file, or a run directory: its best, else latest), the config\n"
+	"it stored stands in for the model file.\n"
 	"\n"
 	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/best.safetensors,\n"
 	"                         else latest.safetensors)\n"
+	"  --data FILE            the test data: a YAML file with a data source (as\n"
+	"                         data.test), or a file in place of data.train's\n"
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  --json                 print the result as one JSON object on stdout\n"
 	"  -h, --help             this help\n";
-
-/*
- * The class names fit stored in checkpoint c (class_names metadata, for
- * training data with named classes) into map, the strings owned by *names.
- * map->n 0 when c has none. 0, or -1 when they are not a list of names.
- */
-static int checkpoint_classes(const struct dt_ckpt *c, struct dt_class_map *map, char ***names)
-{
-	const char *meta = dt_checkpoint_meta(c, "class_names");
-	cJSON *list = meta ? cJSON_Parse(meta) : NULL, *it;
-	int n = cJSON_GetArraySize(list), k = 0;
-
-	memset(map, 0, sizeof(*map));
-	*names = NULL;
-	if (!meta)
-		return 0;
-	if (!cJSON_IsArray(list) || n < 1) {
-		cJSON_Delete(list);
-		return dt_error("the class_names of '%s' are not a list of names", dt_checkpoint_path(c));
-	}
-	cJSON_ArrayForEach(it, list)
-		k += cJSON_IsString(it);
-	if (k != n) {
-		cJSON_Delete(list);
-		return dt_error("the class_names of '%s' are not a list of names", dt_checkpoint_path(c));
-	}
-	*names = dt_calloc(n, sizeof(char *));
-	k = 0;
-	cJSON_ArrayForEach(it, list)
-		(*names)[k++] = dt_strdup(it->valuestring);
-	cJSON_Delete(list);
-	*map = (struct dt_class_map){ n, *names };
-	return 0;
-}
 
 int cmd_evaluate(int argc, char **argv)
 {
 	struct dt_opts o;
 	struct dt_app a;
-	struct dt_ckpt *c = NULL;
 	struct dt_class_map classes = { 0 };
-	char path[4096], **names = NULL;
+	char **names = NULL;
 	struct dt_metrics m;
 	struct dt_preprocess pp = { 0 };
 	int rc, ema = 0;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config set json checkpoint", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set json checkpoint data-file", usage)) >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 1)))
 		goto out;
-	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	/*
 	 * data.test numbers its classes as the training data did: by the class
 	 * names in the checkpoint (read where the chief, rank 0, evaluates).
 	 */
 	if (a.cfg.test && a.sys.mpi_rank == 0) {
 		rc = DT_EXIT_FAIL;
-		if (!(c = dt_checkpoint_load(path)) || checkpoint_classes(c, &classes, &names) < 0)
+		if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_classes(&a, &classes, &names) < 0)
 			goto out;
 		a.test_classes = classes.n ? &classes : NULL;
 	}
@@ -89,14 +57,10 @@ int cmd_evaluate(int argc, char **argv)
 	if (!a.strategy.is_chief)
 		goto out; /* under mpirun, the chief alone evaluates and prints */
 	rc = DT_EXIT_FAIL;
-	if (!c)
-		c = dt_checkpoint_load(path);
-	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0 || (ema = dt_snapshot_load_ema(c, &a.models[0])) < 0)
+	if (dt_app_checkpoint(&a, &o) || (ema = dt_app_checkpoint_weights(&a, &a.models[0], "evaluating the average")) < 0)
 		goto out;
-	if (ema)
-		dt_note("'%s' holds the moving average of the weights (use_ema): evaluating the average", path);
 	/* The normalization fit saved, not one recomputed here. */
-	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &a.test.sample, &pp) < 0)
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(a.ckpt, "preprocessing"), a.ckpt_path, &a.test.sample, &pp) < 0)
 		goto out;
 	if (pp.nchan && dt_pipeline_set_normalize(&a.test, pp.nchan, pp.mean, pp.std) < 0)
 		goto out;
@@ -106,7 +70,7 @@ int cmd_evaluate(int argc, char **argv)
 		cJSON *j = cJSON_CreateObject();
 		char *text;
 		cJSON_AddStringToObject(j, "event", "evaluate");
-		cJSON_AddStringToObject(j, "checkpoint", path);
+		cJSON_AddStringToObject(j, "checkpoint", a.ckpt_path);
 		if (ema)
 			cJSON_AddStringToObject(j, "weights", "ema");
 		dt_app_metrics_json(&a, &m, j);
@@ -122,7 +86,6 @@ int cmd_evaluate(int argc, char **argv)
 	rc = DT_EXIT_OK;
 out:
 	dt_preprocess_release(&pp);
-	dt_checkpoint_free(c);
 	dt_app_release(&a);
 	for (int i = 0; i < classes.n; i++)
 		free(names[i]);

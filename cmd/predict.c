@@ -27,14 +27,16 @@
 #include "layers/layers.h"
 
 static const char usage[] =
-	"usage: dtrain predict [options] MODEL.yaml [INPUT|-]\n"
+	"usage: dtrain predict [options] MODEL.yaml|CHECKPOINT [INPUT|-]\n"
 	"\n"
 	"Predicts the class of every sample of INPUT (a CSV, .npy or IDX file, or a list\n"
 	"of PNG paths, one per line; '-' or nothing: standard input) with a checkpoint\n"
 	"of the model; one line per sample on stdout, as it goes: index,class,probability\n"
 	"(PNG paths: index,path,class,probability). A regression model (loss\n"
 	"mean_squared_error) prints its outputs' values instead: index,value, or\n"
-	"index,y_0,y_1,... for several outputs.\n"
+	"index,y_0,y_1,... for several outputs. Given a checkpoint (a safetensors\n"
+	"file, or a run directory: its best, else latest), the config it stored\n"
+	"stands in for the model file.\n"
 	"\n"
 	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/best.safetensors,\n"
 	"                         else latest.safetensors)\n"
@@ -366,12 +368,11 @@ int cmd_predict(int argc, char **argv)
 	struct dt_model m = { 0 };
 	struct dt_reader r = { 0 };
 	struct predict_out p = { 0 };
-	struct dt_ckpt *c = NULL;
 	struct dt_preprocess pp = { 0 };
-	char path[4096];
-	int rc, have_model = 0, ema = 0, B, C;
+	int rc, have_model = 0, B, C;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint input set json quiet checkpoint format all header",
+				usage)) >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
@@ -395,14 +396,10 @@ int cmd_predict(int argc, char **argv)
 	rc = DT_EXIT_FAIL;
 	if (dt_model_alloc(&m, DT_CPU, B) < 0)
 		goto out;
-	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
-	c = dt_checkpoint_load(path);
-	if (!c || dt_snapshot_load(c, &m, NULL) < 0 || (ema = dt_snapshot_load_ema(c, &m)) < 0)
+	if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_weights(&a, &m, "predicting with the average") < 0)
 		goto out;
-	if (ema)
-		dt_note("'%s' holds the moving average of the weights (use_ema): predicting with the average", path);
 	/* The training's preprocessing: data.rescale and the normalization fit saved. */
-	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &r.sample, &pp) < 0)
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(a.ckpt, "preprocessing"), a.ckpt_path, &r.sample, &pp) < 0)
 		goto out;
 	C = (int)dt_shape_count(&m.output);
 	p.json = o.json;
@@ -413,7 +410,7 @@ int cmd_predict(int argc, char **argv)
 	if (p.values)
 		value_labels(&p);
 	else
-		class_labels(&p, c);
+		class_labels(&p, a.ckpt);
 	if (o.header && !o.json)
 		print_header(&p);
 	if (predict_stream(&m, &r, &pp, &p, B, a.cfg.from_logits) == 0)
@@ -423,7 +420,6 @@ out:
 	for (int i = 0; p.names && i < p.ncls; i++)
 		free(p.names[i]);
 	free(p.names);
-	dt_checkpoint_free(c);
 	if (have_model)
 		dt_model_release(&m);
 	dt_reader_close(&r);

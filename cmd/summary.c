@@ -87,7 +87,7 @@ int cmd_summary(int argc, char **argv)
 	char shape[64], count[32], size[32];
 	int rc;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config set", usage)) >= 0)
+	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set", usage)) >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;

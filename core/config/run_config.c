@@ -102,8 +102,8 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	c->shuffle = 1;
 	if (!s) /* summary and time need model.input_shape alone; what reads data asks for it (dt_app_data) */
 		return dt_pipeline_config_read(&c->pipeline, NULL);
+	/* data.train may be absent (evaluate --data): what trains asks for it (dt_app_data) */
 	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || dt_cfg_check_keys(s, "data", keys) < 0 ||
-	    dt_cfg_require(s, "train", "data") < 0 ||
 	    dt_cfg_int(s, "batch_size", 32, 1, 1 << 20, &batch) < 0 ||
 	    dt_cfg_float(s, "validation_split", 0, 0, 0.99, &c->validation_split) < 0 ||
 	    dt_cfg_float(s, "rescale", 1, -1e30, 1e30, &c->rescale) < 0 ||
@@ -115,7 +115,7 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	c->train = dt_node_get(s, "train");
 	c->validation = dt_node_get(s, "validation");
 	c->test = dt_node_get(s, "test");
-	if (dt_node_expect(c->train, DT_NODE_MAP, "train") < 0 ||
+	if ((c->train && dt_node_expect(c->train, DT_NODE_MAP, "train") < 0) ||
 	    (c->validation && dt_node_expect(c->validation, DT_NODE_MAP, "validation") < 0) ||
 	    (c->test && dt_node_expect(c->test, DT_NODE_MAP, "test") < 0))
 		return -1;

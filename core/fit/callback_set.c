@@ -1,3 +1,4 @@
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,16 @@ static int install_fit_callbacks(struct dt_callback_set *set, struct dt_trainer 
 	return 0;
 }
 
+/* The absolute directory of the model file at path (its relative paths' base). */
+static char *config_dir(const char *path)
+{
+	char *copy = dt_strdup(path), *abs = realpath(dirname(copy), NULL);
+	char *dir = dt_strdup(abs ? abs : ".");
+	free(abs);
+	free(copy);
+	return dir;
+}
+
 /* The metadata every checkpoint file carries beside the config. */
 static void collect_metadata(struct dt_callback_set *set, const struct dt_run_config *cfg,
 			     const struct dt_callback_env *env)
@@ -69,6 +80,18 @@ static void collect_metadata(struct dt_callback_set *set, const struct dt_run_co
 	}
 	if (env->preprocessing)
 		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "preprocessing", env->preprocessing };
+	/* What a checkpoint needs beside "config" to be used alone (cmd/checkpoint.c): */
+	if (env->input_shape) {
+		cJSON *shape = cJSON_CreateArray();
+		for (int i = 0; i < env->input_shape->ndim; i++)
+			cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)env->input_shape->dim[i]));
+		set->input_shape_json = cJSON_PrintUnformatted(shape);
+		cJSON_Delete(shape);
+		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "input_shape", set->input_shape_json };
+	}
+	set->config_dir = config_dir(cfg->path);
+	set->extra[set->nextra++] = (struct dt_ckpt_meta){ "config_dir", set->config_dir };
+	set->extra[set->nextra++] = (struct dt_ckpt_meta){ "config_name", cfg->file_name };
 }
 
 /*
@@ -146,6 +169,8 @@ void dt_callback_set_release(struct dt_callback_set *set)
 	for (int i = 0; i < set->nmcs; i++)
 		dt_checkpointer_release(&set->mcs[i]);
 	free(set->config_json);
+	free(set->input_shape_json);
+	free(set->config_dir);
 	free(set->class_names_json);
 	memset(set, 0, sizeof(*set));
 }

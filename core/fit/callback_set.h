@@ -25,6 +25,7 @@ struct dt_callback_env {
 	char *const *class_names; /* the training data's class names, stored for predict; NULL: none */
 	int num_classes;
 	const char *preprocessing; /* the normalization fit used as JSON (evaluate and predict reuse it); NULL: none */
+	const struct dt_shape *input_shape; /* the model's per-sample input, stored for a checkpoint alone; NULL: none */
 };
 
 struct dt_callback_set {
@@ -43,6 +44,8 @@ struct dt_callback_set {
 	int nextra;
 	char *config_json;            /* the resolved config, in every file */
 	char *class_names_json;
+	char *input_shape_json;       /* [28,28,1] */
+	char *config_dir;             /* the model file's directory, for its relative paths */
 };
 
 /*

@@ -216,3 +216,60 @@ header_file() {
 	status_is 2
 	[[ $stderr == *"'$TMP/notest.yaml' has no data.test section"* ]]
 }
+
+@test "CHECKPOINT first: a copy of the checkpoint alone evaluates as MODEL.yaml --checkpoint does" {
+	mkdir -p "$TMP/alone"
+	cp "$RUN/latest.safetensors" "$TMP/alone/blobs.safetensors"
+	run --separate-stderr evaluate --json --checkpoint "$RUN/latest.safetensors"
+	status_is 0
+	local want
+	want=$(jq -c 'del(.checkpoint)' <<<"$output")
+	cd "$TMP/alone"
+	run --separate-stderr "$DTRAIN" evaluate blobs.safetensors --json
+	status_is 0
+	[ "$(jq -c 'del(.checkpoint)' <<<"$output")" = "$want" ]
+	[ "$(jq -r .checkpoint <<<"$output")" = blobs.safetensors ]
+	# fit wants the model file.
+	run --separate-stderr "$DTRAIN" fit blobs.safetensors
+	status_is 2
+	stderr_has "'blobs.safetensors' is a checkpoint, but this command reads a model file (YAML)"
+}
+
+@test "--data FILE: a YAML file with the test source, for the checkpoint alone or with the model file" {
+	mkdir -p "$TMP/alone"
+	cp "$RUN/latest.safetensors" "$TMP/alone/blobs.safetensors"
+	printf 'format: synthetic\nkind: blobs\nsamples: 50\nclasses: 3\nfeatures: 2\nnoise: 0.3\nseed: 5\n' >"$TMP/alone/test.yaml"
+	cd "$TMP/alone"
+	run --separate-stderr "$DTRAIN" evaluate blobs.safetensors --data test.yaml --json
+	status_is 0
+	[ "$(jq -r .samples <<<"$output")" = 50 ]
+	local got=$output
+	run --separate-stderr evaluate --json --checkpoint blobs.safetensors --data test.yaml
+	status_is 0
+	[ "$output" = "$got" ]
+	# A data file in place of data.train's needs a format with one file.
+	run --separate-stderr "$DTRAIN" evaluate blobs.safetensors --data x.csv
+	status_is 1
+	stderr_has "--data 'x.csv': data.train names no single file (path or directory) to replace"
+}
+
+@test "--data FILE: a CSV in place of data.train's, with its other keys (label column)" {
+	local d=$TMP/csv
+	mkdir -p "$d"
+	awk 'BEGIN { srand(3); print "a,b,kind"; for (i = 0; i < 90; i++) { c = i % 3;
+		printf "%.3f,%.3f,%s\n", c + rand() * 0.3, c - rand() * 0.3, (c == 0 ? "x" : c == 1 ? "y" : "z") } }' >"$d/train.csv"
+	head -31 "$d/train.csv" >"$d/test.csv"
+	cat >"$d/m.yaml" <<-EOF
+		model: {layers: [dense: {units: 3, activation: softmax}]}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy, metrics: [accuracy]}
+		data: {train: {format: csv, path: train.csv, label: kind}}
+		fit: {epochs: 1}
+		checkpoint: {dir: $d/run}
+	EOF
+	"$DTRAIN" fit -q "$d/m.yaml" >/dev/null 2>&1
+	cp "$d/run/latest.safetensors" "$TMP/m.safetensors"
+	rm -r "$d/run" "$d/m.yaml" "$d/train.csv"
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/m.safetensors" --data "$d/test.csv" --json
+	status_is 0
+	[ "$(jq -r .samples <<<"$output")" = 30 ]
+}

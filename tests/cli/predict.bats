@@ -196,3 +196,32 @@ npy_u1() {
 	status_is 2
 	stderr_has "trains on standard input" "model.input_shape"
 }
+
+@test "CHECKPOINT first: a copy of the checkpoint alone, in another directory, predicts as MODEL --checkpoint does" {
+	local alone=$TMP/alone
+	mkdir -p "$alone"
+	cp "$CKPT" "$alone/model.safetensors"
+	tail -n +2 "$D/train.csv" | cut -d, -f1-8 | head -50 >"$alone/x.csv"
+	run --separate-stderr "$DTRAIN" predict -q "$D/model.yaml" --checkpoint "$CKPT" "$alone/x.csv"
+	status_is 0
+	local want=$output
+	# No model file, no training data: the stored config, input shape and class names.
+	cd "$alone"
+	mv "$D/train.csv" "$D/train.csv.away"
+	run --separate-stderr "$DTRAIN" predict -q model.safetensors - <x.csv
+	mv "$D/train.csv.away" "$D/train.csv"
+	status_is 0
+	[ "$output" = "$want" ]
+	[[ ${lines[0]} == 0,alpha,* ]]
+	# A run directory names its best, as MODEL.yaml without --checkpoint does.
+	run --separate-stderr "$DTRAIN" predict -q "$D/model.yaml" x.csv
+	want=$output
+	run --separate-stderr "$DTRAIN" predict "$D/run" x.csv
+	status_is 0
+	[ "$output" = "$want" ]
+	stderr_has "using '$D/run/best.safetensors', the run's best checkpoint"
+	# The checkpoint is given once.
+	run --separate-stderr "$DTRAIN" predict model.safetensors --checkpoint model.safetensors x.csv
+	status_is 2
+	stderr_has "'model.safetensors' is a checkpoint already: give --checkpoint with a model file only"
+}

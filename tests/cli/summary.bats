@@ -125,5 +125,5 @@ setup() {
 	[[ $output == *$'\n'" Total params: 669,706 (2.55 MB)"$'\n'* ]]
 	run --separate-stderr "$DTRAIN" fit "$TMP/nodata.yaml"
 	status_is 2
-	[[ $stderr == *"'$TMP/nodata.yaml' has no data section: give data.train"* ]]
+	[[ $stderr == *"'$TMP/nodata.yaml' has no training data: give data.train"* ]]
 }
