@@ -10,7 +10,7 @@
 #include "layers/layers.h"
 
 static const char usage[] =
-	"usage: dtrain summary [options] MODEL.yaml\n"
+	"usage: dtrain summary [options] MODEL.yaml|CHECKPOINT\n"
 	"\n"
 	"Prints the layers, their output shapes and parameter counts, and the totals.\n"
 	"\n"

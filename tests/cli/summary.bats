@@ -127,3 +127,17 @@ setup() {
 	status_is 2
 	[[ $stderr == *"'$TMP/nodata.yaml' has no training data: give data.train"* ]]
 }
+
+@test "a checkpoint in place of the model file: the model it was trained as" {
+	"$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=1 --set checkpoint.dir="$TMP/run" >/dev/null
+	cp "$TMP/run/latest.safetensors" "$TMP/c.safetensors"
+	run --separate-stderr "$DTRAIN" summary "$MODELS/blobs.yaml"
+	status_is 0
+	local want=$output
+	run --separate-stderr "$DTRAIN" summary "$TMP/c.safetensors"
+	status_is 0
+	[ "$output" = "$want" ]
+	run --separate-stderr "$DTRAIN" summary "$TMP/run"
+	status_is 0
+	[ "$output" = "$want" ]
+}
