@@ -273,3 +273,18 @@ header_file() {
 	status_is 0
 	[ "$(jq -r .samples <<<"$output")" = 30 ]
 }
+
+@test "CHECKPOINT first: an older checkpoint without input_shape still works; one without a config is refused by name" {
+	cp "$RUN/latest.safetensors" "$TMP/old.safetensors"
+	python3 "$REPO/tests/tools/ckpt_meta.py" "$TMP/old.safetensors" -input_shape -config_dir -config_name
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/old.safetensors" --json
+	status_is 0
+	[ "$(jq -r .samples <<<"$output")" = 300 ]
+	python3 "$REPO/tests/tools/ckpt_meta.py" "$TMP/old.safetensors" -config
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/old.safetensors"
+	status_is 1
+	stderr_has "'$TMP/old.safetensors' holds no config (it was not written by dtrain fit): give the model file"
+	# The model file form still reads it.
+	run --separate-stderr evaluate --json --checkpoint "$TMP/old.safetensors"
+	status_is 0
+}
