@@ -244,6 +244,13 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 		dt_doc_free(doc);
 		return rc;
 	}
+	if (o->resolve) {
+		if (dt_config_prepare(doc) < 0) {
+			dt_doc_free(doc);
+			return DT_EXIT_FAIL;
+		}
+		dt_cfg_record(1);
+	}
 	/* A missing, unreadable or invalid model file is a usage error. */
 	if (dt_run_config_bind(&a->cfg, doc, a->ckpt ? a->ckpt_path : o->config, o->sets, o->nsets) < 0)
 		return DT_EXIT_USAGE;

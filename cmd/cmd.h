@@ -23,6 +23,15 @@ int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+/*
+ * dtrain config (cmd/config.c), before the config is bound: gives every
+ * reader a mapping to note its defaults in, without changing what the
+ * config means (absent optional sections as {}, `optimizer: adam` as
+ * {adam: {}}, the same for the loss, the layers and the callbacks). 0 or -1.
+ */
+struct dt_doc;
+int dt_config_prepare(struct dt_doc *doc);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {
@@ -46,6 +55,7 @@ struct dt_opts {
 	const char *output;     /* inspect -o FILE */
 	const char *data_file;  /* evaluate --data FILE: the test source */
 	int checkpoint_first;   /* the model argument may be a checkpoint (allowed word "model-or-checkpoint") */
+	int resolve;            /* config: record every default the readers store (dt_cfg_record) */
 };
 
 /*

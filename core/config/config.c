@@ -763,12 +763,15 @@ static char *join_names(const char *const *names)
 	return s;
 }
 
+static void note_allowed(const struct dt_node *map, const char *const *allowed);
+
 int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *const *allowed)
 {
 	if (!map)
 		return 0;
 	if (dt_node_expect(map, DT_NODE_MAP, what))
 		return -1;
+	note_allowed(map, allowed);
 	for (int i = 0; i < map->n; i++) {
 		const char *key = map->keys[i], *guess;
 		char *list;
@@ -1017,13 +1020,126 @@ int dt_node_float_range(const struct dt_node *n, double min, double max, int ope
 	return node_float(n, NULL, min, max, open, out);
 }
 
+/* ---- the recorder of dtrain config ---- */
+
+static struct {
+	int on;
+	struct dt_cfg_note *notes;
+	int n, cap;
+	struct {
+		const struct dt_node *map;
+		char *keys; /* " a b c ": the keys dt_cfg_check_keys allowed in map */
+	} *allowed;
+	int nallowed;
+} rec;
+
+void dt_cfg_record(int on)
+{
+	if (on)
+		dt_cfg_record_release();
+	rec.on = on;
+}
+
+void dt_cfg_record_release(void)
+{
+	for (int i = 0; i < rec.n; i++)
+		free(rec.notes[i].value);
+	free(rec.notes);
+	for (int i = 0; i < rec.nallowed; i++)
+		free(rec.allowed[i].keys);
+	free(rec.allowed);
+	memset(&rec, 0, sizeof(rec));
+}
+
+int dt_cfg_notes(const struct dt_cfg_note **notes)
+{
+	*notes = rec.notes;
+	return rec.n;
+}
+
+void dt_cfg_note(const struct dt_node *map, const char *key, const char *value, int replace)
+{
+	if (!rec.on || !map || map->kind != DT_NODE_MAP || !value)
+		return;
+	for (int i = 0; i < rec.n; i++)
+		if (rec.notes[i].map == map && !strcmp(rec.notes[i].key, key))
+			return; /* the first reading stands */
+	if (rec.n == rec.cap) {
+		rec.cap = rec.cap ? 2 * rec.cap : 64;
+		rec.notes = dt_realloc(rec.notes, (size_t)rec.cap * sizeof(*rec.notes));
+	}
+	rec.notes[rec.n++] = (struct dt_cfg_note){ map, key, dt_strdup(value), replace };
+}
+
+void dt_cfg_no_default(const struct dt_node *map, const char *key)
+{
+	for (int i = 0; i < rec.n; i++) {
+		if (rec.notes[i].map != map || strcmp(rec.notes[i].key, key) || rec.notes[i].replace)
+			continue;
+		free(rec.notes[i].value);
+		rec.notes[i] = rec.notes[--rec.n];
+		return;
+	}
+}
+
+/* Keeps the keys map allows, for dt_cfg_note_allowed. */
+static void note_allowed(const struct dt_node *map, const char *const *allowed)
+{
+	size_t len = 2;
+	char *keys;
+	if (!rec.on || !map)
+		return;
+	for (int i = 0; allowed[i]; i++)
+		len += strlen(allowed[i]) + 1;
+	keys = dt_malloc(len);
+	strcpy(keys, " ");
+	for (int i = 0; allowed[i]; i++) {
+		strcat(keys, allowed[i]);
+		strcat(keys, " ");
+	}
+	rec.allowed = dt_realloc(rec.allowed, (size_t)(rec.nallowed + 1) * sizeof(*rec.allowed));
+	rec.allowed[rec.nallowed].map = map;
+	rec.allowed[rec.nallowed++].keys = keys;
+}
+
+int dt_cfg_note_allowed(const struct dt_node *map, const char *key)
+{
+	char word[256];
+	snprintf(word, sizeof(word), " %s ", key);
+	for (int i = rec.nallowed - 1; i >= 0; i--)
+		if (rec.allowed[i].map == map)
+			return strstr(rec.allowed[i].keys, word) != NULL;
+	return 1;
+}
+
+void dt_cfg_note_float(const struct dt_node *map, const char *key, double v)
+{
+	char text[32];
+	if (rec.on && !dt_node_get(map, key))
+		dt_cfg_note(map, key, format_double(v, text, sizeof(text)), 0);
+}
+
+/* A number default, when it is a value the key takes (a sentinel outside the range is not). */
+static void note_number(const struct dt_node *map, const char *key, double def, double min, double max, int open,
+			const char *text)
+{
+	int below = open & DT_OPEN_MIN ? def <= min : def < min, above = open & DT_OPEN_MAX ? def >= max : def > max;
+	if (!below && !above)
+		dt_cfg_note(map, key, text, 0);
+}
+
 /* ---- getters ---- */
 
 int dt_cfg_int(const struct dt_node *map, const char *key, int64_t def, int64_t min, int64_t max, int64_t *out)
 {
 	const struct dt_node *n = dt_node_get(map, key);
+	char text[32];
 	if (!n) {
 		*out = def;
+		if (rec.on && def >= min && def <= max) {
+			snprintf(text, sizeof(text), "%" PRId64, def);
+			dt_cfg_note(map, key, text, 0);
+		}
 		return 0;
 	}
 	return node_int(n, key, min, max, out) ? -1 : 1;
@@ -1033,8 +1149,11 @@ int dt_cfg_float_range(const struct dt_node *map, const char *key, double def, d
 		       double *out)
 {
 	const struct dt_node *n = dt_node_get(map, key);
+	char text[32];
 	if (!n) {
 		*out = def;
+		if (rec.on)
+			note_number(map, key, def, min, max, open, format_double(def, text, sizeof(text)));
 		return 0;
 	}
 	return node_float(n, key, min, max, open, out) ? -1 : 1;
@@ -1053,6 +1172,7 @@ int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out)
 
 	if (!n) {
 		*out = def;
+		dt_cfg_note(map, key, def ? "true" : "false", 0);
 		return 0;
 	}
 	for (int i = 0; i < 3 && n->kind == DT_NODE_SCALAR && !n->quoted; i++) {
@@ -1069,6 +1189,7 @@ int dt_cfg_string(const struct dt_node *map, const char *key, const char *def, c
 	const struct dt_node *n = dt_node_get(map, key);
 	if (!n) {
 		*out = def;
+		dt_cfg_note(map, key, def, 0);
 		return 0;
 	}
 	if (n->kind != DT_NODE_SCALAR)
@@ -1088,6 +1209,11 @@ int dt_cfg_path(const struct dt_node *map, const char *key, char **out)
 	if (!*n->value)
 		return dt_node_error(n, "'%s' must not be empty", key);
 	*out = join_path(n->dir, n->value);
+	if (rec.on && strcmp(n->value, "-")) { /* "-", standard input, stays */
+		char *abs = realpath(*out, NULL);
+		dt_cfg_note(map, key, abs ? abs : *out, 1);
+		free(abs);
+	}
 	return 1;
 }
 
@@ -1099,6 +1225,9 @@ int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *n
 
 	if (!n) {
 		*out = def;
+		for (int i = 0; def >= 0 && names[i]; i++)
+			if (i == def)
+				dt_cfg_note(map, key, names[i], 0);
 		return 0;
 	}
 	list = join_names(names);

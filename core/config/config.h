@@ -119,6 +119,34 @@ int dt_node_float_range(const struct dt_node *n, double min, double max, int ope
  */
 const char *dt_did_you_mean(const char *s, const char *const *names);
 
+/*
+ * The recorder behind `dtrain config` (core/config/resolved.h prints what it
+ * noted). While on, each getter notes, for a key absent from its mapping (or
+ * null), the default it stored when that is a value the key takes (not a
+ * sentinel), and dt_cfg_path the absolute path it resolved. A note is
+ * {mapping, key, value text, replace}: replace 1 for a resolved path, which
+ * stands in for the value written; the first note of a key stands.
+ */
+struct dt_cfg_note {
+	const struct dt_node *map;
+	const char *key;
+	char *value;
+	int replace;
+};
+/* Starts (on: forgetting earlier notes) or stops noting. */
+void dt_cfg_record(int on);
+void dt_cfg_record_release(void);
+/* The notes so far; their count. */
+int dt_cfg_notes(const struct dt_cfg_note **notes);
+/* Notes a value by hand (a default a reader computes, such as model.name), while recording. */
+void dt_cfg_note(const struct dt_node *map, const char *key, const char *value, int replace);
+/* Notes v as the default of an absent key, in the form the float getters note (the reader computed it). */
+void dt_cfg_note_float(const struct dt_node *map, const char *key, double v);
+/* 1 unless a dt_cfg_check_keys of map (while recording) did not allow key: a noted default it may print. */
+int dt_cfg_note_allowed(const struct dt_node *map, const char *key);
+/* The key of map has no default: its getter's default is a sentinel ("not given"), not to be printed. */
+void dt_cfg_no_default(const struct dt_node *map, const char *key);
+
 /* "file:line:col" of the latest error printed by this module ("dtrain" when it had none); for tests. */
 const char *dt_cfg_last_where(void);
 

@@ -27,6 +27,7 @@ static int read_early_stopping(struct dt_early_stopping_config *e, const struct 
 	    dt_cfg_bool(args, "restore_best_weights", 0, &e->restore_best_weights) < 0 ||
 	    dt_cfg_int(args, "start_from_epoch", 0, 0, INT32_MAX, &e->start_from_epoch) < 0)
 		return -1;
+	dt_cfg_no_default(args, "baseline"); /* absent: no baseline */
 	return 0;
 }
 

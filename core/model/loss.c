@@ -59,7 +59,7 @@ int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *a, const struct
 	keys = loss_keys(*loss);
 	if (!keys && args->n > 0)
 		return dt_node_error(args->key_nodes[0], "'%s' takes no arguments, got '%s'", n->keys[0], args->keys[0]);
-	if (keys && dt_cfg_check_keys(args, n->keys[0], keys) < 0)
+	if (dt_cfg_check_keys(args, n->keys[0], keys ? keys : (const char *const[]){ NULL }) < 0)
 		return -1;
 	if (dt_cfg_float_range(args, "delta", a->delta, 0, 1e30, 1, &delta) < 0 ||
 	    dt_cfg_float(args, "gamma", a->gamma, 0, 1e6, &gamma) < 0 ||

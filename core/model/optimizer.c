@@ -136,6 +136,15 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 			return dt_node_error(dt_node_get(args, need_ema[i]), "'%s' needs 'use_ema: true'", need_ema[i]);
 	}
 	c->learning_rate = dt_schedule_value(&c->schedule, 0);
+	/* For dtrain config: the rate a name alone gives; 0 (no clipping) and the EMA keys without use_ema are no values to print. */
+	if (c->schedule.kind == DT_SCHEDULE_CONSTANT)
+		dt_cfg_note_float(args, "learning_rate", c->learning_rate);
+	for (int i = 0; i < 3; i++)
+		dt_cfg_no_default(args, (const char *const[]){ "clipnorm", "global_clipnorm", "clipvalue" }[i]);
+	if (!c->use_ema) {
+		dt_cfg_no_default(args, "ema_momentum");
+		dt_cfg_no_default(args, "ema_overwrite_frequency");
+	}
 	return 0;
 }
 

@@ -32,6 +32,7 @@ int dt_split_config_read(struct dt_split_config *c, const struct dt_node *data)
 	    (has_seed = dt_cfg_int(n, "seed", 0, 0, INT64_MAX, &seed)) < 0)
 		return -1;
 	c->has_seed = has_seed;
+	dt_cfg_no_default(n, "seed"); /* absent: the seed follows fit.seed */
 	c->seed = (uint64_t)seed;
 	return 0;
 }
