@@ -244,7 +244,12 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 		dt_doc_free(doc);
 		return rc;
 	}
-	if (o->resolve) {
+	if (o->resolve) { /* dtrain config: --set first, so that what it adds is prepared too */
+		for (int i = 0; i < o->nsets; i++)
+			if (dt_doc_set(doc, o->sets[i]) < 0 || dt_doc_include(doc, dt_doc_root(doc), "data") < 0) {
+				dt_doc_free(doc);
+				return DT_EXIT_USAGE;
+			}
 		if (dt_config_prepare(doc) < 0) {
 			dt_doc_free(doc);
 			return DT_EXIT_FAIL;
@@ -252,7 +257,7 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 		dt_cfg_record(1);
 	}
 	/* A missing, unreadable or invalid model file is a usage error. */
-	if (dt_run_config_bind(&a->cfg, doc, a->ckpt ? a->ckpt_path : o->config, o->sets, o->nsets) < 0)
+	if (dt_run_config_bind(&a->cfg, doc, a->ckpt ? a->ckpt_path : o->config, o->sets, o->resolve ? 0 : o->nsets) < 0)
 		return DT_EXIT_USAGE;
 	dt_app_config_name(a);
 	if (check_config(a, run) < 0)

@@ -4,7 +4,6 @@
  * trained with (man dtrain-config).
  */
 #include <stdio.h>
-#include <string.h>
 
 #include "cmd.h"
 #include "core/config/resolved.h"
@@ -24,21 +23,11 @@ static const char usage[] =
 	"  --json                 print JSON instead of YAML\n"
 	"  -h, --help             this help\n";
 
-/* Sets key (a dotted path) to {NAME: {}} when its value is the scalar NAME. 0 or -1. */
-static int name_to_map(struct dt_doc *doc, const char *key, const struct dt_node *n)
-{
-	char set[512];
-	if (!n || n->kind != DT_NODE_SCALAR || strlen(n->value) > 200)
-		return 0;
-	snprintf(set, sizeof(set), "%s={\"%s\": {}}", key, n->value);
-	return dt_doc_set(doc, set);
-}
-
 int dt_config_prepare(struct dt_doc *doc)
 {
 	static const char *const optional[] = { "data", "fit", "checkpoint", "distribute", NULL };
-	struct dt_node *root = dt_doc_root(doc);
-	const struct dt_node *compile = dt_node_get(root, "compile");
+	static const char *const lists[][2] = { { "model", "layers" }, { "fit", "callbacks" } };
+	struct dt_node *root = dt_doc_root(doc), *compile;
 	char set[64];
 
 	for (int i = 0; optional[i]; i++) {
@@ -46,21 +35,17 @@ int dt_config_prepare(struct dt_doc *doc)
 		if (!dt_node_get(root, optional[i]) && dt_doc_set(doc, set) < 0)
 			return -1;
 	}
+	compile = dt_node_get(root, "compile");
 	if (compile && compile->kind == DT_NODE_MAP) {
 		if (!dt_node_get(compile, "optimizer") && dt_doc_set(doc, "compile.optimizer={rmsprop: {}}") < 0)
 			return -1;
-		if (name_to_map(doc, "compile.optimizer", dt_node_get(compile, "optimizer")) < 0 ||
-		    name_to_map(doc, "compile.loss", dt_node_get(compile, "loss")) < 0)
-			return -1;
+		dt_node_name_to_map(doc, dt_node_get(compile, "optimizer"));
+		dt_node_name_to_map(doc, dt_node_get(compile, "loss"));
 	}
 	for (int k = 0; k < 2; k++) {
-		static const char *const lists[][2] = { { "model", "layers" }, { "fit", "callbacks" } };
-		const struct dt_node *list = dt_node_get(dt_node_get(root, lists[k][0]), lists[k][1]);
-		for (int i = 0; list && list->kind == DT_NODE_SEQ && i < list->n; i++) {
-			snprintf(set, sizeof(set), "%s.%s.%d", lists[k][0], lists[k][1], i);
-			if (name_to_map(doc, set, list->items[i]) < 0)
-				return -1;
-		}
+		struct dt_node *list = dt_node_get(dt_node_get(root, lists[k][0]), lists[k][1]);
+		for (int i = 0; list && list->kind == DT_NODE_SEQ && i < list->n; i++)
+			dt_node_name_to_map(doc, list->items[i]);
 	}
 	return 0;
 }

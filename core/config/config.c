@@ -530,6 +530,25 @@ struct dt_doc *dt_doc_parse(const char *name, const char *text, const char *dir)
 	return d;
 }
 
+void dt_node_name_to_map(struct dt_doc *d, struct dt_node *n)
+{
+	struct dt_node *key, *args;
+	if (!n || n->kind != DT_NODE_SCALAR || n->quoted || is_null(n))
+		return;
+	key = node_new(d, DT_NODE_SCALAR, n->file, n->dir, n->line, n->col);
+	args = node_new(d, DT_NODE_MAP, n->file, n->dir, n->line, n->col);
+	key->value = n->value;
+	n->kind = DT_NODE_MAP;
+	n->n = 1;
+	n->keys = doc_alloc(d, sizeof(char *));
+	n->keys[0] = n->value;
+	n->key_nodes = doc_alloc(d, sizeof(struct dt_node *));
+	n->key_nodes[0] = key;
+	n->items = doc_alloc(d, sizeof(struct dt_node *));
+	n->items[0] = args;
+	n->value = NULL;
+}
+
 /* Every scalar under n reads as plain YAML would: dt_node_to_json stored them all as strings. */
 static void unquote(struct dt_node *n)
 {

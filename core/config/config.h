@@ -66,6 +66,13 @@ int dt_doc_set(struct dt_doc *d, const char *assignment);
  */
 int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key);
 
+/*
+ * Turns the plain scalar n, a name ("adam"), into the mapping {adam: {}} in
+ * place, both at n's position: the same meaning for the readers of names
+ * with arguments (optimizer, loss, layers, callbacks). Other nodes stay.
+ */
+void dt_node_name_to_map(struct dt_doc *d, struct dt_node *n);
+
 /* Prints "<file>:<line>:<col>: error: <msg>" and returns -1. */
 int dt_node_error(const struct dt_node *n, const char *fmt, ...) DT_PRINTF(2, 3);
 /* Formats "file:line:col" into buf. */
