@@ -55,8 +55,8 @@ static const char *short_options(const char *allowed, char *buf, size_t size)
 	return buf;
 }
 
-/* inspect's options (--step, --dump LAYER, -o FILE) into o: 1 when c is one of them. */
-static int inspect_option(struct dt_opts *o, int c, const char *arg)
+/* inspect's options (--step, --dump LAYER, -o FILE) and evaluate's --data FILE into o: 1 when c is one of them. */
+static int more_option(struct dt_opts *o, int c, const char *arg)
 {
 	if (c == 'S')
 		o->step = 1;
@@ -64,7 +64,21 @@ static int inspect_option(struct dt_opts *o, int c, const char *arg)
 		o->dump = arg;
 	else if (c == 'o')
 		o->output = arg;
-	return c == 'S' || c == 'D' || c == 'o';
+	else if (c == 'T')
+		o->data_file = arg;
+	return c == 'S' || c == 'D' || c == 'o' || c == 'T';
+}
+
+/* The options of all (ending with a NULL name) that allowed names, into longs; --help always. */
+static void allowed_options(const struct option *all, const char *allowed, struct option *longs)
+{
+	int n = 0;
+	for (int i = 0; all[i].name; i++)
+		if (i == 0 || has_word(allowed, all[i].name))
+			longs[n++] = all[i];
+	if (has_word(allowed, "data-file")) /* evaluate --data FILE (time's --data takes no value) */
+		longs[n++] = (struct option){ "data", required_argument, NULL, 'T' };
+	memset(&longs[n], 0, sizeof(longs[n]));
 }
 
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
@@ -90,15 +104,10 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	};
 	struct option longs[sizeof(all) / sizeof(all[0]) + 1];
 	char shorts[8];
-	int n = 0, c;
+	int c;
 
 	memset(o, 0, sizeof(*o));
-	for (int i = 0; all[i].name; i++)
-		if (i == 0 || has_word(allowed, all[i].name))
-			longs[n++] = all[i];
-	if (has_word(allowed, "data-file")) /* evaluate --data FILE (time's --data takes no value) */
-		longs[n++] = (struct option){ "data", required_argument, NULL, 'T' };
-	memset(&longs[n], 0, sizeof(longs[n]));
+	allowed_options(all, allowed, longs);
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
@@ -143,11 +152,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'd':
 			o->data = 1;
 			break;
-		case 'T':
-			o->data_file = optarg;
-			break;
 		default:
-			if (inspect_option(o, c, optarg))
+			if (more_option(o, c, optarg))
 				break;
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);

@@ -17,6 +17,15 @@
 #include "core/checkpoint/snapshot.h"
 #include "core/error.h"
 
+/* Does dir/name exist? */
+static int has_file(const char *dir, const char *name)
+{
+	char path[4200];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return stat(path, &st) == 0;
+}
+
 int dt_app_is_checkpoint(const char *arg)
 {
 	unsigned char head[9];
@@ -26,8 +35,8 @@ int dt_app_is_checkpoint(const char *arg)
 
 	if (stat(arg, &st) < 0)
 		return 0;
-	if (S_ISDIR(st.st_mode))
-		return 1;
+	if (S_ISDIR(st.st_mode)) /* a run directory; any other is an error of the model file's reader */
+		return has_file(arg, "best.safetensors") || has_file(arg, "latest.safetensors");
 	if (!S_ISREG(st.st_mode) || !(f = fopen(arg, "rb")))
 		return 0;
 	n = fread(head, 1, sizeof(head), f);

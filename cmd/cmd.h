@@ -86,8 +86,8 @@ struct dt_app {
 
 /*
  * The checkpoint a command reads (cmd/app_ckpt.c). A model argument is a
- * checkpoint when it is a directory (a run directory: its best.safetensors,
- * else latest.safetensors) or a file that starts as safetensors files do (an
+ * checkpoint when it is a run directory (a directory with best.safetensors,
+ * read, else latest.safetensors) or a file that starts as safetensors files do (an
  * 8-byte header length, then '{'); anything else is a model file (YAML).
  */
 int dt_app_is_checkpoint(const char *arg);
