@@ -653,6 +653,66 @@ static void test_require_and_expect(void **state)
 	dt_doc_free(d);
 }
 
+/* A checkpoint's config (dt_node_to_json: every scalar a string) reads as the YAML it came from. */
+static void test_parse_json(void **state)
+{
+	struct dt_doc *d = dt_doc_parse_json("c.safetensors", "{\"m\":{\"units\":\"32\",\"bias\":\"\",\"on\":\"true\"}}", ".");
+	struct dt_node *m = dt_node_get(dt_doc_root(d), "m");
+	int64_t units = 0;
+	int on = 0;
+
+	assert_int_equal(dt_cfg_int(m, "units", 1, 1, 100, &units), 1);
+	assert_int_equal(units, 32);
+	assert_null(dt_node_get(m, "bias")); /* "" is null, as an empty plain scalar */
+	assert_int_equal(dt_cfg_bool(m, "on", 0, &on), 1);
+	assert_int_equal(on, 1);
+	dt_doc_free(d);
+}
+
+/* dtrain config's recorder: the defaults getters store, not sentinels, not keys a mapping does not allow. */
+static void test_record(void **state)
+{
+	struct dt_doc *d = parse_ok("m:\n  units: 4\n  lr: ~\n  path: x.csv\nopt: adam\n");
+	struct dt_node *m = dt_node_get(dt_doc_root(d), "m"), *opt;
+	const struct dt_cfg_note *notes;
+	static const char *const keys[] = { "units", "lr", "path", "use_bias", "clip", NULL };
+	int64_t units;
+	double lr, clip;
+	int bias;
+	char *path;
+
+	dt_cfg_record(1);
+	assert_int_equal(dt_cfg_check_keys(m, "m", keys), 0);
+	assert_int_equal(dt_cfg_int(m, "units", 1, 1, 100, &units), 1);
+	assert_int_equal(dt_cfg_float(m, "lr", 0.001, 0, 1, &lr), 0);
+	assert_int_equal(dt_cfg_bool(m, "use_bias", 1, &bias), 0);
+	assert_int_equal(dt_cfg_float_range(m, "clip", 0, 0, 1, DT_OPEN_MIN, &clip), 0); /* 0: a sentinel */
+	assert_int_equal(dt_cfg_bool(m, "other", 0, &bias), 0); /* not an allowed key */
+	assert_int_equal(dt_cfg_path(m, "path", &path), 1);
+	dt_cfg_record(0);
+	assert_int_equal(dt_cfg_notes(&notes), 4);
+	assert_string_equal(notes[0].key, "lr");
+	assert_string_equal(notes[0].value, "0.001");
+	assert_string_equal(notes[1].key, "use_bias");
+	assert_string_equal(notes[1].value, "true");
+	assert_string_equal(notes[3].key, "path");
+	assert_int_equal(notes[3].replace, 1);
+	assert_int_equal(dt_cfg_note_allowed(m, "other"), 0);
+	assert_int_equal(dt_cfg_note_allowed(m, "use_bias"), 1);
+	dt_cfg_no_default(m, "use_bias");
+	assert_int_equal(dt_cfg_notes(&notes), 3);
+	dt_cfg_record_release();
+	free(path);
+
+	opt = dt_node_get(dt_doc_root(d), "opt");
+	dt_node_name_to_map(d, opt);
+	assert_int_equal(opt->kind, DT_NODE_MAP);
+	assert_string_equal(opt->keys[0], "adam");
+	assert_int_equal(opt->items[0]->kind, DT_NODE_MAP);
+	assert_int_equal(opt->key_nodes[0]->line, 5);
+	dt_doc_free(d);
+}
+
 static void test_node_error(void **state)
 {
 	struct dt_doc *d = parse_ok("a:\n  b: 1\n");
@@ -959,6 +1019,8 @@ int main(void)
 		cmocka_unit_test(test_node_numbers),
 		cmocka_unit_test(test_check_keys),
 		cmocka_unit_test(test_require_and_expect),
+		cmocka_unit_test(test_parse_json),
+		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_node_error),
 		cmocka_unit_test(test_did_you_mean),
 		cmocka_unit_test(test_set_scalar),
