@@ -9,7 +9,6 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
-#include "core/checkpoint/run_dir.h"
 #include "core/error.h"
 #include "core/checkpoint/snapshot.h"
 

@@ -5,8 +5,9 @@
  *
  * The input is read through a stream reader (data/reader.h) a batch at a
  * time, so memory stays bounded whatever its length; the model is built from
- * the YAML alone (model.input_shape, or the shape the input file tells, or
- * else the training data's) and takes its weights from the checkpoint. The
+ * the config alone, the YAML's or a checkpoint's (model.input_shape, or the
+ * shape the input file tells, or else the training data's) and takes its
+ * weights from the checkpoint (cmd/app_ckpt.c). The
  * preprocessing is training's: data.rescale and the normalization that fit
  * saved in the checkpoint (dt_app_preprocess).
  */
@@ -19,7 +20,6 @@
 #include <cjson/cJSON.h>
 
 #include "cmd.h"
-#include "core/checkpoint/run_dir.h"
 #include "core/error.h"
 #include "core/checkpoint/snapshot.h"
 #include "data/png.h"
