@@ -68,13 +68,14 @@ static int load(struct dt_app *a, const char *path)
 
 /*
  * The config stored in the checkpoint arg (a file or a run directory) as a
- * document: relative paths from the model file's directory, the model's
+ * document: relative paths from the working directory (the checkpoint stores
+ * no directory: runs from two directories write the same bytes), the model's
  * input shape filled in when the file gave none. NULL after an error.
  */
 static struct dt_doc *stored_config(struct dt_app *a, const char *arg)
 {
 	struct stat st;
-	const char *text, *dir, *shape;
+	const char *text, *shape;
 	struct dt_doc *d;
 	char set[256];
 
@@ -91,8 +92,7 @@ static struct dt_doc *stored_config(struct dt_app *a, const char *arg)
 			 "MODEL.yaml --checkpoint '%s'", a->ckpt_path, a->ckpt_path);
 		return NULL;
 	}
-	dir = dt_checkpoint_meta(a->ckpt, "config_dir");
-	if (!(d = dt_doc_parse_json(a->ckpt_path, text, dir ? dir : ".")))
+	if (!(d = dt_doc_parse_json(a->ckpt_path, text, ".")))
 		return NULL;
 	shape = dt_checkpoint_meta(a->ckpt, "input_shape");
 	if (shape && !dt_node_get(dt_node_get(dt_doc_root(d), "model"), "input_shape")) {

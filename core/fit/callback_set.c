@@ -1,4 +1,3 @@
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,16 +55,6 @@ static int install_fit_callbacks(struct dt_callback_set *set, struct dt_trainer 
 	return 0;
 }
 
-/* The absolute directory of the model file at path (its relative paths' base). */
-static char *config_dir(const char *path)
-{
-	char *copy = dt_strdup(path), *abs = realpath(dirname(copy), NULL);
-	char *dir = dt_strdup(abs ? abs : ".");
-	free(abs);
-	free(copy);
-	return dir;
-}
-
 /* The metadata every checkpoint file carries beside the config. */
 static void collect_metadata(struct dt_callback_set *set, const struct dt_run_config *cfg,
 			     const struct dt_callback_env *env)
@@ -89,8 +78,7 @@ static void collect_metadata(struct dt_callback_set *set, const struct dt_run_co
 		cJSON_Delete(shape);
 		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "input_shape", set->input_shape_json };
 	}
-	set->config_dir = config_dir(cfg->path);
-	set->extra[set->nextra++] = (struct dt_ckpt_meta){ "config_dir", set->config_dir };
+	/* Nothing that depends on where the run was (a directory): runs elsewhere write the same bytes. */
 	set->extra[set->nextra++] = (struct dt_ckpt_meta){ "config_name", cfg->file_name };
 }
 
@@ -170,7 +158,6 @@ void dt_callback_set_release(struct dt_callback_set *set)
 		dt_checkpointer_release(&set->mcs[i]);
 	free(set->config_json);
 	free(set->input_shape_json);
-	free(set->config_dir);
 	free(set->class_names_json);
 	memset(set, 0, sizeof(*set));
 }

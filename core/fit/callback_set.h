@@ -45,7 +45,6 @@ struct dt_callback_set {
 	char *config_json;            /* the resolved config, in every file */
 	char *class_names_json;
 	char *input_shape_json;       /* [28,28,1] */
-	char *config_dir;             /* the model file's directory, for its relative paths */
 };
 
 /*

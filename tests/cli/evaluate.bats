@@ -276,7 +276,7 @@ header_file() {
 
 @test "CHECKPOINT first: an older checkpoint without input_shape still works; one without a config is refused by name" {
 	cp "$RUN/latest.safetensors" "$TMP/old.safetensors"
-	python3 "$REPO/tests/tools/ckpt_meta.py" "$TMP/old.safetensors" -input_shape -config_dir -config_name
+	python3 "$REPO/tests/tools/ckpt_meta.py" "$TMP/old.safetensors" -input_shape -config_name
 	run --separate-stderr "$DTRAIN" evaluate "$TMP/old.safetensors" --json
 	status_is 0
 	[ "$(jq -r .samples <<<"$output")" = 300 ]
