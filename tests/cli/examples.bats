@@ -143,7 +143,7 @@ example() {
 		return 1
 	}
 	where=$(jq -r '"\(.file):\(.line)"' <<<"$ex")
-	cmd=$(jq -r '.command // .path' <<<"$ex")
+	cmd=$(jq -r .command <<<"$ex")
 	kind=$(jq -r .kind <<<"$ex")
 	BATS_TEST_DESCRIPTION="$where: $(tr -s '\n\\ ' ' ' <<<"$cmd" | cut -c1-70)"
 	for tag in $(jq -r '.tags[]' <<<"$ex"); do
@@ -230,13 +230,13 @@ example() {
 	cmp_fig "Epoch 1/2: 20/20 - 0s - 11ms/step - loss: 1.1554" "Epoch 1/2: 20/20 - 3s - 850us/step - loss: 1.1554"
 	cmp_fig '{"epoch":1,"loss":1.14,"seconds":0.2}' '{"epoch":1,"loss":1.10,"seconds":9.5}'
 	cmp_fig " Total params: 669,706 (2.55 MB)" " Total params: 669,706 (2.55 MB)"
-	! cmp_fig " Total params: 669,706 (2.55 MB)" " Total params: 669,707 (2.55 MB)"
-	! cmp_fig "test: 10000 samples - accuracy: 0.8861" "test: 10000 samples - accuracy: 0.8561"
-	! cmp_fig "test: 10000 samples - loss: 0.3188" "test: 10000 samples - loss: 0.3600"
-	! cmp_fig "test: 10000 samples" "test: 9999 samples"
-	! cmp_fig '{"epoch":1,"loss":1.14}' '{"epoch":2,"loss":1.14}'
-	! cmp_fig '{"checkpoint":"runs/a/latest.safetensors"}' '{"checkpoint":"runs/a/best.safetensors"}'
-	! cmp_fig "dtrain 0.1.0" "dtrain 0.2.0"
+	run ! cmp_fig " Total params: 669,706 (2.55 MB)" " Total params: 669,707 (2.55 MB)"
+	run ! cmp_fig "test: 10000 samples - accuracy: 0.8861" "test: 10000 samples - accuracy: 0.8561"
+	run ! cmp_fig "test: 10000 samples - loss: 0.3188" "test: 10000 samples - loss: 0.3600"
+	run ! cmp_fig "test: 10000 samples" "test: 9999 samples"
+	run ! cmp_fig '{"epoch":1,"loss":1.14}' '{"epoch":2,"loss":1.14}'
+	run ! cmp_fig '{"checkpoint":"runs/a/latest.safetensors"}' '{"checkpoint":"runs/a/best.safetensors"}'
+	run ! cmp_fig "dtrain 0.1.0" "dtrain 0.2.0"
 }
 
 @test "example 1" { example 1; }

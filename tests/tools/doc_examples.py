@@ -304,7 +304,7 @@ def markdown_examples(path, doc):
 NUMBER = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?![\w.]*\w)")
 TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:us|ms|s)\b")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-IGNORED = re.compile(r"(seconds|_sec|_ms|gflops|samples_per|peak|fraction|ms)$", re.I)
+IGNORED = re.compile(r"^(ms|us|s|\w*seconds|\w*_ms|\w*_per_sec|\w*gflops|\w*fraction)$", re.I)
 
 
 def rule(label, before="", after=""):
