@@ -5,6 +5,9 @@
 #   make demo       deps + build + train models/fashion_mlp.yaml
 #   make check      deps + build + every test; ends with "N passed, N failed"
 #   make install    binary and man pages under PREFIX (default /usr/local)
+#   make device-kit build/device-kit.tar.xz: dtrain with CUDA, its tests and
+#                   libraries, bats, jq, Fashion-MNIST, for a bare GPU machine
+#                   (tests/gpu/device-run.sh runs it there)
 #   make clean
 #
 # Switches: V=1 (show commands), DEBUG=1 (-O0 -g), SANITIZE=1 (ASan + UBSan,
@@ -24,7 +27,7 @@ DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy iproute2
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
-DEPS_BENCH := python3-torch python3-numpy libopenblas0-pthread time
+DEPS_BENCH := python3-torch python3-numpy python3-sklearn libopenblas0-pthread time
 
 ifeq ($(V),1)
 Q :=
@@ -189,12 +192,28 @@ test:
 	$(Q)$(MAKE) --no-print-directory all test-bins
 	$(Q)DTRAIN=$(BIN) BUILD=$(BUILD) tests/run.sh '$(T)' '$(F)'
 
-.PHONY: bench test-bins
+.PHONY: bench test-bins device-kit
+# The device kit (tests/gpu/make-kit.sh): unpacked under build/device-kit/,
+# packed into build/device-kit.tar.xz, which the device tool carries. Its own
+# build (build/device-kit-obj/, NATIVE=0): the GPU machine's processor may
+# lack this one's vector instructions.
+KIT_BUILD := build/device-kit-obj
+KIT_DIR := build/device-kit
+KIT_ARCHIVE := build/device-kit.tar.xz
+KIT_MAKE := $(MAKE) --no-print-directory CUDA=1 NATIVE=0 SANITIZE= BUILD=$(KIT_BUILD)
+device-kit:
+	$(Q)$(KIT_MAKE) all test-bins
+	$(Q)$(KIT_MAKE) $(KIT_ARCHIVE)
+
+$(KIT_ARCHIVE): $(BIN) $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) tests/gpu/make-kit.sh tests/gpu/kit-base.sh
+	$(Q)tests/gpu/make-kit.sh $(BUILD) $(KIT_DIR) $@
+
 bench: all
 	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_BENCH)"
 	$(Q)DTRAIN=$(BIN) tests/bench/bench.sh
 	$(Q)DTRAIN=$(BIN) tests/bench/strategies.sh
 	$(Q)DTRAIN=$(BIN) tests/bench/data_bench.sh
+	$(Q)DTRAIN=$(BIN) /usr/bin/python3 tests/bench/diabetes.py
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
 

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cmd.h"
 #include "core/cuda/cuda.h"
 #include "core/error.h"
@@ -145,7 +147,59 @@ void dt_opts_release(struct dt_opts *o)
 	o->sets = NULL;
 }
 
-int dt_app_config(struct dt_app *a, const struct dt_opts *o)
+/* fit.class_weight for model m's classes: k weights (the caller frees them), or NULL after an error. */
+static float *class_weights(const struct dt_app *a, const struct dt_model *m, int *k)
+{
+	float *w;
+	*k = dt_objective_num_classes(m);
+	w = dt_malloc((size_t)*k * sizeof(float));
+	if (dt_class_weight_read(a->cfg.class_weight, *k, w) < 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/*
+ * The layers (and fit.class_weight against their classes) when
+ * model.input_shape gives their input without the data. 0 or -1.
+ */
+static int check_layers(const struct dt_app *a)
+{
+	const struct dt_run_config *c = &a->cfg;
+	struct dt_model m = { 0 };
+	float *w = NULL;
+	int k, rc;
+
+	if (!c->input_shape.ndim)
+		return 0;
+	rc = dt_model_init(&m, c->name, &c->input_shape, c->layers, dt_layer_types);
+	if (rc == 0 && c->class_weight && !(w = class_weights(a, &m, &k)))
+		rc = -1;
+	free(w);
+	dt_model_release(&m);
+	return rc;
+}
+
+/*
+ * Every section, before any data is read (no file is opened): the layers,
+ * each data source's arguments and `distribute:` (with this job's rules
+ * when `run`). The config loader has checked the rest. 0 or -1.
+ */
+static int check_config(const struct dt_app *a, int run)
+{
+	const struct dt_run_config *c = &a->cfg;
+	const struct dt_node *sources[] = { c->train, c->validation, c->test };
+
+	if (check_layers(a) < 0)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		if (sources[i] && dt_source_check(sources[i], dt_source_types) < 0)
+			return -1;
+	return dt_strategy_check(c->distribute, run ? &a->sys : NULL);
+}
+
+int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 {
 	memset(a, 0, sizeof(*a));
 	dt_system_detect(&a->sys);
@@ -154,13 +208,24 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o)
 	/* A missing, unreadable or invalid model file is a usage error. */
 	if (dt_run_config_load(&a->cfg, o->config, o->sets, o->nsets) < 0)
 		return DT_EXIT_USAGE;
+	if (check_config(a, run) < 0)
+		return dt_exit_status();
 	dt_ops_set_threads(a->cfg.threads);
 	return 0;
 }
 
-static int open_source(struct dt_source *s, const struct dt_node *args)
+static int open_source(struct dt_source *s, const struct dt_node *args, const struct dt_class_map *map)
 {
-	return dt_source_open(s, args, dt_source_types) < 0 ? dt_exit_status() : 0;
+	return dt_source_open_classes(s, args, dt_source_types, map) < 0 ? dt_exit_status() : 0;
+}
+
+/* The classes of the training source s, by which the other sources number theirs; NULL when it has none. */
+static const struct dt_class_map *source_classes(const struct dt_source *s, struct dt_class_map *m)
+{
+	if (!dt_source_has_classes(s))
+		return NULL;
+	*m = (struct dt_class_map){ s->num_classes, s->class_names };
+	return m;
 }
 
 /* Options of a pipeline from the data section; augmentation for training data only. */
@@ -253,77 +318,221 @@ out:
 	return rc;
 }
 
+/* Class k of src for a message: its name in quotes, or its number. */
+static void class_name(const struct dt_source *src, int k, char *buf, size_t size)
+{
+	if (src->class_names)
+		snprintf(buf, size, "'%.40s'", src->class_names[k]);
+	else
+		snprintf(buf, size, "%d", k);
+}
+
+/*
+ * Warns when a part of the training file src (the validation or test
+ * records, `what`) lacks classes that its training part has, or holds one
+ * class only: the sign of a file sorted by class.
+ */
+static void warn_part_classes(const struct dt_run_config *c, const struct dt_source *src, const int32_t *labels,
+			      const struct dt_split *parts, const int64_t *part, int64_t n, const char *what)
+{
+	const struct dt_split_config *sc = &c->pipeline.split;
+	int k = src->num_classes, ntrain = 0, npart = 0, missing = 0, only = -1;
+	uint8_t *in_train = dt_calloc(k, 1), *in_part = dt_calloc(k, 1);
+	char list[256] = "", name[64];
+	size_t len = 0;
+	const char *hint = !sc->shuffle ? "; the split takes the last records: is the file sorted by class? "
+					  "data.split: {shuffle: true, stratify: true} puts every class in each part"
+			   : !sc->stratify ? "; data.split.stratify: true puts every class in each part"
+					   : "";
+
+	for (int64_t i = 0; i < parts->ntrain; i++)
+		if (labels[parts->train[i]] >= 0)
+			in_train[labels[parts->train[i]]] = 1;
+	for (int64_t i = 0; i < n; i++)
+		if (labels[part[i]] >= 0)
+			in_part[labels[part[i]]] = 1;
+	for (int j = 0; j < k; j++) {
+		ntrain += in_train[j];
+		npart += in_part[j];
+		if (in_part[j])
+			only = j;
+		if (in_train[j] && !in_part[j] && missing++ < 4 && len < sizeof(list)) {
+			class_name(src, j, name, sizeof(name));
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", missing > 1 ? ", " : "", name);
+		}
+	}
+	if (npart == 1 && ntrain > 1) {
+		class_name(src, only, name, sizeof(name));
+		dt_warn("the %s part of '%s' (%lld records) holds one class only, %s%s", what, src->name, (long long)n,
+			name, hint);
+	} else if (missing) {
+		dt_warn("the %s part of '%s' (%lld records) lacks %d of the %d classes of the training part: %s%s%s",
+			what, src->name, (long long)n, missing, ntrain, list, missing > 4 ? ", ..." : "", hint);
+	}
+	free(in_train);
+	free(in_part);
+}
+
+/*
+ * The parts of the training file src (data.validation_split,
+ * data.test_split, data.split: split.h) into parts; warns (rank 0) about
+ * parts that lack classes. 0 or an exit status.
+ */
+static int split_training(struct dt_app *a, struct dt_source *src, struct dt_split *parts)
+{
+	const struct dt_run_config *c = &a->cfg;
+	const struct dt_split_config *sc = &c->pipeline.split;
+	int64_t n = src->count, nval = dt_split_size(n, c->validation_split), ntest = dt_split_size(n, sc->test);
+	int carve = nval > 0 || ntest > 0;
+	/* Class warnings for classifiers only: a regression target's values are no classes. */
+	int warn = carve && a->sys.mpi_rank == 0 && !a->shape_only && !dt_loss_is_regression(c->loss);
+	int32_t *labels = NULL;
+
+	if ((c->validation_split > 0 && nval == 0) || (sc->test == 0 && n - nval <= 0)) {
+		dt_node_error(dt_node_get(c->data_node, "validation_split"),
+			      "validation_split %g of %lld records leaves no training or no validation records",
+			      c->validation_split, (long long)n);
+		return DT_EXIT_USAGE;
+	}
+	if ((sc->test > 0 && ntest == 0) || n - nval - ntest <= 0) {
+		dt_node_error(sc->test_node,
+			      "test_split %g (with validation_split %g) of %lld records leaves no training or no "
+			      "test records",
+			      sc->test, c->validation_split, (long long)n);
+		return DT_EXIT_USAGE;
+	}
+	if (sc->stratify && !dt_source_has_classes(src)) {
+		dt_node_error(sc->node,
+			      "data.split.stratify needs class labels, but the labels of '%s' are not class indices",
+			      src->name);
+		return DT_EXIT_USAGE;
+	}
+	if ((sc->stratify && carve) || (warn && dt_source_has_classes(src))) {
+		labels = dt_malloc((size_t)n * sizeof(int32_t));
+		if (dt_source_labels(src, labels) < 0) {
+			free(labels);
+			return DT_EXIT_FAIL;
+		}
+	}
+	dt_split_records(parts, n, nval, ntest, sc, sc->has_seed ? sc->seed : c->seed, labels, src->num_classes);
+	if (warn && labels && parts->nval)
+		warn_part_classes(c, src, labels, parts, parts->val, parts->nval, "validation");
+	if (warn && labels && parts->ntest)
+		warn_part_classes(c, src, labels, parts, parts->test, parts->ntest, "test");
+	free(labels);
+	return 0;
+}
+
+/* The one-hot size for labels of s: its classes when asked, or when the loss needs them and s has class indices. */
+static int one_hot_size(const struct dt_run_config *c, const struct dt_source *s)
+{
+	int indices = s->label.ndim == 1 && s->label.dim[0] == 1;
+	return c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY && indices) ? s->num_classes : 0;
+}
+
+/* The training and validation pipelines: parts of the training file, or data.validation opened with map. */
+static int train_pipelines(struct dt_app *a, const struct dt_split *parts, const struct dt_class_map *map)
+{
+	struct dt_run_config *c = &a->cfg;
+	int rc, one_hot = one_hot_size(c, &a->train_src);
+
+	if (c->one_hot && !one_hot) {
+		dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name);
+		return DT_EXIT_USAGE;
+	}
+	if (dt_pipeline_init_list(&a->train, &a->train_src, parts->train, parts->ntrain, c->batch_size, c->shuffle,
+				  c->seed, (float)c->rescale, one_hot) < 0)
+		return DT_EXIT_FAIL;
+	if (parts->nval) {
+		if (dt_pipeline_init_list(&a->val, &a->train_src, parts->val, parts->nval, c->batch_size, 0, c->seed,
+					  (float)c->rescale, one_hot) < 0)
+			return DT_EXIT_FAIL;
+		a->have_val = 1;
+	} else if (c->validation) {
+		if ((rc = open_source(&a->val_src, c->validation, map)))
+			return rc;
+		a->have_val_src = 1;
+		if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
+				     (float)c->rescale, one_hot) < 0)
+			return DT_EXIT_FAIL;
+		a->have_val = 1;
+	}
+	if (configure_pipeline(a, &a->train, 1) < 0 || (a->have_val && configure_pipeline(a, &a->val, 0) < 0) ||
+	    (c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only && normalize_auto(a) < 0))
+		return dt_exit_status();
+	return 0;
+}
+
+/*
+ * The test pipeline: the test part of the training file `whole` (with
+ * data.test_split), or data.test opened with map. One-hot as the training
+ * labels when there are any.
+ */
+static int test_pipeline(struct dt_app *a, struct dt_source *whole, const struct dt_split *parts,
+			 const struct dt_class_map *map)
+{
+	struct dt_run_config *c = &a->cfg;
+	struct dt_source *src = whole;
+	int rc, one_hot;
+
+	if (!src) {
+		if (!c->test) {
+			dt_error("'%s' has no data.test section (or data.test_split) to evaluate on", c->path);
+			return DT_EXIT_USAGE;
+		}
+		if ((rc = open_source(&a->test_src, c->test, map)))
+			return rc;
+		a->have_test_src = 1;
+		src = &a->test_src;
+	}
+	one_hot = one_hot_size(c, a->have_train_src ? &a->train_src : src);
+	if (whole)
+		rc = dt_pipeline_init_list(&a->test, src, parts->test, parts->ntest, c->batch_size, 0, c->seed,
+					   (float)c->rescale, one_hot);
+	else
+		rc = dt_pipeline_init(&a->test, src, 0, src->count, c->batch_size, 0, c->seed, (float)c->rescale,
+				      one_hot);
+	if (rc < 0)
+		return DT_EXIT_FAIL;
+	a->have_test = 1;
+	if (configure_pipeline(a, &a->test, 0) < 0)
+		return dt_exit_status();
+	if (a->have_train_src && c->pipeline.normalize == DT_NORMALIZE_AUTO &&
+	    dt_pipeline_set_normalize(&a->test, a->train.pre.nchan, a->train.pre.mean, a->train.pre.std) < 0)
+		return DT_EXIT_FAIL;
+	return 0;
+}
+
+/*
+ * The sources and pipelines. The training file defines the classes: the
+ * validation and test sources are opened with its class map (evaluate,
+ * which opens no training data, with a->test_classes, the checkpoint's).
+ * With data.test_split the test records are a part of the training file,
+ * which evaluate then opens as its test source.
+ */
 int dt_app_data(struct dt_app *a, int need_train, int need_test)
 {
 	struct dt_run_config *c = &a->cfg;
-	int rc, one_hot = 0;
-	int64_t n, split;
+	struct dt_class_map classes;
+	const struct dt_class_map *map = a->test_classes;
+	struct dt_split parts = { 0 };
+	struct dt_source *whole = NULL; /* the training file */
+	int rc = 0, test_part = c->pipeline.split.test > 0;
 
-	if (need_train) {
-		if ((rc = open_source(&a->train_src, c->train)))
+	if (need_train || (need_test && test_part)) {
+		whole = need_train ? &a->train_src : &a->test_src;
+		if ((rc = open_source(whole, c->train, NULL)))
 			return rc;
-		a->have_train_src = 1;
-		n = a->train_src.count;
-		split = (int64_t)((double)n * (1 - c->validation_split));
-		if (split <= 0 || (c->validation_split > 0 && split >= n)) {
-			dt_node_error(dt_node_get(c->data_node, "validation_split"),
-				      "validation_split %g of %lld records leaves no training or no validation records",
-				      c->validation_split, (long long)n);
-			return DT_EXIT_USAGE;
-		}
-		/* One-hot labels when asked, or when the loss needs them and the data has class indices. */
-		one_hot = c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY && a->train_src.label.ndim == 1 &&
-					  a->train_src.label.dim[0] == 1)
-				  ? a->train_src.num_classes
-				  : 0;
-		if (c->one_hot && !one_hot) {
-			dt_error("data.one_hot needs class-index labels, but '%s' has none", a->train_src.name);
-			return DT_EXIT_USAGE;
-		}
-		if (dt_pipeline_init(&a->train, &a->train_src, 0, split, c->batch_size, c->shuffle, c->seed,
-				     (float)c->rescale, one_hot) < 0)
-			return DT_EXIT_FAIL;
-		if (split < n) {
-			if (dt_pipeline_init(&a->val, &a->train_src, split, n, c->batch_size, 0, c->seed,
-					     (float)c->rescale, one_hot) < 0)
-				return DT_EXIT_FAIL;
-			a->have_val = 1;
-		} else if (c->validation) {
-			if ((rc = open_source(&a->val_src, c->validation)))
-				return rc;
-			a->have_val_src = 1;
-			if (dt_pipeline_init(&a->val, &a->val_src, 0, a->val_src.count, c->batch_size, 0, c->seed,
-					     (float)c->rescale, one_hot) < 0)
-				return DT_EXIT_FAIL;
-			a->have_val = 1;
-		}
-		if (configure_pipeline(a, &a->train, 1) < 0 || (a->have_val && configure_pipeline(a, &a->val, 0) < 0))
-			return dt_exit_status();
-		if (c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only && normalize_auto(a) < 0)
-			return dt_exit_status();
+		*(need_train ? &a->have_train_src : &a->have_test_src) = 1;
+		rc = split_training(a, whole, &parts);
+		map = source_classes(whole, &classes);
 	}
-	if (need_test) {
-		if (!c->test) {
-			dt_error("'%s' has no data.test section to evaluate on", c->path);
-			return DT_EXIT_USAGE;
-		}
-		if ((rc = open_source(&a->test_src, c->test)))
-			return rc;
-		a->have_test_src = 1;
-		if (!need_train && (c->one_hot || (c->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY &&
-						   a->test_src.label.ndim == 1 && a->test_src.label.dim[0] == 1)))
-			one_hot = a->test_src.num_classes;
-		if (dt_pipeline_init(&a->test, &a->test_src, 0, a->test_src.count, c->batch_size, 0, c->seed,
-				     (float)c->rescale, one_hot) < 0)
-			return DT_EXIT_FAIL;
-		a->have_test = 1;
-		if (configure_pipeline(a, &a->test, 0) < 0)
-			return dt_exit_status();
-		if (need_train && c->pipeline.normalize == DT_NORMALIZE_AUTO &&
-		    dt_pipeline_set_normalize(&a->test, a->train.pre.nchan, a->train.pre.mean, a->train.pre.std) < 0)
-			return DT_EXIT_FAIL;
-	}
-	return 0;
+	if (!rc && need_train)
+		rc = train_pipelines(a, &parts, map);
+	if (!rc && (need_test || (need_train && test_part)))
+		rc = test_pipeline(a, test_part ? whole : NULL, &parts, map);
+	dt_split_release(&parts);
+	return rc;
 }
 
 /* The per-sample input shape: the config's, checked against the data, or the data's. */
@@ -342,6 +551,27 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 		return dt_error("'%s' gives no model.input_shape and no data to take it from", a->cfg.path);
 	*shape = src->sample;
 	return 0;
+}
+
+void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, struct cJSON *o)
+{
+	cJSON_AddNumberToObject(o, "loss", m->loss);
+	if (a->trainer.accuracy)
+		cJSON_AddNumberToObject(o, "accuracy", m->accuracy);
+	if (a->trainer.errors) {
+		cJSON_AddNumberToObject(o, "mae", m->mae);
+		cJSON_AddNumberToObject(o, "rmse", m->rmse);
+	}
+}
+
+void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f)
+{
+	if (a->trainer.accuracy)
+		fprintf(f, " - accuracy: %.4f", m->accuracy);
+	fprintf(f, " - loss: %.4f", m->loss);
+	if (a->trainer.errors)
+		fprintf(f, " - mae: %.4f - rmse: %.4f", m->mae, m->rmse);
+	fputc('\n', f);
 }
 
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)
@@ -401,13 +631,42 @@ int dt_app_precision(struct dt_app *a)
 	return 0;
 }
 
+int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const struct dt_device *devs, int n,
+			int batch, int state)
+{
+	struct dt_device dev = devs[0];
+	int64_t budget;
+	int most = 0;
+	char what[128], name[32];
+
+	/* CPU replicas all live in the host's memory; each GPU has its own. */
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		for (int j = 0; j < n; j++)
+			k += devs[j].kind == devs[i].kind &&
+			     (devs[i].kind == DT_DEVICE_CPU || devs[j].index == devs[i].index);
+		if (k > most) {
+			most = k;
+			dev = devs[i];
+		}
+	}
+	dt_device_format(dev, name, sizeof(name));
+	if (a->cfg.max_memory)
+		snprintf(what, sizeof(what), "fit.max_memory (on %s)", name);
+	else
+		snprintf(what, sizeof(what), "%s's memory (set fit.max_memory to change the limit)",
+			 dev.kind == DT_DEVICE_CPU ? "the host" : name);
+	budget = a->cfg.max_memory ? a->cfg.max_memory : dt_device_memory(dev);
+	return dt_model_check_memory(m, batch, most, state, budget, what) < 0 ? DT_EXIT_USAGE : 0;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
 	const struct dt_source *src = a->have_train_src ? &a->train_src : a->have_test_src ? &a->test_src : NULL;
 	const struct dt_pipeline *labels = a->have_train_src ? &a->train : &a->test;
 	struct dt_shape in;
-	int per_replica, rc;
+	int per_replica, state, rc;
 
 	if (input_shape(a, &in, src) < 0)
 		return DT_EXIT_USAGE;
@@ -431,7 +690,21 @@ int dt_app_build(struct dt_app *a)
 		if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, &a->models[r], &labels->label,
 				      src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();
-		dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica);
+		if (c->errors && !dt_shape_equal(&labels->label, &a->models[r].output)) {
+			char out[64], lab[64];
+			dt_shape_format(&a->models[r].output, 1, out, sizeof(out));
+			dt_shape_format(&labels->label, 1, lab, sizeof(lab));
+			dt_node_error(c->errors_node, "'%s' compares the output %s with labels of its shape, but the "
+				      "data's labels are %s", c->errors_node->value, out, lab);
+			return DT_EXIT_USAGE;
+		}
+		/* Optimizer slots, and the accumulated gradients, per trainable parameter. */
+		state = dt_optimizer_state_count(&c->optimizer) + (c->accumulate_steps > 1);
+		if (r == 0 && (rc = dt_app_check_memory(a, &a->models[0], a->strategy.devices, a->nreplicas,
+							per_replica, state)))
+			return rc;
+		if (dt_model_alloc(&a->models[r], a->strategy.devices[r], per_replica) < 0)
+			return DT_EXIT_FAIL;
 		dt_model_init_params(&a->models[r], c->seed);
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}
@@ -440,6 +713,7 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.models = a->models;
 	a->trainer.opts = a->opts;
 	a->trainer.accuracy = c->accuracy;
+	a->trainer.errors = c->errors || dt_loss_is_regression(c->loss);
 	a->trainer.train = a->have_train_src ? &a->train : &a->test;
 	a->trainer.val = a->have_val ? &a->val : NULL;
 	a->trainer.epochs = c->epochs;
@@ -449,14 +723,12 @@ int dt_app_build(struct dt_app *a)
 	a->trainer.log_learning_rate = dt_schedule_varies(&c->optimizer.schedule) || c->callback_cfg.reduce_lr_on_plateau;
 	dt_trainer_init(&a->trainer);
 	if (c->class_weight) {
-		int k = dt_objective_num_classes(&a->models[0]);
-		float *w = dt_malloc((size_t)k * sizeof(float));
-		int bad = dt_class_weight_read(c->class_weight, k, w) < 0;
-		if (!bad)
-			dt_trainer_set_class_weights(&a->trainer, w, k);
-		free(w);
-		if (bad)
+		int k;
+		float *w = class_weights(a, &a->models[0], &k);
+		if (!w)
 			return DT_EXIT_USAGE;
+		dt_trainer_set_class_weights(&a->trainer, w, k);
+		free(w);
 	}
 	return 0;
 }

@@ -63,11 +63,22 @@ struct dt_app {
 	struct dt_trainer trainer;
 	int nreplicas;
 	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
+	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes for data.test; NULL: none */
 };
 
 /* Each returns 0 or an exit status (1 or 2) after printing the error. */
-int dt_app_config(struct dt_app *a, const struct dt_opts *o);
-/* Opens the training data (with validation) and, when need_test, the test set. */
+/*
+ * Loads the config and checks every section before any data is read: the
+ * layers (when model.input_shape is given), the data sources' arguments and
+ * `distribute:`. run: this subcommand runs the strategy (fit, evaluate,
+ * time), so the job's own rules apply too (processes under mpirun).
+ */
+int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run);
+/*
+ * Opens the training data (with validation and a test_split part) and, when
+ * need_test, the test set; validation and test data number their classes as
+ * the training data does (or as a->test_classes says, without training data).
+ */
 int dt_app_data(struct dt_app *a, int need_train, int need_test);
 /*
  * The preprocessing of inputs that fit trained with, for evaluate and
@@ -80,10 +91,28 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test);
  */
 int dt_app_preprocess(struct dt_app *a, const char *json, const char *what, const struct dt_shape *sample,
 		      struct dt_preprocess *pp);
+/*
+ * The metrics m of a pass over the test set that the run reports (loss,
+ * accuracy when asked for, mae and rmse when reported): as members of the
+ * JSON object o, or as the rest of a line in Keras' alphabetical order,
+ * " - accuracy: 0.9012 - loss: 0.2876\n", on f.
+ */
+struct cJSON;
+void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, struct cJSON *o);
+void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f);
 /* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
 int dt_app_build(struct dt_app *a);
+/*
+ * Before anything is allocated: refuses a model (m, one replica of it) whose
+ * buffers for batches of `batch`, with `state` floats per trainable parameter
+ * (optimizer slots, accumulation), times the replicas that share a device of
+ * devs[0..n), exceed fit.max_memory or else that device's memory. 0, or
+ * DT_EXIT_USAGE after the error at the layer that holds the most.
+ */
+int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const struct dt_device *devs, int n,
+			int batch, int state);
 /*
  * compile.precision for the strategy's devices (after dt_strategy_create,
  * before any plan is made): tf32 and bf16 need every replica on a GPU. 0, or

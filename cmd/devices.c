@@ -67,10 +67,10 @@ int cmd_devices(int argc, char **argv)
 	struct dt_opts o;
 	struct dt_system s;
 	const dnnl_version_t *v = dnnl_version();
-	const char *why, *strategy;
+	const char *strategy;
 	char *ranks = NULL;
 	struct gpus g;
-	char note[1024];
+	char note[1024], why[160];
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "json", usage)) >= 0) {
@@ -78,7 +78,7 @@ int cmd_devices(int argc, char **argv)
 		return rc;
 	}
 	dt_system_detect(&s);
-	strategy = dt_strategy_auto(&s, &why);
+	strategy = dt_strategy_auto(&s, NULL, why, sizeof(why));
 	if (dt_strategy_mpi_launched() && s.mpi_world > 1) {
 		/* Every rank's host, devices and role, gathered on rank 0, which alone prints. */
 		char mine[512], *all;

@@ -18,8 +18,8 @@ static int cmd_version(int argc, char **argv);
 
 static const struct subcommand commands[] = {
 	{ "fit", cmd_fit, "train the model a YAML file describes" },
-	{ "evaluate", cmd_evaluate, "loss and accuracy of a checkpoint on the test set" },
-	{ "predict", cmd_predict, "the class of every sample of an input, one line each, streaming" },
+	{ "evaluate", cmd_evaluate, "loss and metrics of a checkpoint on the test set" },
+	{ "predict", cmd_predict, "the class (or the values) of every sample of an input, one line each, streaming" },
 	{ "summary", cmd_summary, "the model's layers, shapes and parameter counts" },
 	{ "time", cmd_time, "time each layer's forward and backward pass, and a training step" },
 	{ "devices", cmd_devices, "what dtrain found and which strategy fit would choose" },

@@ -1,8 +1,10 @@
 /*
- * dtrain evaluate: loss and accuracy of a checkpoint on the test set (man dtrain-evaluate).
+ * dtrain evaluate: loss and metrics (accuracy; MAE and RMSE for regression) of a
+ * checkpoint on the test set (man dtrain-evaluate).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -22,25 +24,73 @@ static const char usage[] =
 	"  --json                 print the result as one JSON object on stdout\n"
 	"  -h, --help             this help\n";
 
+/*
+ * The class names fit stored in checkpoint c (class_names metadata, for
+ * training data with named classes) into map, the strings owned by *names.
+ * map->n 0 when c has none. 0, or -1 when they are not a list of names.
+ */
+static int checkpoint_classes(const struct dt_ckpt *c, struct dt_class_map *map, char ***names)
+{
+	const char *meta = dt_checkpoint_meta(c, "class_names");
+	cJSON *list = meta ? cJSON_Parse(meta) : NULL, *it;
+	int n = cJSON_GetArraySize(list), k = 0;
+
+	memset(map, 0, sizeof(*map));
+	*names = NULL;
+	if (!meta)
+		return 0;
+	if (!cJSON_IsArray(list) || n < 1) {
+		cJSON_Delete(list);
+		return dt_error("the class_names of '%s' are not a list of names", dt_checkpoint_path(c));
+	}
+	cJSON_ArrayForEach(it, list)
+		k += cJSON_IsString(it);
+	if (k != n) {
+		cJSON_Delete(list);
+		return dt_error("the class_names of '%s' are not a list of names", dt_checkpoint_path(c));
+	}
+	*names = dt_calloc(n, sizeof(char *));
+	k = 0;
+	cJSON_ArrayForEach(it, list)
+		(*names)[k++] = dt_strdup(it->valuestring);
+	cJSON_Delete(list);
+	*map = (struct dt_class_map){ n, *names };
+	return 0;
+}
+
 int cmd_evaluate(int argc, char **argv)
 {
 	struct dt_opts o;
 	struct dt_app a;
 	struct dt_ckpt *c = NULL;
-	char path[4096];
-	double loss, acc;
+	struct dt_class_map classes = { 0 };
+	char path[4096], **names = NULL;
+	struct dt_metrics m;
 	struct dt_preprocess pp = { 0 };
 	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json checkpoint", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
+	if ((rc = dt_app_config(&a, &o, 1)))
+		goto out;
+	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
+	/*
+	 * data.test numbers its classes as the training data did: by the class
+	 * names in the checkpoint (read where the chief, rank 0, evaluates).
+	 */
+	if (a.cfg.test && a.sys.mpi_rank == 0) {
+		rc = DT_EXIT_FAIL;
+		if (!(c = dt_checkpoint_load(path)) || checkpoint_classes(c, &classes, &names) < 0)
+			goto out;
+		a.test_classes = classes.n ? &classes : NULL;
+	}
+	if ((rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
 		goto out;
 	if (!a.strategy.is_chief)
 		goto out; /* under mpirun, the chief alone evaluates and prints */
-	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	rc = DT_EXIT_FAIL;
-	c = dt_checkpoint_load(path);
+	if (!c)
+		c = dt_checkpoint_load(path);
 	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0)
 		goto out;
 	/* The normalization fit saved, not one recomputed here. */
@@ -48,16 +98,14 @@ int cmd_evaluate(int argc, char **argv)
 		goto out;
 	if (pp.nchan && dt_pipeline_set_normalize(&a.test, pp.nchan, pp.mean, pp.std) < 0)
 		goto out;
-	if (dt_evaluate(&a.trainer, &a.test, &loss, &acc) < 0)
+	if (dt_evaluate(&a.trainer, &a.test, &m) < 0)
 		goto out;
 	if (o.json) {
 		cJSON *j = cJSON_CreateObject();
 		char *text;
 		cJSON_AddStringToObject(j, "event", "evaluate");
 		cJSON_AddStringToObject(j, "checkpoint", path);
-		cJSON_AddNumberToObject(j, "loss", loss);
-		if (a.cfg.accuracy)
-			cJSON_AddNumberToObject(j, "accuracy", acc);
+		dt_app_metrics_json(&a, &m, j);
 		cJSON_AddNumberToObject(j, "samples", (double)dt_pipeline_size(&a.test));
 		text = cJSON_PrintUnformatted(j);
 		printf("%s\n", text);
@@ -65,15 +113,16 @@ int cmd_evaluate(int argc, char **argv)
 		cJSON_Delete(j);
 	} else {
 		fprintf(stderr, "%lld samples", (long long)dt_pipeline_size(&a.test));
-		if (a.cfg.accuracy)
-			fprintf(stderr, " - accuracy: %.4f", acc);
-		fprintf(stderr, " - loss: %.4f\n", loss);
+		dt_app_metrics_line(&a, &m, stderr);
 	}
 	rc = DT_EXIT_OK;
 out:
 	dt_preprocess_release(&pp);
 	dt_checkpoint_free(c);
 	dt_app_release(&a);
+	for (int i = 0; i < classes.n; i++)
+		free(names[i]);
+	free(names);
 out_opts:
 	dt_opts_release(&o);
 	return rc;

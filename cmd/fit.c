@@ -30,15 +30,13 @@ static const char usage[] =
 	"  --resume               continue the run in checkpoint.dir from its latest checkpoint\n"
 	"  -h, --help             this help\n";
 
-static void print_test(int json, int quiet, double loss, double acc, int has_acc, int64_t n)
+static void print_test(const struct dt_app *a, int json, int quiet, const struct dt_metrics *m, int64_t n)
 {
 	if (json) {
 		cJSON *o = cJSON_CreateObject();
 		char *text;
 		cJSON_AddStringToObject(o, "event", "test");
-		cJSON_AddNumberToObject(o, "loss", loss);
-		if (has_acc)
-			cJSON_AddNumberToObject(o, "accuracy", acc);
+		dt_app_metrics_json(a, m, o);
 		cJSON_AddNumberToObject(o, "samples", (double)n);
 		text = cJSON_PrintUnformatted(o);
 		printf("%s\n", text);
@@ -47,20 +45,59 @@ static void print_test(int json, int quiet, double loss, double acc, int has_acc
 	}
 	if (quiet)
 		return;
-	if (has_acc)
-		fprintf(stderr, "test: %lld samples - accuracy: %.4f - loss: %.4f\n", (long long)n, acc, loss);
-	else
-		fprintf(stderr, "test: %lld samples - loss: %.4f\n", (long long)n, loss);
+	fprintf(stderr, "test: %lld samples", (long long)n);
+	dt_app_metrics_line(a, m, stderr);
 }
 
-/* How to go on after an interruption: the command line, --resume added. */
-static void print_resume_hint(const struct dt_opts *o, const char *ckpt, int sig)
+/*
+ * How to go on after an interruption: the command line, --resume added, under
+ * the launcher that started this job ("mpirun -np 2"; "" for one process).
+ * Open MPI's mpirun turns Ctrl-C into SIGTERM for every rank.
+ */
+static void print_resume_hint(const struct dt_opts *o, const char *launcher, const char *ckpt, int sig)
 {
-	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: dtrain fit %s --resume",
-		sig == SIGINT ? "interrupted (SIGINT)" : "terminated (SIGTERM)", ckpt, o->config);
+	const char *what = sig == SIGINT ? "interrupted (SIGINT)"
+			   : *launcher   ? "terminated (SIGTERM, which mpirun sends every rank on Ctrl-C)"
+					 : "terminated (SIGTERM)";
+	fprintf(stderr, "\n%s: stopped after the current step; checkpoint '%s' written\nresume with: %s%sdtrain fit %s --resume",
+		what, ckpt, launcher, *launcher ? " " : "", o->config);
 	for (int i = 0; i < o->nsets; i++)
 		fprintf(stderr, " --set '%s'", o->sets[i]);
 	fputc('\n', stderr);
+}
+
+/*
+ * The chief's line on stderr (not with -q) that says which strategy runs on
+ * which devices and why, and with --json the same as the first event.
+ */
+static void print_strategy(const struct dt_app *a, const struct dt_opts *o)
+{
+	const struct dt_strategy *s = &a->strategy;
+	char line[512], dev[32];
+
+	if (!s->is_chief)
+		return;
+	if (!o->quiet) {
+		dt_strategy_describe(s, line, sizeof(line));
+		fprintf(stderr, "dtrain: strategy: %s\n", line);
+	}
+	if (o->json) {
+		cJSON *j = cJSON_CreateObject(), *devices;
+		char *text;
+		cJSON_AddStringToObject(j, "event", "strategy");
+		cJSON_AddStringToObject(j, "strategy", s->type->name);
+		devices = cJSON_AddArrayToObject(j, "devices");
+		for (int r = 0; r < s->nreplicas; r++)
+			cJSON_AddItemToArray(devices, cJSON_CreateString(dt_device_format(s->devices[r], dev, sizeof(dev))));
+		cJSON_AddNumberToObject(j, "processes", s->world);
+		cJSON_AddNumberToObject(j, "replicas", s->global_replicas);
+		cJSON_AddStringToObject(j, "reason", s->why);
+		text = cJSON_PrintUnformatted(j);
+		printf("%s\n", text);
+		fflush(stdout);
+		free(text);
+		cJSON_Delete(j);
+	}
 }
 
 /*
@@ -155,16 +192,16 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 	signal(SIGTERM, SIG_DFL);
 	if (rc == DT_FIT_INTERRUPTED) {
 		if (cbs->have_ckpt)
-			print_resume_hint(o, dt_callback_set_last(cbs), a->trainer.stop_signal);
+			print_resume_hint(o, a->sys.launcher, dt_callback_set_last(cbs), a->trainer.stop_signal);
 		return 128 + a->trainer.stop_signal;
 	}
 	if (rc < 0)
 		return DT_EXIT_FAIL;
 	if (a->have_test && a->strategy.is_chief) {
-		double loss, acc;
-		if (dt_evaluate(&a->trainer, &a->test, &loss, &acc) < 0)
+		struct dt_metrics m;
+		if (dt_evaluate(&a->trainer, &a->test, &m) < 0)
 			return DT_EXIT_FAIL;
-		print_test(o->json, o->quiet, loss, acc, a->cfg.accuracy, dt_pipeline_size(&a->test));
+		print_test(a, o->json, o->quiet, &m, dt_pipeline_size(&a->test));
 	}
 	return DT_EXIT_OK;
 }
@@ -188,13 +225,12 @@ int cmd_fit(int argc, char **argv)
 		rc = DT_EXIT_USAGE;
 		goto out_opts;
 	}
-	if ((rc = dt_app_config(&a, &o)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
+	if ((rc = dt_app_config(&a, &o, 1)) || (rc = dt_app_data(&a, 1, a.cfg.test != NULL)) ||
 	    (rc = dt_app_build(&a)))
 		goto out;
+	print_strategy(&a, &o);
 	dt_run_dir(&a.cfg, dir, sizeof(dir));
 	rc = DT_EXIT_USAGE;
-	if (dt_callbacks_config_check(&a.cfg.callback_cfg, a.cfg.accuracy, a.trainer.val != NULL) < 0)
-		goto out;
 	if (o.resume && !a.cfg.checkpoint_enabled) {
 		dt_error("--resume needs checkpoints, but checkpoint.enabled is false in '%s'", a.cfg.path);
 		goto out;
@@ -220,7 +256,7 @@ int cmd_fit(int argc, char **argv)
 		goto out;
 	rc = train(&a, &o, &cbs);
 out:
-	/* Under MPI, the other ranks must not wait for this one. */
+	/* Under MPI, the other ranks must not wait for this one (128 + N: all stopped on signal N together). */
 	a.strategy.failed = rc;
 	if (trace)
 		fclose(trace);

@@ -1,5 +1,6 @@
 /*
- * dtrain predict: the class of every sample of an input, one line each on
+ * dtrain predict: the class of every sample of an input, or for a regression
+ * model (dt_loss_is_regression) the values of its outputs, one line each on
  * stdout, streaming (man dtrain-predict).
  *
  * The input is read through a stream reader (data/reader.h) a batch at a
@@ -31,13 +32,15 @@ static const char usage[] =
 	"Predicts the class of every sample of INPUT (a CSV, .npy or IDX file, or a list\n"
 	"of PNG paths, one per line; '-' or nothing: standard input) with a checkpoint\n"
 	"of the model; one line per sample on stdout, as it goes: index,class,probability\n"
-	"(PNG paths: index,path,class,probability).\n"
+	"(PNG paths: index,path,class,probability). A regression model (loss\n"
+	"mean_squared_error) prints its outputs' values instead: index,value, or\n"
+	"index,y_0,y_1,... for several outputs.\n"
 	"\n"
 	"  --checkpoint FILE      the weights (default: CHECKPOINT_DIR/best.safetensors,\n"
 	"                         else latest.safetensors)\n"
 	"  --format FORMAT        the input's format: csv, npy, idx or png (default: from\n"
 	"                         its name, else data.train's format, else csv)\n"
-	"  --all                  every class's probability too\n"
+	"  --all                  every class's probability too (classifiers)\n"
 	"  --json                 one JSON object per sample instead of CSV\n"
 	"  --header               a header line first (CSV output)\n"
 	"  -q, --quiet            no notes on stderr (how a CSV's first row was read)\n"
@@ -45,8 +48,9 @@ static const char usage[] =
 	"  -h, --help             this help\n";
 
 struct predict_out {
-	int json, all, ncls; /* ncls: classes in the output lines */
+	int json, all, ncls; /* ncls: classes in the output lines (values for a regression model) */
 	int named;           /* samples have names (PNG paths): a path column / field */
+	int values;          /* a regression model: the outputs' values, not a class */
 	char **names;        /* ncls labels, ready to print (CSV-quoted, or JSON strings) */
 };
 
@@ -105,19 +109,77 @@ static void class_labels(struct predict_out *p, const struct dt_ckpt *c)
 	cJSON_Delete(names);
 }
 
+/* The values' columns: value for one output, y_0, y_1, ... for several. */
+static void value_labels(struct predict_out *p)
+{
+	char buf[32];
+	p->names = dt_calloc(p->ncls, sizeof(char *));
+	for (int i = 0; i < p->ncls; i++)
+		p->names[i] = p->ncls == 1 ? dt_strdup("value") : (snprintf(buf, sizeof(buf), "y_%d", i), dt_strdup(buf));
+}
+
+/* A float's shortest text that reads back as the same float; null in JSON for NaN and infinities. */
+static void print_value(float v, int json)
+{
+	char buf[32];
+	if (json && !isfinite(v)) {
+		fputs("null", stdout);
+		return;
+	}
+	for (int digits = 1; digits <= 9; digits++) {
+		snprintf(buf, sizeof(buf), "%.*g", digits, v);
+		if (strtof(buf, NULL) == v)
+			break;
+	}
+	fputs(buf, stdout);
+}
+
+/* A regression model's line: index, the name, and the values (ncls) of sample index. */
+static void print_values(const struct predict_out *p, int64_t index, const char *q, const float *v)
+{
+	if (p->json) {
+		printf("{\"index\":%lld", (long long)index);
+		if (q)
+			printf(",\"path\":%s", q);
+		fputs(",\"values\":[", stdout);
+	} else {
+		printf("%lld", (long long)index);
+		if (q)
+			printf(",%s", q);
+	}
+	for (int i = 0; i < p->ncls; i++) {
+		if (i || !p->json)
+			putchar(',');
+		print_value(v[i], p->json);
+	}
+	fputs(p->json ? "]}\n" : "\n", stdout);
+}
+
 static void print_header(const struct predict_out *p)
 {
+	if (p->values) {
+		fputs(p->named ? "index,path" : "index", stdout);
+		for (int i = 0; i < p->ncls; i++)
+			printf(",%s", p->names[i]);
+		putchar('\n');
+		return;
+	}
 	fputs(p->named ? "index,path,class,probability" : "index,class,probability", stdout);
 	for (int i = 0; p->all && i < p->ncls; i++) /* p_NAME, inside the quotes of a quoted name */
 		printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
 	putchar('\n');
 }
 
-/* One line: probs (ncls) of sample index, named name (or NULL). */
+/* One line: probs (ncls; a regression model's values) of sample index, named name (or NULL). */
 static void print_line(const struct predict_out *p, int64_t index, const char *name, const float *probs)
 {
 	char *q = p->named ? quote(name ? name : "", p->json) : NULL;
 	int best = 0;
+	if (p->values) {
+		print_values(p, index, q, probs);
+		free(q);
+		return;
+	}
 	for (int i = 1; i < p->ncls; i++)
 		if (probs[i] > probs[best])
 			best = i;
@@ -276,9 +338,11 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 		dt_op_from_host(&in, x);
 		out = dt_model_forward(m, n, &ctx);
 		dt_op_to_host(&out, y);
-		probabilities(y, n, C, from_logits, probs);
+		if (!p->values)
+			probabilities(y, n, C, from_logits, probs);
 		for (int i = 0; i < n; i++)
-			print_line(p, index++, p->named ? r->type->sample_name(r, i) : NULL, probs + (int64_t)i * p->ncls);
+			print_line(p, index++, p->named ? r->type->sample_name(r, i) : NULL,
+				   (p->values ? y : probs) + (int64_t)i * p->ncls);
 		if (ferror(stdout)) {
 			if (output_failed(&quiet) < 0)
 				goto out;
@@ -309,7 +373,15 @@ int cmd_predict(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)) || (rc = open_input(&a, &o, &r)) >= 0)
+	if ((rc = dt_app_config(&a, &o, 0)))
+		goto out;
+	if (o.all && dt_loss_is_regression(a.cfg.loss)) {
+		dt_error("--all prints every class's probability, but '%s' is a regression model (loss %s): its lines "
+			 "hold every output's value", a.cfg.path, dt_loss_names[a.cfg.loss]);
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
+	if ((rc = open_input(&a, &o, &r)) >= 0)
 		goto out;
 	rc = DT_EXIT_USAGE;
 	B = a.cfg.batch_size;
@@ -318,9 +390,12 @@ int cmd_predict(int argc, char **argv)
 		goto out;
 	}
 	have_model = 1;
-	dt_model_alloc(&m, DT_CPU, B);
-	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
+	if ((rc = dt_app_check_memory(&a, &m, &(struct dt_device){ DT_DEVICE_CPU, 0 }, 1, B, 0)))
+		goto out;
 	rc = DT_EXIT_FAIL;
+	if (dt_model_alloc(&m, DT_CPU, B) < 0)
+		goto out;
+	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	c = dt_checkpoint_load(path);
 	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
 		goto out;
@@ -331,8 +406,12 @@ int cmd_predict(int argc, char **argv)
 	p.json = o.json;
 	p.all = o.all;
 	p.named = r.type->sample_name != NULL;
-	p.ncls = C == 1 ? 2 : C;
-	class_labels(&p, c);
+	p.values = dt_loss_is_regression(a.cfg.loss);
+	p.ncls = C == 1 && !p.values ? 2 : C;
+	if (p.values)
+		value_labels(&p);
+	else
+		class_labels(&p, c);
 	if (o.header && !o.json)
 		print_header(&p);
 	if (predict_stream(&m, &r, &pp, &p, B, a.cfg.from_logits) == 0)

@@ -17,33 +17,6 @@ static const char usage[] =
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  -h, --help             this help\n";
 
-/* 1234567 -> "1,234,567" */
-static char *with_commas(int64_t n, char *buf, size_t size)
-{
-	char digits[32];
-	int len = snprintf(digits, sizeof(digits), "%lld", (long long)n), k = 0;
-	for (int i = 0; i < len && k + 2 < (int)size; i++) {
-		if (i && (len - i) % 3 == 0)
-			buf[k++] = ',';
-		buf[k++] = digits[i];
-	}
-	buf[k] = '\0';
-	return buf;
-}
-
-/* Keras' readable_memory_size: "22.00 KB". */
-static char *memory_size(double bytes, char *buf, size_t size)
-{
-	static const char *const units[] = { "B", "KB", "MB", "GB", "TB" };
-	int u = 0;
-	while (bytes >= 1024 && u < 4) {
-		bytes /= 1024;
-		u++;
-	}
-	snprintf(buf, size, "%.2f %s", bytes, units[u]);
-	return buf;
-}
-
 static void rule(const char *l, const char *fill, const char *mid, const char *r, const int *w)
 {
 	fputs(l, stdout);
@@ -116,7 +89,7 @@ int cmd_summary(int argc, char **argv)
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set", usage)) >= 0)
 		goto out_opts;
-	if ((rc = dt_app_config(&a, &o)))
+	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
 	if ((rc = dt_app_input_shape(&a, &in)))
 		goto out;
@@ -131,17 +104,17 @@ int cmd_summary(int argc, char **argv)
 	for (int i = 0; i < m.nlayers; i++) {
 		const struct dt_layer *l = &m.layers[i];
 		layer_row(l->name, l->type->class_name, dt_shape_format(&l->out, 1, shape, sizeof(shape)),
-			  with_commas(dt_layer_param_count(l), count, sizeof(count)), w);
+			  dt_count_format(dt_layer_param_count(l), count, sizeof(count)), w);
 		if (i + 1 < m.nlayers)
 			rule("├", "─", "┼", "┤", w);
 	}
 	rule("└", "─", "┴", "┘", w);
-	printf(" Total params: %s (%s)\n", with_commas(m.nparams, count, sizeof(count)),
-	       memory_size(m.nparams * 4.0, size, sizeof(size)));
-	printf(" Trainable params: %s (%s)\n", with_commas(m.ntrainable, count, sizeof(count)),
-	       memory_size(m.ntrainable * 4.0, size, sizeof(size)));
-	printf(" Non-trainable params: %s (%s)\n", with_commas(m.nparams - m.ntrainable, count, sizeof(count)),
-	       memory_size((m.nparams - m.ntrainable) * 4.0, size, sizeof(size)));
+	printf(" Total params: %s (%s)\n", dt_count_format(m.nparams, count, sizeof(count)),
+	       dt_bytes_format(m.nparams * 4.0, size, sizeof(size)));
+	printf(" Trainable params: %s (%s)\n", dt_count_format(m.ntrainable, count, sizeof(count)),
+	       dt_bytes_format(m.ntrainable * 4.0, size, sizeof(size)));
+	printf(" Non-trainable params: %s (%s)\n", dt_count_format(m.nparams - m.ntrainable, count, sizeof(count)),
+	       dt_bytes_format((m.nparams - m.ntrainable) * 4.0, size, sizeof(size)));
 	rc = DT_EXIT_OK;
 out:
 	dt_model_release(&m);

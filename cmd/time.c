@@ -156,6 +156,8 @@ static int build(struct dt_app *a, int *batch, struct dt_shape *label, int *clas
 	if (*classes <= 0)
 		*classes = (int)dt_shape_count(&m->output);
 	*batch = (c->batch_size + a->strategy.nreplicas - 1) / a->strategy.nreplicas;
+	if ((rc = dt_app_check_memory(a, m, a->strategy.devices, 1, *batch, dt_optimizer_state_count(&c->optimizer))))
+		return rc;
 	if (dt_model_alloc(m, a->strategy.devices[0], *batch) < 0)
 		return DT_EXIT_FAIL;
 	dt_model_init_params(m, c->seed);
@@ -171,7 +173,7 @@ static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct r
 	double t0, t1, start = 0;
 
 	for (int it = 0; it < r->warmup + r->iterations; it++) {
-		struct dt_step_ctx ctx = { 1, dt_hash64(a->cfg.seed, (uint64_t)it) };
+		struct dt_step_ctx ctx = { .training = 1, .key = dt_hash64(a->cfg.seed, (uint64_t)it) };
 		int timed = it >= r->warmup;
 		struct dt_tensor pred, dpred;
 
@@ -418,7 +420,7 @@ int cmd_time(int argc, char **argv)
 		rc = DT_EXIT_USAGE;
 		goto out_opts;
 	}
-	if ((rc = dt_app_config(&a, &o)) || (rc = build(&a, &r.batch, &label, &classes)))
+	if ((rc = dt_app_config(&a, &o, 1)) || (rc = build(&a, &r.batch, &label, &classes)))
 		goto out;
 
 	m = &a.models[0];

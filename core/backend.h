@@ -30,12 +30,13 @@ struct dt_backend {
 	void (*act_backward)(enum dt_activation act, const struct dt_tensor *x, const struct dt_tensor *y,
 			     const struct dt_tensor *dy, struct dt_tensor *dx);
 	void (*dropout)(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
-			float rate, uint64_t key);
+			float rate, uint64_t key, int64_t first);
 	double (*loss)(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
 		       const struct dt_tensor *target, const struct dt_tensor *class_weight,
 		       struct dt_tensor *dpred, float grad_scale);
 	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
 				 const struct dt_tensor *target, float threshold);
+	void (*error_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
 	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,
 				 const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
 	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);

@@ -115,11 +115,32 @@ void dt_bug(const char *file, int line, const char *fmt, ...)
 	abort();
 }
 
+void dt_exit_out_of_memory(void)
+{
+	/* In a helper thread the error went to its capture, which no one will raise now. */
+	if (capture && capture->set && !quiet) {
+		if (rank >= 0)
+			fprintf(stderr, "[rank %d] ", rank);
+		fprintf(stderr, "%s: error: %s\n", capture->where, capture->msg);
+	}
+	fflush(stdout);
+	exit(1);
+}
+
+static _Noreturn void out_of_memory(const char *file, int line, size_t n, size_t size)
+{
+	if (size == 1)
+		dt_error("out of memory: cannot allocate %zu bytes (at %s:%d)", n, file, line);
+	else
+		dt_error("out of memory: cannot allocate %zu x %zu bytes (at %s:%d)", n, size, file, line);
+	dt_exit_out_of_memory();
+}
+
 void *dt_xmalloc(const char *file, int line, size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		dt_bug(file, line, "out of memory allocating %zu bytes", n);
+		out_of_memory(file, line, n, 1);
 	return p;
 }
 
@@ -127,7 +148,7 @@ void *dt_xcalloc(const char *file, int line, size_t n, size_t size)
 {
 	void *p = calloc(n ? n : 1, size ? size : 1);
 	if (!p)
-		dt_bug(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+		out_of_memory(file, line, n, size);
 	return p;
 }
 
@@ -135,7 +156,7 @@ void *dt_xrealloc(const char *file, int line, void *p, size_t n)
 {
 	void *q = realloc(p, n ? n : 1);
 	if (!q)
-		dt_bug(file, line, "out of memory allocating %zu bytes", n);
+		out_of_memory(file, line, n, 1);
 	return q;
 }
 

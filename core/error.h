@@ -68,7 +68,18 @@ _Noreturn void dt_bug(const char *file, int line, const char *fmt, ...) DT_PRINT
 			dt_bug(__FILE__, __LINE__, "assertion failed: %s", #c); \
 	} while (0)
 
-/* Allocation that cannot fail quietly: aborts with file:line on out-of-memory. */
+/*
+ * Ends the process with exit status 1 once an allocation failed and the error
+ * saying so is printed: memory that is not there is the environment's limit,
+ * not a bug, so it exits as a runtime error does, without a core dump.
+ */
+_Noreturn void dt_exit_out_of_memory(void);
+
+/*
+ * Allocation that cannot fail quietly: on out-of-memory prints
+ * "dtrain: error: out of memory: cannot allocate N bytes (at file:line)" and
+ * exits with status 1.
+ */
 void *dt_xmalloc(const char *file, int line, size_t n);
 void *dt_xcalloc(const char *file, int line, size_t n, size_t size);
 void *dt_xrealloc(const char *file, int line, void *p, size_t n);

@@ -55,17 +55,34 @@ enum dt_opt_kind {
 	DT_OPT_COUNT
 };
 
-/* One update's hyper-parameters, resolved by the optimizer for step t. */
+/*
+ * One update's hyper-parameters, resolved by the optimizer for step t. The
+ * values a coefficient is computed from (1 - rho, 1 - beta, 1 - beta^t,
+ * 1 - lr * weight_decay) stay doubles as configured: core/rows.h computes
+ * the coefficients in double and rounds them to float once, as Keras and
+ * PyTorch do.
+ */
 struct dt_opt_step {
 	enum dt_opt_kind kind;
 	float lr;
-	float momentum, rho;   /* sgd, rmsprop */
-	int nesterov;          /* sgd */
-	float beta_1, beta_2, epsilon;
-	int64_t t;             /* 1-based step number (adam bias correction) */
-	float weight_decay;    /* decoupled: w -= lr*wd*w before the update, as Keras 3 */
-	float grad_scale;      /* gradients are multiplied by this first (clipnorm) */
+	float momentum;          /* sgd, rmsprop */
+	double rho;              /* rmsprop */
+	int nesterov;            /* sgd */
+	double beta_1, beta_2;   /* adam, adamw */
+	float epsilon;
+	int64_t t;               /* 1-based step number (adam bias correction) */
+	double weight_decay;     /* decoupled: w *= 1 - lr * weight_decay before the update, as Keras 3 */
+	float grad_scale;        /* gradients are multiplied by this first (clipnorm) */
 };
+
+/*
+ * The most positions a kernel dilated by dil covers in one dimension,
+ * (k - 1) * dil + 1, that the convolution plans take: the same bound as
+ * kernel_size itself. Past it the plans' int sizes and paddings near 2^31,
+ * and oneDNN spends minutes a step on the padding (a 20,000-tap kernel
+ * dilated by 65,536 over a 4x4 image: over 60 s).
+ */
+#define DT_CONV_MAX_SPAN 65536
 
 struct dt_conv_geom {
 	int in_h, in_w, in_c;          /* one input sample */
@@ -77,6 +94,12 @@ struct dt_conv_geom {
 };
 
 enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
+/*
+ * Max pooling keeps, for backward, which window position won, in 16 bits on
+ * both backends: its windows hold at most this many positions (kh * kw).
+ * Average pooling keeps nothing and takes any window.
+ */
+#define DT_POOL_MAX_WINDOW 65536
 struct dt_pool_geom {
 	enum dt_pool kind;
 	int in_h, in_w, c;

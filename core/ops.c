@@ -113,12 +113,14 @@ void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *x, const
 }
 
 void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
-		   float rate, uint64_t key)
+		   float rate, uint64_t key, int64_t first)
 {
 	same_count(x, y);
 	same_count(mask, y);
 	DT_ASSERT(rate >= 0 && rate < 1);
-	backend(y)->dropout(x, y, mask, rate, key);
+	/* The mask's counter is 32 bits (dt_hash_uniform): every element of the global batch has its own. */
+	DT_ASSERT(first >= 0 && first + dt_tensor_count(y) <= (int64_t)UINT32_MAX + 1);
+	backend(y)->dropout(x, y, mask, rate, key, first);
 }
 
 double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
@@ -151,6 +153,14 @@ int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
 	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
 	same_device(pred, target);
 	return backend(pred)->count_correct(kind, pred, target, threshold);
+}
+
+void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2])
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	same_count(pred, target);
+	same_device(pred, target);
+	backend(pred)->error_sums(pred, target, sums);
 }
 
 void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,

@@ -60,10 +60,13 @@ void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *x, const
 
 /*
  * Inverted dropout: mask[i] = 0 with probability rate, else 1/(1-rate), from
- * dt_hash_uniform(key, i); y = x*mask. y may alias x.
+ * dt_hash_uniform(key, first + i); y = x*mask. y may alias x. first is the
+ * number of x's element 0 in the whole global batch (a replica's first row
+ * times the row's size), so that a sample draws the same mask on whichever
+ * replica computes it; first + count(x) is at most 2^32.
  */
 void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
-		   float rate, uint64_t key);
+		   float rate, uint64_t key, int64_t first);
 
 /*
  * Loss over a batch: pred (N, C); target (N, 1) class indices for the sparse
@@ -89,6 +92,12 @@ double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const st
 /* Number of correct predictions (elements for binary). */
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
 			    const struct dt_tensor *target, float threshold);
+/*
+ * Errors of pred against target (both (N, C)), to the host in double
+ * precision: sums[0] = sum|pred - target|, sums[1] = sum (pred - target)^2
+ * over every element (the sums behind MAE and RMSE).
+ */
+void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
 
 extern const char *const dt_optimizer_names[];
 

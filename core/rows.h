@@ -81,7 +81,11 @@ static inline DT_HOST_DEVICE float dt_act_grad(enum dt_activation act, const flo
 	}
 }
 
-/* The dropout mask of element i: keep (1 / (1 - rate)) or 0, a function of (key, i) alone. */
+/*
+ * The dropout mask of element i of the global batch (row * features + j):
+ * keep (1 / (1 - rate)) or 0, a function of (key, i) alone, so the same for
+ * any replica count and on either device.
+ */
 static inline DT_HOST_DEVICE float dt_dropout_mask(uint64_t key, int64_t i, float rate, float keep)
 {
 	return dt_hash_uniform(key, (uint32_t)i) >= rate ? keep : 0;
@@ -236,10 +240,35 @@ static inline DT_HOST_DEVICE int64_t dt_correct_row(enum dt_accuracy kind, const
 	return k;
 }
 
-/* ---- optimizers: element i of the weights w, gradients g and slots m, v ---- */
+/*
+ * The errors of row r of p (rows, c) against t (rows, c): adds sum|p - t| to
+ * *abs_sum and sum (p - t)^2 to *sq_sum (MAE and RMSE).
+ */
+static inline DT_HOST_DEVICE void dt_error_row(const float *p, const float *t, int64_t r, int64_t c,
+					       double *abs_sum, double *sq_sum)
+{
+	for (int64_t j = r * c; j < (r + 1) * c; j++) {
+		double d = (double)p[j] - t[j];
+		*abs_sum += fabs(d);
+		*sq_sum += d * d;
+	}
+}
+
+/*
+ * ---- optimizers: element i of the weights w, gradients g and slots m, v ----
+ *
+ * A step's coefficients are computed on the host in double from the
+ * configured values and rounded to float once, as Keras and PyTorch compute
+ * them from Python floats: 1 - 0.999 is 0.001f, where 1 - 0.999f would be
+ * 9.99987e-4 and leave Adam's second moment 1.3e-5 low. The per-element
+ * updates are float, as theirs are.
+ */
+
+/* 1 - x for a coefficient such as 1 - beta_2 or 1 - rho. */
+static inline float dt_opt_one_minus(double x) { return (float)(1 - x); }
 
 /* The decoupled weight decay of a step as a factor: w * (1 - lr * weight_decay) before the update (Keras 3). */
-static inline float dt_opt_decay(const struct dt_opt_step *s) { return 1 - s->lr * s->weight_decay; }
+static inline float dt_opt_decay(const struct dt_opt_step *s) { return (float)(1 - s->lr * s->weight_decay); }
 
 /* Adam's step size with both bias corrections: lr * sqrt(1 - beta_2^t) / (1 - beta_1^t). */
 static inline float dt_adam_alpha(const struct dt_opt_step *s)
@@ -262,22 +291,22 @@ static inline DT_HOST_DEVICE void dt_sgd_momentum_update(float *w, const float *
 	w[i] = nesterov ? wi + mu * m[i] - lr * gi : wi + m[i];
 }
 
-/* adam and adamw: moments m and v, step size alpha = dt_adam_alpha. */
+/* adam and adamw: moments m and v, step size alpha = dt_adam_alpha, c1 = 1 - beta_1, c2 = 1 - beta_2. */
 static inline DT_HOST_DEVICE void dt_adam_update(float *w, const float *g, float *m, float *v, int64_t i, float alpha,
-						 float gs, float decay, float b1, float b2, float eps)
+						 float gs, float decay, float c1, float c2, float eps)
 {
 	float gi = gs * g[i];
-	m[i] += (1 - b1) * (gi - m[i]);
-	v[i] += (1 - b2) * (gi * gi - v[i]);
+	m[i] += c1 * (gi - m[i]);
+	v[i] += c2 * (gi * gi - v[i]);
 	w[i] = w[i] * decay - alpha * m[i] / (sqrtf(v[i]) + eps);
 }
 
-/* rmsprop: velocity v; momentum mu in slot m, which is NULL without momentum. */
+/* rmsprop: velocity v, c = 1 - rho; momentum mu in slot m, which is NULL without momentum. */
 static inline DT_HOST_DEVICE void dt_rmsprop_update(float *w, const float *g, float *m, float *v, int64_t i, float lr,
-						    float gs, float decay, float rho, float eps, float mu)
+						    float gs, float decay, float rho, float c, float eps, float mu)
 {
 	float gi = gs * g[i], inc;
-	v[i] = rho * v[i] + (1 - rho) * gi * gi;
+	v[i] = rho * v[i] + c * gi * gi;
 	inc = lr * gi / sqrtf(v[i] + eps);
 	if (m) {
 		m[i] = mu * m[i] + inc;

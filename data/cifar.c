@@ -195,59 +195,77 @@ static int cifar_names(struct dt_source *s, const char *dir, const char *file, i
 	return 0;
 }
 
-static int cifar_open(struct dt_source *s, const struct dt_node *args, const struct cifar_kind *k)
+/*
+ * The arguments, which need no file: the batch files to read (paths[0..*npaths),
+ * from `files` or from `directory` and `split`), the directory (NULL with
+ * `files`) and label_mode. The caller frees paths and dir, also after an
+ * error. 0 or -1.
+ */
+static int cifar_args(const struct dt_node *args, const struct cifar_kind *k, char **paths, int *npaths, char **dir,
+		      int *mode)
 {
 	static const char *const keys[] = { "format", "files", "directory", "split", "label_mode", NULL };
 	static const char *const names[] = { "train", "test", NULL };  /* split */
 	static const char *const kinds[] = { "fine", "coarse", NULL }; /* label_mode */
 	const char *what = k == &cifar10_kind ? "cifar10" : "cifar100";
 	const struct dt_node *files = dt_node_get(args, "files");
+	int split;
+
+	*npaths = 0;
+	*dir = NULL;
+	if (dt_cfg_check_keys(args, what, keys) < 0 || dt_cfg_path(args, "directory", dir) < 0 ||
+	    dt_cfg_enum(args, "split", names, 0, &split) < 0 || dt_cfg_enum(args, "label_mode", kinds, 0, mode) < 0)
+		return -1;
+	if (k == &cifar10_kind && dt_node_get(args, "label_mode"))
+		return dt_node_error(dt_node_get(args, "label_mode"), "label_mode is for cifar100 only");
+	if (!files == !*dir)
+		return dt_node_error(files ? files : args, "%s takes either 'files' or 'directory'", what);
+	if (files && dt_node_get(args, "split"))
+		return dt_node_error(dt_node_get(args, "split"),
+				     "split chooses the standard files of 'directory', not of 'files'");
+	if (!files) {
+		const char *const *std = split ? k->test : k->train;
+		for (int i = 0; std[i]; i++)
+			paths[(*npaths)++] = join(*dir, std[i]);
+		return 0;
+	}
+	if (files->kind == DT_NODE_SCALAR) {
+		paths[(*npaths)++] = join(files->dir, files->value);
+		return 0;
+	}
+	if (dt_node_expect(files, DT_NODE_SEQ, "files") < 0)
+		return -1;
+	if (files->n == 0 || files->n > CIFAR_MAX_FILES)
+		return dt_node_error(files, "files lists 1 to %d files, got %d", CIFAR_MAX_FILES, files->n);
+	for (int i = 0; i < files->n; i++) {
+		const struct dt_node *it = files->items[i];
+		if (it->kind != DT_NODE_SCALAR || !it->value || !*it->value)
+			return dt_node_error(it, "expected a file name");
+		paths[(*npaths)++] = join(it->dir, it->value);
+	}
+	return 0;
+}
+
+static int cifar_check(const struct dt_node *args, const struct cifar_kind *k)
+{
+	char *paths[CIFAR_MAX_FILES] = { 0 }, *dir;
+	int npaths, mode, rc = cifar_args(args, k, paths, &npaths, &dir, &mode);
+	for (int i = 0; i < npaths; i++)
+		free(paths[i]);
+	free(dir);
+	return rc;
+}
+
+static int cifar_open(struct dt_source *s, const struct dt_node *args, const struct cifar_kind *k)
+{
 	char *paths[CIFAR_MAX_FILES] = { 0 }, *dir = NULL, *meta_dir = NULL;
-	int npaths = 0, split, mode, rc = -1;
+	int npaths = 0, mode, rc = -1;
 	const char *meta;
 	struct cifar *d;
 	int64_t count = 0;
 
-	if (dt_cfg_check_keys(args, what, keys) < 0 || dt_cfg_path(args, "directory", &dir) < 0 ||
-	    dt_cfg_enum(args, "split", names, 0, &split) < 0 || dt_cfg_enum(args, "label_mode", kinds, 0, &mode) < 0)
+	if (cifar_args(args, k, paths, &npaths, &dir, &mode) < 0)
 		goto out;
-	if (k == &cifar10_kind && dt_node_get(args, "label_mode")) {
-		dt_node_error(dt_node_get(args, "label_mode"), "label_mode is for cifar100 only");
-		goto out;
-	}
-	if (!files == !dir) {
-		dt_node_error(files ? files : args, "%s takes either 'files' or 'directory'", what);
-		goto out;
-	}
-	if (files && dt_node_get(args, "split")) {
-		dt_node_error(dt_node_get(args, "split"), "split chooses the standard files of 'directory', not of 'files'");
-		goto out;
-	}
-	if (files) {
-		if (files->kind == DT_NODE_SCALAR) {
-			paths[npaths++] = join(files->dir, files->value);
-		} else {
-			if (dt_node_expect(files, DT_NODE_SEQ, "files") < 0)
-				goto out;
-			if (files->n == 0 || files->n > CIFAR_MAX_FILES) {
-				dt_node_error(files, "files lists 1 to %d files, got %d", CIFAR_MAX_FILES, files->n);
-				goto out;
-			}
-			for (int i = 0; i < files->n; i++) {
-				const struct dt_node *it = files->items[i];
-				if (it->kind != DT_NODE_SCALAR || !it->value || !*it->value) {
-					dt_node_error(it, "expected a file name");
-					goto out;
-				}
-				paths[npaths++] = join(it->dir, it->value);
-			}
-		}
-	} else {
-		const char *const *std = split ? k->test : k->train;
-		for (int i = 0; std[i]; i++)
-			paths[npaths++] = join(dir, std[i]);
-	}
-
 	d = dt_calloc(1, sizeof(*d));
 	s->priv = d;
 	d->record = k->labels + CIFAR_PIXELS;
@@ -309,11 +327,15 @@ static int cifar_read(struct dt_source *s, const int64_t *idx, int n, float *x, 
 	return 0;
 }
 
+static int cifar10_check(const struct dt_node *args) { return cifar_check(args, &cifar10_kind); }
+static int cifar100_check(const struct dt_node *args) { return cifar_check(args, &cifar100_kind); }
+
 const struct dt_source_type dt_cifar10_source = {
 	.name = "cifar10",
 	.open = cifar10_open,
 	.read = cifar_read,
 	.close = cifar_close,
+	.check = cifar10_check,
 };
 
 const struct dt_source_type dt_cifar100_source = {
@@ -321,4 +343,5 @@ const struct dt_source_type dt_cifar100_source = {
 	.open = cifar100_open,
 	.read = cifar_read,
 	.close = cifar_close,
+	.check = cifar100_check,
 };

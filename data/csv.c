@@ -15,7 +15,10 @@
  * The whole file is parsed at open (random access for shuffling). Labels
  * that are all numbers stay as given (whole numbers >= 0 are class indices);
  * otherwise every distinct label string is a class, numbered in sorted order
- * (sklearn's LabelEncoder) and kept in s->class_names.
+ * (sklearn's LabelEncoder) and kept in s->class_names. Validation and test
+ * files are opened with the training classes (s->class_map): a label string
+ * is numbered by its place among the training names, a class number must be
+ * below the training class count, and any other label makes its row bad.
  *
  * Lines: a UTF-8 byte-order mark before the first is dropped, blank lines
  * are skipped (skip_rows counts them), and a row's number is its line number.
@@ -385,7 +388,8 @@ static uint64_t csv_hash(const char *s)
 	return h;
 }
 
-static int csv_intern(struct csv_labels *t, const char *s)
+/* The index of label s in t; a new one when insert is set (else -1 for an unknown label). */
+static int csv_lookup(struct csv_labels *t, const char *s, int insert)
 {
 	uint64_t h;
 	if (2 * (t->n + 1) > t->nslot) {
@@ -407,6 +411,8 @@ static int csv_intern(struct csv_labels *t, const char *s)
 			return t->slot[h];
 		h = (h + 1) & (uint64_t)(t->nslot - 1);
 	}
+	if (!insert)
+		return -1;
 	if (t->n == t->cap) {
 		t->cap = t->cap ? 2 * t->cap : 16;
 		t->s = dt_realloc(t->s, (size_t)t->cap * sizeof(*t->s));
@@ -414,6 +420,29 @@ static int csv_intern(struct csv_labels *t, const char *s)
 	t->s[t->n] = dt_strdup(s);
 	t->slot[h] = t->n;
 	return t->n++;
+}
+
+static int csv_intern(struct csv_labels *t, const char *s) { return csv_lookup(t, s, 1); }
+
+/*
+ * The class of label field f by the training classes: its place among
+ * map->names (`known` indexes them), or with class numbers the number itself,
+ * below map->n. -1 with what is wrong in msg ("row 17: ...") otherwise.
+ */
+static int csv_mapped_label(const struct dt_class_map *map, struct csv_labels *known, const char *f, int64_t line,
+			    char *msg, size_t size)
+{
+	char classes[256];
+	float v;
+	int k;
+
+	if (map->names && (k = csv_lookup(known, f, 0)) >= 0)
+		return k;
+	if (!map->names && csv_number(f, &v) == 0 && v >= 0 && v < map->n && v == floorf(v))
+		return (int)v;
+	snprintf(msg, size, "row %lld: label '%.40s%s' is not a class of the training data (%s)", (long long)line, f,
+		 strlen(f) > 40 ? "..." : "", dt_class_map_format(map, classes, sizeof(classes)));
+	return -1;
 }
 
 static void csv_labels_free(struct csv_labels *t)
@@ -467,6 +496,17 @@ static void csv_label_values(struct dt_source *s, struct csv *d, struct csv_labe
 	free(value);
 }
 
+/* The training classes as s's own: their count, and a copy of their names. */
+static void csv_take_map(struct dt_source *s, const struct dt_class_map *map)
+{
+	s->num_classes = map->n;
+	if (!map->names)
+		return;
+	s->class_names = dt_malloc((size_t)map->n * sizeof(char *));
+	for (int i = 0; i < map->n; i++)
+		s->class_names[i] = dt_strdup(map->names[i]);
+}
+
 static void csv_close(struct dt_source *s)
 {
 	struct csv *d = s->priv;
@@ -493,8 +533,6 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 	long index = 0;
 	int k, rc = 0, names, by_index = csv_label_index(label, &index), by_name = label && !by_index;
 
-	if (by_name && label->kind != DT_NODE_SCALAR)
-		return dt_node_error(label, "label must be a column name or index");
 	for (int64_t i = 0; i < skip && (rc = csv_readline(l)) > 0; i++)
 		;
 	if (rc < 0 || (rc = csv_getline(l)) < 0)
@@ -562,12 +600,48 @@ static void csv_free_names(struct csv_layout *L)
 	L->names = NULL;
 }
 
-static int csv_open(struct dt_source *s, const struct dt_node *args)
+/*
+ * The arguments that need no file: the path as given and resolved (*path
+ * NULL for "-"; the caller frees it, also after an error), header, skip_rows,
+ * delimiter, shape, and the kind of label (a column name or index, found in
+ * the file later). 0 or -1.
+ */
+static int csv_args(const struct dt_node *args, const char **given, char **path, int *header, int64_t *skip,
+		    char *delim, struct dt_shape *shape)
 {
 	static const char *const keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape", NULL };
+	const struct dt_node *label = dt_node_get(args, "label");
+
+	*path = NULL;
+	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
+	    dt_cfg_string(args, "path", NULL, given) < 0 || csv_header_arg(args, header) < 0 ||
+	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, skip) < 0 || csv_delimiter(args, delim) < 0 ||
+	    dt_cfg_shape(args, "shape", shape) < 0)
+		return -1;
+	if (label && label->kind != DT_NODE_SCALAR)
+		return dt_node_error(label, "label must be a column name or index");
+	return strcmp(*given, "-") && dt_cfg_path(args, "path", path) < 0 ? -1 : 0;
+}
+
+static int csv_check(const struct dt_node *args)
+{
+	struct dt_shape shape = { 0 };
+	const char *given;
+	char *path, delim;
+	int header, rc;
+	int64_t skip;
+
+	rc = csv_args(args, &given, &path, &header, &skip, &delim, &shape);
+	free(path);
+	return rc;
+}
+
+static int csv_open(struct dt_source *s, const struct dt_node *args)
+{
 	struct csv_lines l = { 0 };
 	struct csv_layout L = { 0 };
-	struct csv_labels labels = { 0 };
+	struct csv_labels labels = { 0 }, known = { 0 };
+	const struct dt_class_map *map = s->class_map && s->class_map->n > 0 ? s->class_map : NULL;
 	struct dt_shape shape = { 0 };
 	const char *given;
 	char *path = NULL, **fields = NULL, msg[512];
@@ -576,15 +650,12 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	struct csv *d = dt_calloc(1, sizeof(*d));
 
 	s->priv = d;
-	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
-	    dt_cfg_string(args, "path", NULL, &given) < 0 || csv_header_arg(args, &header) < 0 ||
-	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, &skip) < 0 || csv_delimiter(args, &L.delim) < 0 ||
-	    dt_cfg_shape(args, "shape", &shape) < 0)
-		goto out;
-	if (strcmp(given, "-") && dt_cfg_path(args, "path", &path) < 0)
+	if (csv_args(args, &given, &path, &header, &skip, &L.delim, &shape) < 0)
 		goto out;
 	snprintf(s->name, sizeof(s->name), "%s", path ? path : dt_data_name(given));
 	l.name = s->name;
+	for (int i = 0; map && map->names && i < map->n; i++)
+		csv_intern(&known, map->names[i]);
 	if (!(l.gz = dt_gz_open(path ? path : given)))
 		goto out;
 	if (csv_layout_read(&l, args, header, skip, &L, &fields, &cap, &pending) < 0)
@@ -622,14 +693,21 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 		bad = csv_features(&L, fields, k, l.line, d->x + rows * d->features, msg, sizeof(msg));
 		if (!bad && !fields[L.label_col][0])
 			bad = (snprintf(msg, sizeof(msg), "row %lld: the label is empty", (long long)l.line), msg);
-		d->bad[rows] = bad != NULL;
 		ids[rows] = -1;
+		d->y[rows] = 0;
+		if (!bad && map &&
+		    (ids[rows] = csv_mapped_label(map, &known, fields[L.label_col], l.line, msg, sizeof(msg))) < 0)
+			bad = msg;
+		d->bad[rows] = bad != NULL;
 		if (bad) {
 			memset(d->x + rows * d->features, 0, (size_t)d->features * sizeof(float));
 			if (d->nbad % 64 == 0)
 				d->bads = dt_realloc(d->bads, (size_t)(d->nbad + 64) * sizeof(*d->bads));
 			d->bads[d->nbad].record = rows;
 			d->bads[d->nbad++].msg = dt_strdup(msg);
+		} else if (map) {
+			d->y[rows] = (float)ids[rows];
+			good++;
 		} else {
 			ids[rows] = csv_intern(&labels, fields[L.label_col]);
 			good++;
@@ -647,7 +725,10 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	s->count = rows;
 	s->sample = shape.ndim ? shape : dt_shape_make(1, (int[]){ (int)d->features });
 	s->label = dt_shape_make(1, (int[]){ 1 });
-	csv_label_values(s, d, &labels, ids);
+	if (map)
+		csv_take_map(s, map);
+	else
+		csv_label_values(s, d, &labels, ids);
 	rc = 0;
 out:
 	csv_lines_close(&l);
@@ -656,6 +737,7 @@ out:
 	free(path);
 	csv_free_names(&L);
 	csv_labels_free(&labels);
+	csv_labels_free(&known);
 	return rc;
 }
 
@@ -692,11 +774,20 @@ static int csv_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 	return 0;
 }
 
+static void csv_labels(struct dt_source *s, int32_t *out)
+{
+	const struct csv *d = s->priv;
+	for (int64_t r = 0; r < s->count; r++)
+		out[r] = d->bad[r] ? -1 : (int32_t)d->y[r];
+}
+
 const struct dt_source_type dt_csv_source = {
 	.name = "csv",
 	.open = csv_open,
 	.read = csv_read,
 	.close = csv_close,
+	.labels = csv_labels,
+	.check = csv_check,
 };
 
 /* ---- the stream reader ---- */

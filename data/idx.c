@@ -206,17 +206,35 @@ static void idx_close(struct dt_source *s)
 	s->priv = NULL;
 }
 
-static int idx_open(struct dt_source *s, const struct dt_node *args)
+/* The two paths (the caller frees them, also after an error). 0 or -1. */
+static int idx_args(const struct dt_node *args, char **images_path, char **labels_path)
 {
 	static const char *const keys[] = { "format", "images", "labels", NULL };
+	*images_path = *labels_path = NULL;
+	if (dt_cfg_check_keys(args, "idx", keys) < 0 || dt_cfg_require(args, "images", "idx") < 0 ||
+	    dt_cfg_require(args, "labels", "idx") < 0 || dt_cfg_path(args, "images", images_path) < 0 ||
+	    dt_cfg_path(args, "labels", labels_path) < 0)
+		return -1;
+	return 0;
+}
+
+static int idx_check(const struct dt_node *args)
+{
+	char *images_path, *labels_path;
+	int rc = idx_args(args, &images_path, &labels_path);
+	free(images_path);
+	free(labels_path);
+	return rc;
+}
+
+static int idx_open(struct dt_source *s, const struct dt_node *args)
+{
 	char *images_path = NULL, *labels_path = NULL;
 	struct idx_file im = { .what = "images" }, lb = { .what = "labels" };
 	struct idx *d;
 	int max = 0, rc = -1;
 
-	if (dt_cfg_check_keys(args, "idx", keys) < 0 || dt_cfg_require(args, "images", "idx") < 0 ||
-	    dt_cfg_require(args, "labels", "idx") < 0 || dt_cfg_path(args, "images", &images_path) < 0 ||
-	    dt_cfg_path(args, "labels", &labels_path) < 0)
+	if (idx_args(args, &images_path, &labels_path) < 0)
 		goto out;
 	im.path = images_path;
 	lb.path = labels_path;
@@ -279,6 +297,7 @@ const struct dt_source_type dt_idx_source = {
 	.open = idx_open,
 	.read = idx_read,
 	.close = idx_close,
+	.check = idx_check,
 };
 
 /* ---- the stream reader: an images file read a chunk at a time (dtrain predict) ---- */

@@ -326,21 +326,37 @@ static int npy_path(const struct dt_node *args, const char *key, char **out)
 	return dt_cfg_path(args, key, out);
 }
 
-static int npy_open(struct dt_source *s, const struct dt_node *args)
+/* The two paths (the caller frees them, also after an error). 0 or -1. */
+static int npy_args(const struct dt_node *args, char **xpath, char **ypath)
 {
 	static const char *const keys[] = { "format", "x", "y", NULL };
+	*xpath = *ypath = NULL;
+	if (dt_cfg_check_keys(args, "npy", keys) < 0 || dt_cfg_require(args, "x", "npy") < 0 ||
+	    dt_cfg_require(args, "y", "npy") < 0 || npy_path(args, "x", xpath) < 0 || npy_path(args, "y", ypath) < 0)
+		return -1;
+	if (!strcmp(*xpath, "-") && !strcmp(*ypath, "-"))
+		return dt_node_error(dt_node_get(args, "y"), "x and y cannot both be standard input ('-')");
+	return 0;
+}
+
+static int npy_check(const struct dt_node *args)
+{
+	char *xpath, *ypath;
+	int rc = npy_args(args, &xpath, &ypath);
+	free(xpath);
+	free(ypath);
+	return rc;
+}
+
+static int npy_open(struct dt_source *s, const struct dt_node *args)
+{
 	struct npy *d = dt_calloc(1, sizeof(*d));
 	char *xpath = NULL, *ypath = NULL;
 	int rc = -1, dims[DT_MAX_SAMPLE_DIMS];
 
 	s->priv = d;
-	if (dt_cfg_check_keys(args, "npy", keys) < 0 || dt_cfg_require(args, "x", "npy") < 0 ||
-	    dt_cfg_require(args, "y", "npy") < 0 || npy_path(args, "x", &xpath) < 0 || npy_path(args, "y", &ypath) < 0)
+	if (npy_args(args, &xpath, &ypath) < 0)
 		goto out;
-	if (!strcmp(xpath, "-") && !strcmp(ypath, "-")) {
-		dt_node_error(dt_node_get(args, "y"), "x and y cannot both be standard input ('-')");
-		goto out;
-	}
 	if (npy_load(&d->x, xpath) < 0 || npy_load(&d->y, ypath) < 0)
 		goto out;
 	if (d->x.a.count != d->y.a.count) {
@@ -406,6 +422,7 @@ const struct dt_source_type dt_npy_source = {
 	.open = npy_open,
 	.read = npy_read,
 	.close = npy_close,
+	.check = npy_check,
 };
 
 /* ---- the stream reader ---- */

@@ -42,6 +42,12 @@
  * data.validation_split, which takes the last records, holds every class,
  * as Keras' validation_split does. Only the file list is read at open; read()
  * decodes each record from its file.
+ *
+ * Validation and test folders are opened with the training classes
+ * (s->class_map): each class folder is numbered by its name among the
+ * training classes, so a folder may lack classes; the records of a folder
+ * that is no training class are unreadable (an error naming the file, or
+ * skipped under data.on_error: skip).
  */
 
 #define FOLDER_MAX_VALUES (1 << 26) /* floats in one sample */
@@ -49,7 +55,8 @@
 struct png_folder {
 	char *paths;       /* every record's path, NUL-terminated, one after another */
 	int64_t *offset;   /* (count) where record i's path starts in paths */
-	int32_t *labels;   /* (count) */
+	int32_t *labels;   /* (count) the class, or -1 - k for folder k of `folders` that is no training class */
+	char **folders;    /* the class folders read, NULL-terminated */
 	int h, w, c;
 	struct dt_png_decoder *dec;
 };
@@ -226,6 +233,29 @@ static int pick_classes(const struct dt_node *args, const char *dir, struct strv
 	return 0;
 }
 
+/*
+ * The number of each class folder (classes->n) by the training classes into
+ * number: its place in map->names, or -1 - k for folder k that is no training
+ * class. An error when no folder is one. 0 or -1.
+ */
+static int map_classes(const struct dt_class_map *map, const char *dir, const struct strvec *classes, int *number)
+{
+	char names[256];
+	int known = 0;
+
+	for (int k = 0; k < classes->n; k++) {
+		number[k] = -1 - k;
+		for (int i = 0; i < map->n; i++)
+			if (!strcmp(classes->v[k], map->names[i]))
+				number[k] = i;
+		known += number[k] >= 0;
+	}
+	if (!known)
+		return dt_error("none of the class folders of '%s' is a class of the training data (%s)", dir,
+				dt_class_map_format(map, names, sizeof(names)));
+	return 0;
+}
+
 static void folder_close(struct dt_source *s)
 {
 	struct png_folder *d = s->priv;
@@ -234,40 +264,68 @@ static void folder_close(struct dt_source *s)
 	free(d->paths);
 	free(d->offset);
 	free(d->labels);
+	for (int k = 0; d->folders && d->folders[k]; k++)
+		free(d->folders[k]);
+	free(d->folders);
 	dt_png_decoder_free(d->dec);
 	free(d);
 	s->priv = NULL;
 }
 
-static int folder_open(struct dt_source *s, const struct dt_node *args)
+static const int channels[] = { 1, 3, 4 }; /* of each color_mode */
+
+/*
+ * The arguments that need no file: the directory (the caller frees it, also
+ * after an error), color_mode, image_size, shuffle and seed. 0 or -1.
+ */
+static int folder_args(const struct dt_node *args, char **dir, int *mode, struct dt_shape *size, int *shuffle,
+		       int64_t *seed)
 {
 	static const char *const keys[] = { "format", "directory", "image_size", "color_mode", "class_names",
 					    "shuffle", "seed", NULL };
 	static const char *const names[] = { "grayscale", "rgb", "rgba", NULL };
-	static const int channels[] = { 1, 3, 4 };
+
+	*dir = NULL;
+	if (dt_cfg_check_keys(args, "png_folder", keys) < 0 || dt_cfg_require(args, "directory", "png_folder") < 0 ||
+	    dt_cfg_path(args, "directory", dir) < 0 || dt_cfg_enum(args, "color_mode", names, 1, mode) < 0 ||
+	    dt_cfg_shape(args, "image_size", size) < 0 || dt_cfg_bool(args, "shuffle", 1, shuffle) < 0 ||
+	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, seed) < 0)
+		return -1;
+	if (size->ndim && size->ndim != 2)
+		return dt_node_error(dt_node_get(args, "image_size"), "image_size is [height, width], got %d numbers",
+				     size->ndim);
+	if (size->ndim && ((int64_t)size->dim[0] * size->dim[1] * channels[*mode] > FOLDER_MAX_VALUES ||
+			   size->dim[0] > DT_PNG_MAX_SIDE || size->dim[1] > DT_PNG_MAX_SIDE))
+		return dt_node_error(dt_node_get(args, "image_size"), "image_size [%d, %d] is too large", size->dim[0],
+				     size->dim[1]);
+	return 0;
+}
+
+static int folder_check(const struct dt_node *args)
+{
+	struct dt_shape size = { 0 };
+	char *dir;
+	int mode, shuffle, rc;
+	int64_t seed;
+
+	rc = folder_args(args, &dir, &mode, &size, &shuffle, &seed);
+	free(dir);
+	return rc;
+}
+
+static int folder_open(struct dt_source *s, const struct dt_node *args)
+{
 	struct strvec folders = { 0 }, classes = { 0 }, files = { 0 };
+	const struct dt_class_map *map = s->class_map && s->class_map->names ? s->class_map : NULL;
 	struct dt_shape size = { 0 };
 	struct png_folder *d;
 	char *dir = NULL;
-	int mode, shuffle, other = 0, rc = -1;
+	int mode, shuffle, other = 0, rc = -1, *number = NULL;
 	int64_t seed;
 	size_t bytes = 0;
 
-	if (dt_cfg_check_keys(args, "png_folder", keys) < 0 || dt_cfg_require(args, "directory", "png_folder") < 0 ||
-	    dt_cfg_path(args, "directory", &dir) < 0 || dt_cfg_enum(args, "color_mode", names, 1, &mode) < 0 ||
-	    dt_cfg_shape(args, "image_size", &size) < 0 || dt_cfg_bool(args, "shuffle", 1, &shuffle) < 0 ||
-	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &seed) < 0)
+	if (folder_args(args, &dir, &mode, &size, &shuffle, &seed) < 0)
 		goto out;
-	if (size.ndim && size.ndim != 2) {
-		dt_node_error(dt_node_get(args, "image_size"), "image_size is [height, width], got %d numbers", size.ndim);
-		goto out;
-	}
-	if (size.ndim && ((int64_t)size.dim[0] * size.dim[1] * channels[mode] > FOLDER_MAX_VALUES ||
-			  size.dim[0] > DT_PNG_MAX_SIDE || size.dim[1] > DT_PNG_MAX_SIDE)) {
-		dt_node_error(dt_node_get(args, "image_size"), "image_size [%d, %d] is too large", size.dim[0],
-			      size.dim[1]);
-		goto out;
-	}
 	if (list_classes(dir, &folders) < 0)
 		goto out;
 	if (folders.n == 0) {
@@ -280,10 +338,15 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 		dt_node_error(dt_node_get(args, "class_names"), "class_names is empty");
 		goto out;
 	}
-	if (classes.n < 2) {
+	if (classes.n < 2 && !map) {
 		dt_error("'%s' has only one class, '%s'; a classifier needs at least 2 class folders", dir, classes.v[0]);
 		goto out;
 	}
+	number = dt_malloc((size_t)classes.n * sizeof(int));
+	for (int k = 0; k < classes.n; k++)
+		number[k] = k;
+	if (map && map_classes(map, dir, &classes, number) < 0)
+		goto out;
 
 	d = dt_calloc(1, sizeof(*d));
 	s->priv = d;
@@ -307,7 +370,7 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 			goto out;
 		d->labels = dt_realloc(d->labels, (size_t)files.n * sizeof(int32_t));
 		for (int i = first; i < files.n; i++)
-			d->labels[i] = k;
+			d->labels[i] = number[k];
 	}
 	if (other)
 		dt_warn("'%s' holds %d .jpg, .jpeg, .bmp or .gif files: they are ignored, png_folder reads only .png",
@@ -354,11 +417,16 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 	s->count = files.n;
 	s->sample = dt_shape_make(3, (int[]){ d->h, d->w, d->c });
 	s->label = dt_shape_make(1, (int[]){ 1 });
-	s->num_classes = classes.n;
-	s->class_names = classes.v;
+	s->num_classes = map ? map->n : classes.n;
+	s->class_names = dt_malloc((size_t)s->num_classes * sizeof(char *));
+	for (int k = 0; k < s->num_classes; k++)
+		s->class_names[k] = dt_strdup(map ? map->names[k] : classes.v[k]);
+	strvec_push(&classes, NULL);
+	d->folders = classes.v;
 	memset(&classes, 0, sizeof(classes));
 	rc = 0;
 out:
+	free(number);
 	strvec_free(&folders);
 	strvec_free(&classes);
 	strvec_free(&files);
@@ -370,6 +438,7 @@ static int folder_read(struct dt_source *s, const int64_t *idx, int n, float *x,
 {
 	struct png_folder *d = s->priv;
 	int64_t rec = (int64_t)d->h * d->w * d->c;
+	char names[256];
 
 	for (int i = 0; i < n; i++) {
 		const char *path;
@@ -377,6 +446,16 @@ static int folder_read(struct dt_source *s, const int64_t *idx, int n, float *x,
 			return dt_error("record %lld is out of range in '%s' (%lld records)", (long long)idx[i],
 					s->name, (long long)s->count);
 		path = d->paths + d->offset[idx[i]];
+		if (d->labels[idx[i]] < 0) {
+			if (!bad)
+				return dt_error("'%s' (record %lld of '%s'): its folder '%s' is not a class of the "
+						"training data (%s)", path, (long long)idx[i], s->name,
+						d->folders[-1 - d->labels[idx[i]]],
+						dt_class_map_format(&(struct dt_class_map){ s->num_classes, s->class_names },
+								    names, sizeof(names)));
+			bad[i] = 1;
+			continue;
+		}
 		if (dt_png_decoder_decode(d->dec, path, d->h, d->w, d->c, x + i * rec) < 0) {
 			if (!bad)
 				return dt_error("cannot decode '%s' (record %lld of '%s'): %s", path, (long long)idx[i],
@@ -391,11 +470,20 @@ static int folder_read(struct dt_source *s, const int64_t *idx, int n, float *x,
 	return 0;
 }
 
+static void folder_labels(struct dt_source *s, int32_t *out)
+{
+	const struct png_folder *d = s->priv;
+	for (int64_t r = 0; r < s->count; r++)
+		out[r] = d->labels[r] < 0 ? -1 : d->labels[r];
+}
+
 const struct dt_source_type dt_png_folder_source = {
 	.name = "png_folder",
 	.open = folder_open,
 	.read = folder_read,
 	.close = folder_close,
+	.labels = folder_labels,
+	.check = folder_check,
 };
 
 /*

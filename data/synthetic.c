@@ -86,49 +86,66 @@ static void synthetic_spirals(struct synthetic *d, int64_t n, int classes, doubl
 	}
 }
 
-static int synthetic_open(struct dt_source *s, const struct dt_node *args)
-{
-	static const char *const keys[] = { "format", "kind", "samples", "classes", "features", "noise", "seed", NULL };
-	static const char *const kinds[] = { "blobs", "spirals", NULL };
+struct synthetic_args {
+	int kind;
 	int64_t samples, classes, features, seed;
 	double noise;
-	int kind;
-	struct synthetic *d;
+};
+
+static const char *const kinds[] = { "blobs", "spirals", NULL };
+
+static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
+{
+	static const char *const keys[] = { "format", "kind", "samples", "classes", "features", "noise", "seed", NULL };
+	const struct dt_node *where = dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args;
 
 	if (dt_cfg_check_keys(args, "synthetic", keys) < 0 ||
-	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &kind) < 0 ||
-	    dt_cfg_int(args, "samples", 1000, 1, INT32_MAX, &samples) < 0 ||
-	    dt_cfg_int(args, "classes", 3, 2, 1000, &classes) < 0 ||
-	    dt_cfg_int(args, "features", 2, 1, 65536, &features) < 0 ||
-	    dt_cfg_float(args, "noise", 0.1, 0, 100, &noise) < 0 ||
-	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &seed) < 0)
+	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &a->kind) < 0 ||
+	    dt_cfg_int(args, "samples", 1000, 1, INT32_MAX, &a->samples) < 0 ||
+	    dt_cfg_int(args, "classes", 3, 2, 1000, &a->classes) < 0 ||
+	    dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0 ||
+	    dt_cfg_float(args, "noise", 0.1, 0, 100, &a->noise) < 0 ||
+	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &a->seed) < 0)
 		return -1;
-	if (kind == SYN_SPIRALS && features != 2)
+	if (a->kind == SYN_SPIRALS && a->features != 2)
 		return dt_node_error(dt_node_get(args, "features"), "spirals have exactly 2 features, got %lld",
-				     (long long)features);
-	if (samples < classes)
-		return dt_node_error(dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args,
-				     "%lld samples cannot cover %lld classes", (long long)samples,
-				     (long long)classes);
-	if (samples * features > SYN_MAX_VALUES)
-		return dt_node_error(dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args,
-				     "%lld samples of %lld features are too many (at most %d values)",
-				     (long long)samples, (long long)features, SYN_MAX_VALUES);
+				     (long long)a->features);
+	if (a->samples < a->classes)
+		return dt_node_error(where, "%lld samples cannot cover %lld classes", (long long)a->samples,
+				     (long long)a->classes);
+	if (a->samples * a->features > SYN_MAX_VALUES)
+		return dt_node_error(where, "%lld samples of %lld features are too many (at most %d values)",
+				     (long long)a->samples, (long long)a->features, SYN_MAX_VALUES);
+	return 0;
+}
 
+static int synthetic_check(const struct dt_node *args)
+{
+	struct synthetic_args a;
+	return synthetic_args(args, &a);
+}
+
+static int synthetic_open(struct dt_source *s, const struct dt_node *args)
+{
+	struct synthetic_args a;
+	struct synthetic *d;
+
+	if (synthetic_args(args, &a) < 0)
+		return -1;
 	d = dt_calloc(1, sizeof(*d));
-	d->features = (int)features;
-	d->x = dt_malloc((size_t)(samples * features) * sizeof(float));
+	d->features = (int)a.features;
+	d->x = dt_malloc((size_t)(a.samples * a.features) * sizeof(float));
 	s->priv = d;
-	if (kind == SYN_BLOBS)
-		synthetic_blobs(d, samples, (int)classes, noise, (uint64_t)seed);
+	if (a.kind == SYN_BLOBS)
+		synthetic_blobs(d, a.samples, (int)a.classes, a.noise, (uint64_t)a.seed);
 	else
-		synthetic_spirals(d, samples, (int)classes, noise, (uint64_t)seed);
+		synthetic_spirals(d, a.samples, (int)a.classes, a.noise, (uint64_t)a.seed);
 
-	snprintf(s->name, sizeof(s->name), "synthetic %s", kinds[kind]);
-	s->count = samples;
-	s->sample = dt_shape_make(1, (int[]){ (int)features });
+	snprintf(s->name, sizeof(s->name), "synthetic %s", kinds[a.kind]);
+	s->count = a.samples;
+	s->sample = dt_shape_make(1, (int[]){ (int)a.features });
 	s->label = dt_shape_make(1, (int[]){ 1 });
-	s->num_classes = (int)classes;
+	s->num_classes = (int)a.classes;
 	return 0;
 }
 
@@ -152,4 +169,5 @@ const struct dt_source_type dt_synthetic_source = {
 	.open = synthetic_open,
 	.read = synthetic_read,
 	.close = synthetic_close,
+	.check = synthetic_check,
 };

@@ -46,6 +46,13 @@ static int conv2d_init(struct dt_layer *l, const struct dt_node *args)
 	    dt_layer_initializer(args, "bias_initializer", DT_INIT_ZEROS, &binit) < 0 ||
 	    dt_layer_regularizer(args, "kernel_regularizer", &l1, &l2) < 0)
 		return -1;
+	for (int i = 0; i < 2; i++)
+		if ((int64_t)(k[i] - 1) * d[i] + 1 > DT_CONV_MAX_SPAN)
+			return dt_node_error(dt_node_get(args, "dilation_rate"),
+					     "layer '%s': a kernel of %d dilated by %d spans %lld positions, more "
+					     "than the %d a convolution takes; use a smaller dilation_rate or "
+					     "kernel_size",
+					     l->name, k[i], d[i], (long long)(k[i] - 1) * d[i] + 1, DT_CONV_MAX_SPAN);
 	if ((s[0] > 1 || s[1] > 1) && (d[0] > 1 || d[1] > 1))
 		return dt_node_error(dt_node_get(args, "dilation_rate"),
 				     "layer '%s': strides > 1 cannot be combined with dilation_rate > 1 (as in Keras)",

@@ -1,8 +1,10 @@
 /*
  * dropout: inverted dropout as Keras' Dropout. In training each element is
  * zeroed with probability `rate` and the rest scaled by 1/(1-rate); outside
- * training it is the identity. The mask comes from the step's key, so a
- * resumed run draws the same masks. Argument: rate (required, [0, 1)).
+ * training it is the identity. The mask of an element is a function of the
+ * step's key, the layer and the element's place in the global batch, so a
+ * resumed run draws the same masks and a sample gets the same mask on
+ * whichever replica computes it. Argument: rate (required, [0, 1)).
  */
 #include <stdlib.h>
 
@@ -38,7 +40,8 @@ static void dropout_forward(struct dt_layer *l, const struct dt_tensor *x, struc
 	d->masked = ctx->training && d->rate > 0;
 	if (d->masked) {
 		struct dt_tensor mask = dt_layer_buf_view(l, 0, x->shape.dim[0]);
-		dt_op_dropout(x, y, &mask, d->rate, dt_hash64(ctx->key, (uint64_t)l->index));
+		dt_op_dropout(x, y, &mask, d->rate, dt_hash64(ctx->key, (uint64_t)l->index),
+			      ctx->first_row * dt_shape_count(&l->in));
 	} else {
 		dt_op_copy(x, y);
 	}

@@ -38,6 +38,11 @@ int dt_pool2d_init(struct dt_layer *l, const struct dt_node *args, enum dt_pool 
 	    dt_window_pair(args, "strides", 0, 1, 1 << 16, s) < 0 || dt_window_padding(args, &pad) < 0 ||
 	    check_input(l, args) < 0)
 		return -1;
+	if (kind == DT_POOL_MAX && (int64_t)k[0] * k[1] > DT_POOL_MAX_WINDOW)
+		return dt_node_error(dt_node_get(args, "pool_size"),
+				     "layer '%s': a %dx%d max pooling window holds %lld positions, more than the %d "
+				     "max pooling takes; use a smaller pool_size, or average pooling",
+				     l->name, k[0], k[1], (long long)k[0] * k[1], DT_POOL_MAX_WINDOW);
 	if (!s[0]) { /* Keras: strides None means pool_size */
 		s[0] = k[0];
 		s[1] = k[1];

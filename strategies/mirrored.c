@@ -94,6 +94,7 @@ static void mirrored_reduce(struct dt_strategy *s, double *v, int n) {}
 
 const struct dt_strategy_type dt_mirrored_strategy = {
 	.name = "mirrored",
+	.one_process = 1,
 	.init = mirrored_init,
 	.broadcast = mirrored_broadcast,
 	.apply_gradients = mirrored_apply,

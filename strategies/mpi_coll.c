@@ -244,6 +244,13 @@ static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *wha
 		     g->who, what, at, g->timeout);
 }
 
+void dt_mpi_leave_stopped(struct dt_mpi_group *g)
+{
+	double v = 0;
+	fflush(stdout);
+	dt_mpi_allreduce_max(g, &v, 1, "the last meeting after a stop", -1);
+}
+
 void dt_mpi_group_release(struct dt_mpi_group *g)
 {
 	if (g->rank == 0 && g->notice_req) {

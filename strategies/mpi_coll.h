@@ -68,6 +68,15 @@ void dt_mpi_group_release(struct dt_mpi_group *g);
 void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step);
 void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
 void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
+/*
+ * After every rank stopped on a signal at the same step: one last meeting of
+ * the group, so that the chief has written its checkpoint and said how to
+ * resume (stdout flushed) before any rank leaves. The caller then skips
+ * dt_mpi_stop: Open MPI's mpirun turns Ctrl-C into SIGTERM for every rank
+ * while it ends the job, and MPI_Finalize would wait for it until it kills
+ * the ranks.
+ */
+void dt_mpi_leave_stopped(struct dt_mpi_group *g);
 void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step);
 
 /*

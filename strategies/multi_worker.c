@@ -191,13 +191,16 @@ static void multi_worker_release(struct dt_strategy *s)
 	}
 	if (w->gpu)
 		dt_local_nccl_release(&w->nccl);
-	if (w->mpi && s->failed)
+	if (w->mpi && s->failed > 0 && s->failed < 128)
 		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
+	if (w->mpi && s->failed)
+		dt_mpi_leave_stopped(&w->group);
 	if (w->mpi)
 		dt_mpi_group_release(&w->group);
 	free(w);
 	s->priv = NULL;
-	dt_mpi_stop();
+	if (!s->failed)
+		dt_mpi_stop();
 }
 
 const struct dt_strategy_type dt_multi_worker_strategy = {

@@ -33,6 +33,7 @@ enum { TAG_PUSH = 7101, TAG_REPLY, TAG_DONE, TAG_GATHER, TAG_STATE };
 struct ps {
 	int workers, servers;      /* ranks [0, workers) train, [workers, world) serve */
 	int is_server;
+	int stopped;               /* (servers) the workers stopped on a signal: no MPI_Finalize */
 	MPI_Comm worker_comm;      /* the workers (or the servers) */
 	struct dt_mpi_group world_group, worker_group;
 	int64_t *lo, *hi;          /* (servers) shard bounds in floats */
@@ -54,6 +55,24 @@ struct reply_header {
 
 static const char who[] = "parameter_server";
 
+static const char *workers_word(int n) { return n == 1 ? "worker" : "workers"; }
+
+/* The job must hold num_ps servers and at least one worker. 0 or -1. */
+static int check_world(int num_ps, int world)
+{
+	if (world < num_ps + 1)
+		return dt_error("strategy 'parameter_server' with num_ps %d needs at least %d processes (mpirun -np %d), "
+				"but the job has %d", num_ps, num_ps + 1, num_ps + 1, world);
+	return 0;
+}
+
+static int ps_check(const struct dt_distribute *d, const struct dt_system *sys)
+{
+	if (d->ndevices > 1 || (d->ndevices == 1 && (d->devices[0].index != 0 || d->devices[0].kind != DT_DEVICE_CPU)))
+		return dt_node_error(d->devices_node, "parameter_server has one replica per worker: devices is [cpu:0] or auto");
+	return sys ? check_world(d->num_ps, sys->mpi_world) : 0;
+}
+
 static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 {
 	struct dt_distribute d;
@@ -61,14 +80,10 @@ static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 
 	if (dt_distribute_read(args, &d) < 0)
 		return -1;
-	if (d.ndevices > 1 || (d.ndevices == 1 && (d.devices[0].index != 0 || d.devices[0].kind != DT_DEVICE_CPU)))
-		return dt_node_error(d.devices_node, "parameter_server has one replica per worker: devices is [cpu:0] or auto");
 	s->timeout = d.timeout;
-	if (dt_strategy_join_world(s, who) < 0)
+	/* The world MPI reports, which the environment's count (ps_check) only announced. */
+	if (dt_strategy_join_world(s, who) < 0 || check_world(d.num_ps, s->world) < 0)
 		return -1;
-	if (s->world < d.num_ps + 1)
-		return dt_error("strategy 'parameter_server' with num_ps %d needs at least %d processes (mpirun -np %d), "
-				"but the job has %d", d.num_ps, d.num_ps + 1, d.num_ps + 2, s->world);
 	p = dt_calloc(1, sizeof(*p));
 	s->priv = p;
 	p->servers = d.num_ps;
@@ -223,9 +238,10 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 				if (flag)
 					break;
 				if (dt_mpi_now() - start > s->timeout)
-					dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout): %d of %d workers "
+					dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout): %d of %d %s "
 						     "had not finished and none sent anything (dead, stopped or stuck); "
-						     "aborting the job", who, what, s->timeout, p->workers - done, p->workers);
+						     "aborting the job", who, what, s->timeout, p->workers - done, p->workers,
+						     workers_word(p->workers));
 				dt_mpi_backoff(dt_mpi_now() - start);
 			}
 		}
@@ -255,8 +271,9 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 				len += shard;
 			}
 			break;
-		case TAG_DONE:
+		case TAG_DONE: /* one byte: 1 when the workers stopped on a signal */
 			done++;
+			p->stopped |= count == 1 && in[0];
 			continue;
 		default:
 			DT_BUG("parameter server: message with tag %d from rank %d", st.MPI_TAG, st.MPI_SOURCE);
@@ -313,8 +330,9 @@ static int ps_epoch_end(struct dt_strategy *s, struct dt_model *replicas, struct
 		return 0;
 	gather_shards(s, replicas, opts);
 	snprintf(p->report, sizeof(p->report),
-		 "parameter_server: epoch %d: %d workers, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
-		 epoch + 1, p->workers, p->servers, p->servers == 1 ? "" : "s", sums[1] > 0 ? sums[0] / sums[1] : 0, max);
+		 "parameter_server: epoch %d: %d %s, %d server%s, staleness mean %.2f, max %.0f steps behind\n",
+		 epoch + 1, p->workers, workers_word(p->workers), p->servers, p->servers == 1 ? "" : "s",
+		 sums[1] > 0 ? sums[0] / sums[1] : 0, max);
 	return 0;
 }
 
@@ -340,9 +358,10 @@ static void ps_release(struct dt_strategy *s)
 {
 	struct ps *p = s->priv;
 	const char *stats = getenv("DTRAIN_STATS");
+	char stopped = s->failed != 0;
 	if (!p)
 		return;
-	if (s->failed)
+	if (s->failed > 0 && s->failed < 128)
 		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
 	if (!p->is_server) {
 		/* Tell every server this worker is done (also after an error, so that they leave). */
@@ -350,29 +369,35 @@ static void ps_release(struct dt_strategy *s)
 			MPI_Request r;
 			char peer[64];
 			server_rank_text(p, k, peer, sizeof(peer));
-			MPI_Isend(NULL, 0, MPI_BYTE, p->workers + k, TAG_DONE, MPI_COMM_WORLD, &r);
+			MPI_Isend(&stopped, 1, MPI_BYTE, p->workers + k, TAG_DONE, MPI_COMM_WORLD, &r);
 			dt_mpi_wait_all(&r, 1, s->timeout, who, "a worker's goodbye", peer);
 		}
 		if (stats && *stats && strcmp(stats, "0") && s->is_chief && p->step > 0)
-			fprintf(stderr, "%s: %d workers, %lld steps, push and pull %.3f ms per step\n", who, p->workers,
-				(long long)p->step, 1e3 * p->t_exchange / (double)p->step);
+			fprintf(stderr, "%s: %d %s, %lld steps, push and pull %.3f ms per step\n", who, p->workers,
+				workers_word(p->workers), (long long)p->step, 1e3 * p->t_exchange / (double)p->step);
 		for (int k = 0; p->reply && k < p->servers; k++)
 			free(p->reply[k]);
 		free(p->reply);
 		free(p->reqs);
+		/* Stopped on a signal: the workers leave together (the servers have their goodbyes). */
+		if (s->failed)
+			dt_mpi_leave_stopped(&p->worker_group);
 	}
 	dt_mpi_group_release(&p->worker_group);
 	dt_mpi_group_release(&p->world_group);
 	MPI_Comm_free(&p->worker_comm);
 	free(p->lo);
 	free(p->hi);
+	stopped |= p->stopped;
 	free(p);
 	s->priv = NULL;
-	dt_mpi_stop();
+	if (!stopped)
+		dt_mpi_stop();
 }
 
 const struct dt_strategy_type dt_parameter_server_strategy = {
 	.name = "parameter_server",
+	.check = ps_check,
 	.init = ps_init,
 	.broadcast = ps_broadcast,
 	.apply_gradients = ps_apply,

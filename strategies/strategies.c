@@ -65,52 +65,125 @@ void dt_system_detect(struct dt_system *s)
 	s->gpus = dt_cuda_device_count(); /* the driver only: no CUDA library is loaded for this */
 	s->mpi_world = env_int(size_vars, 1, 1);
 	s->mpi_rank = env_int(rank_vars, 0, 0);
+	/* Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE (also inside a Slurm allocation); srun sets SLURM_STEP_ID. */
+	if (s->mpi_world > 1) {
+		const char *cmd = getenv("OMPI_COMM_WORLD_SIZE") ? "mpirun -np" : getenv("SLURM_STEP_ID") ? "srun -n"
+													  : "mpiexec -n";
+		snprintf(s->launcher, sizeof(s->launcher), "%s %d", cmd, s->mpi_world);
+	}
 }
 
-const char *dt_strategy_auto(const struct dt_system *s, const char **why)
+const char *dt_strategy_auto(const struct dt_system *s, const struct dt_distribute *d, char *why, size_t size)
 {
+	if (s->mpi_world > 1 && d && d->has_num_ps) {
+		snprintf(why, size, "the MPI job has %d processes and distribute.num_ps is %d", s->mpi_world, d->num_ps);
+		return "parameter_server";
+	}
 	if (s->mpi_world > 1) {
-		*why = "the MPI job has more than one process";
+		snprintf(why, size, "the MPI job has %d processes", s->mpi_world);
 		return "multi_worker_mirrored";
 	}
-	if (s->gpus > 1) {
-		*why = "more than one GPU";
+	if (d && d->ndevices > 1) {
+		snprintf(why, size, "distribute.devices names %d devices", d->ndevices);
 		return "mirrored";
 	}
-	*why = s->gpus == 1 ? "one GPU" : "no GPU and one process";
+	if (s->gpus > 1) {
+		snprintf(why, size, "%d GPUs and one process", s->gpus);
+		return "mirrored";
+	}
+	snprintf(why, size, "%s and one process", s->gpus == 1 ? "one GPU" : "no GPU");
 	return "one_device";
+}
+
+/* The strategy d names (auto's choice, with its reason), or NULL after an error at distribute.strategy. */
+static const struct dt_strategy_type *choose(const struct dt_distribute *d, const struct dt_system *sys, char *why,
+					     size_t size)
+{
+	const char *name = names[d->which];
+	if (d->which == 0)
+		name = dt_strategy_auto(sys, d, why, size);
+	else
+		snprintf(why, size, "as distribute.strategy asks");
+	for (int i = 0; dt_strategy_types[i]; i++)
+		if (!strcmp(dt_strategy_types[i]->name, name))
+			return dt_strategy_types[i];
+	if (d->which == 0)
+		dt_error("strategy 'auto' chose '%s' (%s), which this version of dtrain does not have yet", name, why);
+	else
+		dt_node_error(d->strategy_node, "strategy '%s' is not available in this version of dtrain", name);
+	return NULL;
+}
+
+/* The check of dt_strategy_check, keeping d and the choice for dt_strategy_create. */
+static const struct dt_strategy_type *check(const struct dt_node *distribute, const struct dt_system *sys,
+					    struct dt_distribute *d, char *why, size_t size)
+{
+	/* Without a system, auto chooses as for one process without a GPU. */
+	static const struct dt_system alone = { .mpi_world = 1 };
+	const struct dt_strategy_type *type;
+	if (dt_distribute_read(distribute, d) < 0 || !(type = choose(d, sys ? sys : &alone, why, size)))
+		return NULL;
+	if (sys && type->one_process && sys->mpi_world > 1) {
+		dt_node_error(d->strategy_node, "strategy '%s' trains in one process, but this MPI job (%s) has %d: each "
+			      "would train alone and write the same run directory; use multi_worker_mirrored or auto, or "
+			      "start one process", type->name, sys->launcher, sys->mpi_world);
+		return NULL;
+	}
+	return type->check && type->check(d, sys) < 0 ? NULL : type;
+}
+
+int dt_strategy_check(const struct dt_node *distribute, const struct dt_system *sys)
+{
+	struct dt_distribute d;
+	char why[160];
+	return check(distribute, sys, &d, why, sizeof(why)) ? 0 : -1;
 }
 
 int dt_strategy_create(struct dt_strategy *s, const struct dt_node *distribute, const struct dt_system *sys)
 {
-	const char *name, *why = "";
-	int which;
+	struct dt_distribute d;
 
 	memset(s, 0, sizeof(*s));
-	if (dt_cfg_enum(distribute, "strategy", names, 0, &which) < 0)
+	if (!(s->type = check(distribute, sys, &d, s->why, sizeof(s->why))))
 		return -1;
-	name = which == 0 ? dt_strategy_auto(sys, &why) : names[which];
-	/* auto under mpirun with parameter servers configured: parameter_server */
-	if (which == 0 && sys->mpi_world > 1 && dt_node_get(distribute, "num_ps"))
-		name = "parameter_server";
-	for (int i = 0; dt_strategy_types[i]; i++) {
-		if (!strcmp(dt_strategy_types[i]->name, name)) {
-			s->type = dt_strategy_types[i];
-			s->timeout = 300;
-			if (s->type->init(s, distribute) < 0)
-				return -1;
-			if (!s->global_replicas) {
-				s->first_replica = 0;
-				s->global_replicas = s->nreplicas;
-			}
-			return 0;
-		}
+	s->timeout = 300;
+	if (s->type->init(s, distribute) < 0)
+		return -1;
+	if (!s->global_replicas) {
+		s->first_replica = 0;
+		s->global_replicas = s->nreplicas;
 	}
-	if (which == 0)
-		return dt_error("strategy 'auto' chose '%s' (%s), which this version of dtrain does not have yet",
-				name, why);
-	return dt_node_error(dt_node_get(distribute, "strategy"),
-			     "strategy '%s' is not available in this version of dtrain", name);
+	return 0;
+}
+
+/* "cpu:0" or "cpu:0, cpu:1": the replicas of this process. */
+static void devices_text(const struct dt_strategy *s, char *buf, size_t size)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	for (int r = 0; r < s->nreplicas && len + 1 < size; r++) {
+		char dev[32];
+		dt_device_format(s->devices[r], dev, sizeof(dev));
+		len += (size_t)snprintf(buf + len, size - len, "%s%s", r ? ", " : "", dev);
+	}
+}
+
+void dt_strategy_describe(const struct dt_strategy *s, char *buf, size_t size)
+{
+	char devs[256];
+	int servers = s->world - s->global_replicas;
+
+	devices_text(s, devs, sizeof(devs));
+	if (s->world > 1 && s->type->serve)
+		snprintf(buf, size, "%s over %d processes (%d worker%s, %d server%s), %s each (%s)", s->type->name,
+			 s->world, s->global_replicas, s->global_replicas == 1 ? "" : "s", servers, servers == 1 ? "" : "s",
+			 devs, s->why);
+	else if (s->world > 1)
+		snprintf(buf, size, "%s over %d processes, %s each (%s)", s->type->name, s->world, devs, s->why);
+	else if (s->nreplicas > 1)
+		snprintf(buf, size, "%s over %s (%s)", s->type->name, devs, s->why);
+	else
+		snprintf(buf, size, "%s %s (%s)", s->type->name, devs, s->why);
 }
 
 void dt_strategy_release(struct dt_strategy *s)
@@ -148,11 +221,17 @@ int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d)
 	int64_t num_ps;
 
 	memset(d, 0, sizeof(*d));
-	if (dt_cfg_check_keys(args, "distribute", keys) < 0 || dt_cfg_int(args, "num_ps", 1, 1, 1 << 20, &num_ps) < 0 ||
+	if (dt_cfg_check_keys(args, "distribute", keys) < 0 || dt_cfg_enum(args, "strategy", names, 0, &d->which) < 0 ||
+	    dt_cfg_int(args, "num_ps", 1, 1, 1 << 20, &num_ps) < 0 ||
 	    dt_cfg_float(args, "timeout", 300, 0.001, 1e9, &d->timeout) < 0)
 		return -1;
+	d->strategy_node = dt_node_get(args, "strategy");
 	d->num_ps = (int)num_ps;
 	d->has_num_ps = dt_node_get(args, "num_ps") != NULL;
+	d->device_node = dt_node_get(args, "device");
+	d->has_device = d->device_node != NULL;
+	if (d->has_device && parse_device(d->device_node, &d->device) < 0)
+		return -1;
 	d->devices_node = n;
 	if (!n || (n->kind == DT_NODE_SCALAR && !strcmp(n->value, "auto")))
 		return 0;

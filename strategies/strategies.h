@@ -1,9 +1,12 @@
 /*
  * The strategies dtrain has, the machine they were chosen for, and the
- * auto-selection (DESIGN.md): MPI world > 1 -> multi_worker_mirrored; else
+ * auto-selection (DESIGN.md): MPI world > 1 -> multi_worker_mirrored
+ * (parameter_server with num_ps); else `devices` naming several devices, or
  * more than one GPU -> mirrored; one GPU -> one_device gpu:0; else one_device
- * cpu:0. Every strategy is in the table; their devices are checked when
- * they are created (a GPU without the CUDA backend is a config error).
+ * cpu:0. Every strategy is in the table. dt_strategy_check validates the
+ * whole `distribute:` mapping without starting anything, before any data is
+ * read; whether a GPU is there is checked when the strategy is created (a
+ * GPU without the CUDA backend is a config error).
  */
 #ifndef DT_STRATEGIES_H
 #define DT_STRATEGIES_H
@@ -17,6 +20,8 @@ struct dt_system {
 	int mpi_world;      /* processes in the MPI job, 1 without MPI */
 	int mpi_rank;
 	char host[256];     /* this host's name */
+	/* How the job was started, for hints: "mpirun -np 2", "srun -n 2", "mpiexec -n 2"; "" for one process. */
+	char launcher[64];
 };
 
 extern const struct dt_strategy_type dt_one_device_strategy;
@@ -27,10 +32,17 @@ extern const struct dt_strategy_type dt_parameter_server_strategy;
 /*
  * The `distribute:` keys every strategy accepts (so that one file runs with
  * `strategy: auto` on one process or under mpirun); each strategy uses those
- * it needs. devices: `auto` (ndevices 0) or a list of cpu:N or gpu:N (checked
- * by dt_local_devices); num_ps >= 1; timeout > 0 seconds (default 300).
+ * it needs. strategy: a name of the table or auto (its node for errors);
+ * device: cpu:N or gpu:N (one_device); devices: `auto` (ndevices 0) or a
+ * list of cpu:N or gpu:N (whether a GPU exists is dt_local_devices' check);
+ * num_ps >= 1; timeout > 0 seconds (default 300).
  */
 struct dt_distribute {
+	int which;                  /* index in the names the config accepts; 0: auto */
+	const struct dt_node *strategy_node; /* NULL when absent */
+	int has_device;
+	struct dt_device device;
+	const struct dt_node *device_node;  /* NULL when absent */
 	int ndevices;
 	struct dt_device devices[DT_MAX_REPLICAS];
 	const struct dt_node *devices_node; /* for errors, NULL when absent */
@@ -50,13 +62,31 @@ char *dt_strategy_gather_lines(const char *mine);
 extern const struct dt_strategy_type *const dt_strategy_types[];
 
 void dt_system_detect(struct dt_system *s);
-/* The strategy `strategy: auto` picks on this system, and why (static strings). */
-const char *dt_strategy_auto(const struct dt_system *s, const char **why);
 /*
- * Creates the strategy named by the `distribute:` mapping (NULL: auto). Errors
- * point into the config. 0 or -1.
+ * The strategy `strategy: auto` picks on this system for the `distribute:`
+ * keys d (NULL: none), and why, in words ("no GPU and one process"): what
+ * `dtrain devices` and fit's strategy line say. The name is a static string.
+ */
+const char *dt_strategy_auto(const struct dt_system *s, const struct dt_distribute *d, char *why, size_t size);
+/*
+ * Validates the `distribute:` mapping (NULL: auto) without starting anything
+ * (no MPI, no GPU library): every key and value and the strategy's own rules.
+ * With sys, also the rules of this job, for a process that runs the
+ * strategy: a one-process strategy (one_device, mirrored) refused in an MPI
+ * job of several processes, parameter_server's num_ps + 1 processes. 0, or
+ * -1 after an error that names the config position where there is one.
+ */
+int dt_strategy_check(const struct dt_node *distribute, const struct dt_system *sys);
+/*
+ * Creates the strategy named by the `distribute:` mapping (NULL: auto), after
+ * dt_strategy_check. Errors point into the config. 0 or -1.
  */
 int dt_strategy_create(struct dt_strategy *s, const struct dt_node *distribute, const struct dt_system *sys);
+/*
+ * One line that says what s does and why, for fit:
+ * "mirrored over cpu:0, cpu:1 (distribute.devices names 2 devices)".
+ */
+void dt_strategy_describe(const struct dt_strategy *s, char *buf, size_t size);
 void dt_strategy_release(struct dt_strategy *s);
 
 #endif

@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,20 @@
 #include "core/checkpoint/snapshot.h"
 #include "core/config/run_config.h"
 #include "core/error.h"
+
+/*
+ * The epoch's running sums as the metadata 'sums' holds them: a JSON array of
+ * n numbers in %.17g, so the doubles come back bit for bit and a resumed epoch
+ * reports the same metrics.
+ */
+static void format_sums(const double *sums, int n, char *buf, size_t size)
+{
+	size_t k = 0;
+	for (int i = 0; i < n && k < size; i++)
+		k += snprintf(buf + k, size - k, "%s%.17g", i ? "," : "[", sums[i]);
+	if (k < size)
+		snprintf(buf + k, size - k, "]");
+}
 
 /* Replaces dir/name by a symlink to target, atomically. */
 static int replace_symlink(const char *dir, const char *name, const char *target)
@@ -107,7 +122,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	const struct dt_logs *logs = pos->logs;
 	struct dt_ckpt_vars v = { 0 };
 	struct dt_ckpt_meta meta[24 + DT_MAX_EXTRA_META];
-	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[96], value[64], best[64], lr[32];
+	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[32 * DT_NSUMS], value[64], best[64], lr[32];
 	char *states = NULL, *files_json, **files;
 	const char *monitor = NULL;
 	double monitored = 0;
@@ -152,8 +167,8 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	snprintf(epoch, sizeof(epoch), "%d", pos->epoch);
 	snprintf(step, sizeof(step), "%lld", (long long)pos->step);
 	snprintf(gstep, sizeof(gstep), "%lld", (long long)pos->global_step);
-	/* %.17g: the doubles come back bit for bit, so a resumed epoch reports the same metrics. */
-	snprintf(sums, sizeof(sums), "[%.17g,%.17g,%.17g]", pos->all_sums[0], pos->all_sums[1], pos->all_sums[2]);
+	/* The error sums only where they are reported: other runs' files stay as they were. */
+	format_sums(pos->all_sums, t->errors ? DT_NSUMS : DT_SUM_ABS_ERROR, sums, sizeof(sums));
 	snprintf(lr, sizeof(lr), "%.9g", dt_trainer_learning_rate(t));
 	meta[nmeta++] = (struct dt_ckpt_meta){ "format", "dtrain" };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "dtrain_version", DT_VERSION };
@@ -220,97 +235,221 @@ out:
 	return rc;
 }
 
+/* The kept-file list from a JSON array of names (NULL: none); entries with a '/' are no files of dir. */
+static void set_files(struct dt_checkpointer *c, const cJSON *names)
+{
+	const cJSON *e;
+	dt_checkpointer_release(c);
+	c->files = dt_calloc((size_t)cJSON_GetArraySize(names) + 1, sizeof(*c->files));
+	cJSON_ArrayForEach(e, names)
+		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
+			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+}
+
 void dt_checkpointer_restore(struct dt_checkpointer *c, const struct dt_ckpt *f)
 {
 	const char *files = dt_checkpoint_meta(f, "checkpoint.files"), *best = dt_checkpoint_meta(f, "best");
-	cJSON *a = files ? cJSON_Parse(files) : NULL, *e;
-	for (int i = 0; i < c->nfiles; i++)
-		free(c->files[i]);
-	free(c->files);
-	c->files = dt_calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(*c->files));
-	c->nfiles = 0;
-	cJSON_ArrayForEach(e, a)
-		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
-			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	cJSON *a = files ? cJSON_Parse(files) : NULL;
+	set_files(c, a);
 	cJSON_Delete(a);
 	if (best) {
 		c->best = strtod(best, NULL);
 		c->has_best = 1;
-	}
-	/* Temporary files of a write that a crash cut short. */
-	{
-		DIR *d = opendir(c->dir);
-		struct dirent *de;
-		while (d && (de = readdir(d))) {
-			char old[4200];
-			if (!strstr(de->d_name, ".safetensors.tmp."))
-				continue;
-			snprintf(old, sizeof(old), "%s/%s", c->dir, de->d_name);
-			unlink(old);
-		}
-		if (d)
-			closedir(d);
 	}
 	/* A crash between writing the newest file and linking best: link it now. */
 	if (c->save_best && dt_checkpoint_meta(f, "is_best") && c->nfiles > 0)
 		replace_link(c->dir, "best.safetensors", c->files[c->nfiles - 1]);
 }
 
+/* The largest whole number a JSON number (a double) holds exactly: what metadata counts stay below. */
+#define EXACT_MAX ((int64_t)1 << 53)
+
+/* "'ckpt': metadata 'key' is 'value', not ..." with the value cut short. */
+static int bad_meta(const struct dt_ckpt *f, const char *key, const char *v, const char *expected)
+{
+	return dt_error("'%s': metadata '%s' is '%.40s%s', not %s", dt_checkpoint_path(f), key, v,
+			strlen(v) > 40 ? "..." : "", expected);
+}
+
+/* Metadata `key` (present) as a whole number in [min, max]: the whole text, digits after an optional '-'. */
+static int meta_int(const struct dt_ckpt *f, const char *key, int64_t min, int64_t max, int64_t *out)
+{
+	const char *v = dt_checkpoint_meta(f, key);
+	char expected[96], *end;
+	long long x;
+
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (errno || !*v || strspn(v + (*v == '-'), "0123456789") != strlen(v + (*v == '-')) || x < min || x > max) {
+		snprintf(expected, sizeof(expected), "a whole number from %lld to %lld", (long long)min,
+			 (long long)max);
+		return bad_meta(f, key, v, expected);
+	}
+	*out = x;
+	return 0;
+}
+
+/* Metadata `key` (present) as a finite number in [min, max], the whole text. */
+static int meta_number(const struct dt_ckpt *f, const char *key, double min, double max, double *out)
+{
+	const char *v = dt_checkpoint_meta(f, key);
+	char expected[96], *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || *end || *v == ' ' || !isfinite(x) || x < min || x > max) {
+		if (isfinite(min))
+			snprintf(expected, sizeof(expected), "a number from %g to %g", min, max);
+		else
+			snprintf(expected, sizeof(expected), "a finite number");
+		return bad_meta(f, key, v, expected);
+	}
+	*out = x;
+	return 0;
+}
+
+/*
+ * The position: epoch (epochs completed), step (steps done in that epoch: at
+ * most an epoch's steps under this config, all of them when validation was
+ * cut short) and global_step (at least step).
+ */
+static int restore_position(struct dt_trainer *t, const struct dt_ckpt *f)
+{
+	int64_t epoch, steps = dt_pipeline_steps(t->train);
+	char expected[96];
+
+	if (t->steps_per_epoch > 0 && t->steps_per_epoch < steps)
+		steps = t->steps_per_epoch;
+	if (meta_int(f, "epoch", 0, DT_MAX_EPOCHS, &epoch) < 0 ||
+	    meta_int(f, "step", 0, EXACT_MAX, &t->initial_step) < 0 ||
+	    meta_int(f, "global_step", 0, EXACT_MAX, &t->initial_global_step) < 0)
+		return -1;
+	t->initial_epoch = (int)epoch;
+	if (t->initial_step > steps) {
+		snprintf(expected, sizeof(expected), "a step of an epoch of %lld steps (0 to %lld)", (long long)steps,
+			 (long long)steps);
+		return bad_meta(f, "step", dt_checkpoint_meta(f, "step"), expected);
+	}
+	if (t->initial_global_step < t->initial_step) {
+		snprintf(expected, sizeof(expected), "at least the step in the epoch, %lld",
+			 (long long)t->initial_step);
+		return bad_meta(f, "global_step", dt_checkpoint_meta(f, "global_step"), expected);
+	}
+	return 0;
+}
+
+/* sums: 3 (loss, correct, samples) or DT_NSUMS numbers, each finite and >= 0, samples whole. */
+static int restore_sums(struct dt_trainer *t, const struct dt_ckpt *f)
+{
+	const char *text = dt_checkpoint_meta(f, "sums");
+	cJSON *j = cJSON_Parse(text);
+	int n = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : -1, ok = n == DT_SUM_ABS_ERROR || n == DT_NSUMS;
+	char buf[32 * DT_NSUMS];
+
+	memset(t->initial_sums, 0, sizeof(t->initial_sums));
+	for (int i = 0; ok && i < n; i++) {
+		cJSON *x = cJSON_GetArrayItem(j, i);
+		ok = cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble >= 0 &&
+		     (i != DT_SUM_SAMPLES || x->valuedouble == floor(x->valuedouble));
+		if (ok)
+			t->initial_sums[i] = x->valuedouble;
+	}
+	cJSON_Delete(j);
+	/* cJSON reads numbers with strtod: exact for the %.17g text, but check. */
+	if (ok) {
+		format_sums(t->initial_sums, n, buf, sizeof(buf));
+		ok = !strcmp(buf, text);
+	}
+	if (!ok)
+		return bad_meta(f, "sums", text, "a JSON array of 3 or 5 numbers >= 0 (loss, correct and samples, then "
+				"the absolute and squared errors)");
+	/* The file's sums are over every training process: the chief carries them, the others start from 0. */
+	if (!t->strategy->is_chief)
+		memset(t->initial_sums, 0, sizeof(t->initial_sums));
+	return 0;
+}
+
+/* The writer's metadata: checkpoint.files (a JSON array of file names in the run directory) and best. */
+static int check_writer_meta(const struct dt_ckpt *f)
+{
+	const char *files = dt_checkpoint_meta(f, "checkpoint.files");
+	cJSON *a = files ? cJSON_Parse(files) : NULL, *e;
+	int ok = !files || cJSON_IsArray(a);
+	double best;
+
+	if (files && ok)
+		cJSON_ArrayForEach(e, a)
+			ok = ok && cJSON_IsString(e) && e->valuestring[0] && !strchr(e->valuestring, '/');
+	cJSON_Delete(a);
+	if (!ok)
+		return bad_meta(f, "checkpoint.files", files, "a JSON array of file names (without '/')");
+	if (dt_checkpoint_meta(f, "best") && meta_number(f, "best", -HUGE_VAL, HUGE_VAL, &best) < 0)
+		return -1;
+	return 0;
+}
+
+/* Hands each callback its state from the metadata 'callbacks' (a JSON object keyed by name). */
+static int restore_callbacks(struct dt_trainer *t, const struct dt_ckpt *f)
+{
+	const char *v = dt_checkpoint_meta(f, "callbacks");
+	cJSON *o = v ? cJSON_Parse(v) : NULL;
+	int rc = 0;
+
+	if (!v)
+		return 0;
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return bad_meta(f, "callbacks", v, "a JSON object of the callbacks' states");
+	}
+	for (int i = 0; i < t->ncallbacks && rc == 0; i++) {
+		struct dt_callback *cb = t->callbacks[i];
+		cJSON *s;
+		char *text;
+		if (!cb->state_load || !cb->name || !(s = cJSON_GetObjectItemCaseSensitive(o, cb->name)))
+			continue;
+		text = cJSON_IsString(s) ? dt_strdup(s->valuestring) : cJSON_PrintUnformatted(s);
+		rc = cb->state_load(cb, t, text);
+		free(text);
+	}
+	cJSON_Delete(o);
+	if (rc < 0)
+		return dt_error("'%s': metadata 'callbacks' holds a state that cannot be restored",
+				dt_checkpoint_path(f));
+	return 0;
+}
+
 int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 {
-	const char *path = dt_checkpoint_path(f), *v;
+	const char *path = dt_checkpoint_path(f);
 	const char *need[] = { "epoch", "step", "global_step", "sums", "optimizer.iterations" };
-	cJSON *j;
+	int64_t iterations;
+	double lr = 0;
 
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
 		if (!dt_checkpoint_meta(f, need[i]))
 			return dt_error("'%s' lacks the metadata '%s': it is not a full-state dtrain checkpoint "
 					"(use --init-weights to start from its weights)", path, need[i]);
-	for (int r = 0; r < t->strategy->nreplicas; r++)
+	/* Every field is checked before anything changes, with the same rules a config's values meet. */
+	if (restore_position(t, f) < 0 || restore_sums(t, f) < 0 ||
+	    meta_int(f, "optimizer.iterations", 0, EXACT_MAX, &iterations) < 0 ||
+	    (dt_checkpoint_meta(f, "optimizer.learning_rate") &&
+	     meta_number(f, "optimizer.learning_rate", 0, DT_MAX_LEARNING_RATE, &lr) < 0) ||
+	    check_writer_meta(f) < 0)
+		return -1;
+	for (int r = 0; r < t->strategy->nreplicas; r++) {
 		if (dt_snapshot_load(f, &t->models[r], &t->opts[r]) < 0)
 			return -1;
-	if ((v = dt_checkpoint_meta(f, "optimizer.learning_rate")))
-		dt_trainer_set_learning_rate(t, strtod(v, NULL));
-	t->initial_epoch = (int)strtol(dt_checkpoint_meta(f, "epoch"), NULL, 10);
-	t->initial_step = strtoll(dt_checkpoint_meta(f, "step"), NULL, 10);
-	t->initial_global_step = strtoll(dt_checkpoint_meta(f, "global_step"), NULL, 10);
-	j = cJSON_Parse(dt_checkpoint_meta(f, "sums"));
-	for (int i = 0; i < 3; i++) {
-		cJSON *x = cJSON_GetArrayItem(j, i);
-		t->initial_sums[i] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+		t->opts[r].iterations = iterations;
 	}
-	cJSON_Delete(j);
-	/* cJSON reads numbers with strtod: exact for the %.17g text, but check. */
-	{
-		char buf[96];
-		snprintf(buf, sizeof(buf), "[%.17g,%.17g,%.17g]", t->initial_sums[0], t->initial_sums[1],
-			 t->initial_sums[2]);
-		if (strcmp(buf, dt_checkpoint_meta(f, "sums")))
-			return dt_error("'%s': metadata 'sums' is not three numbers", path);
-	}
-	/* The file's sums are over every training process: the chief carries them, the others start from 0. */
-	if (!t->strategy->is_chief)
-		memset(t->initial_sums, 0, sizeof(t->initial_sums));
-	if (t->initial_epoch < 0 || t->initial_step < 0 || t->initial_global_step < 0)
-		return dt_error("'%s': its position (epoch %d, step %lld) is not valid", path, t->initial_epoch,
-				(long long)t->initial_step);
-	if ((v = dt_checkpoint_meta(f, "callbacks"))) {
-		cJSON *o = cJSON_Parse(v);
-		int rc = 0;
-		for (int i = 0; i < t->ncallbacks && rc == 0; i++) {
-			struct dt_callback *cb = t->callbacks[i];
-			cJSON *s;
-			char *text;
-			if (!cb->state_load || !cb->name || !(s = cJSON_GetObjectItemCaseSensitive(o, cb->name)))
-				continue;
-			text = cJSON_IsString(s) ? dt_strdup(s->valuestring) : cJSON_PrintUnformatted(s);
-			rc = cb->state_load(cb, t, text);
-			free(text);
-		}
-		cJSON_Delete(o);
-		if (rc < 0)
-			return -1;
-	}
+	if (dt_checkpoint_meta(f, "optimizer.learning_rate"))
+		dt_trainer_set_learning_rate(t, lr);
+	if (restore_callbacks(t, f) < 0)
+		return -1;
+	lr = dt_trainer_learning_rate(t);
+	if (!(lr >= 0 && lr <= DT_MAX_LEARNING_RATE))
+		return dt_error("'%s': metadata 'callbacks' sets the learning rate to %g, not a number from 0 to %g",
+				path, lr, DT_MAX_LEARNING_RATE);
 	return 0;
 }
 
@@ -332,7 +471,7 @@ static char *checkpointer_state_save(struct dt_callback *cb, const struct dt_tra
 static int checkpointer_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
 {
 	struct dt_checkpointer *c = cb->priv;
-	cJSON *o = cJSON_Parse(json), *best, *e;
+	cJSON *o = cJSON_Parse(json), *best;
 	if (!cJSON_IsObject(o)) {
 		cJSON_Delete(o);
 		return dt_error("the state of callback '%s' in the checkpoint is not a JSON object", cb->name);
@@ -340,12 +479,7 @@ static int checkpointer_state_load(struct dt_callback *cb, struct dt_trainer *t,
 	best = cJSON_GetObjectItemCaseSensitive(o, "best");
 	c->has_best = cJSON_IsNumber(best);
 	c->best = c->has_best ? best->valuedouble : 0;
-	dt_checkpointer_release(c);
-	c->files = dt_calloc((size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "files")) + 1,
-			     sizeof(*c->files));
-	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "files"))
-		if (cJSON_IsString(e) && !strchr(e->valuestring, '/'))
-			c->files[c->nfiles++] = dt_strdup(e->valuestring);
+	set_files(c, cJSON_GetObjectItemCaseSensitive(o, "files"));
 	cJSON_Delete(o);
 	return 0;
 }
@@ -354,6 +488,33 @@ static int saver_save(struct dt_saver *s, const struct dt_trainer *t, const stru
 {
 	struct dt_checkpointer *c = (struct dt_checkpointer *)((char *)s - offsetof(struct dt_checkpointer, saver));
 	return dt_checkpointer_save(c, t, pos);
+}
+
+/*
+ * Removes the temporary files (NAME.safetensors.tmp.PID, and the symlinks'
+ * .latest.safetensors.tmp.PID) that writes cut short by a crash left in dir:
+ * those of processes that no longer run, so that a live run's write into the
+ * same directory is left alone.
+ */
+static void remove_stale_temporaries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		const char *tmp = strstr(de->d_name, ".safetensors.tmp."), *digits;
+		char old[4200], *end;
+		long pid;
+		if (!tmp)
+			continue;
+		digits = tmp + strlen(".safetensors.tmp.");
+		pid = strtol(digits, &end, 10);
+		if (end == digits || *end || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+			continue;
+		snprintf(old, sizeof(old), "%s/%s", dir, de->d_name);
+		unlink(old);
+	}
+	if (d)
+		closedir(d);
 }
 
 int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json)
@@ -371,7 +532,10 @@ int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char 
 	c->filename = "ckpt-{epoch:03d}-{batch:05d}";
 	c->mode = -1;
 	c->save_best = 1;
-	return dt_mkdir_p(dir);
+	if (dt_mkdir_p(dir) < 0)
+		return -1;
+	remove_stale_temporaries(dir);
+	return 0;
 }
 
 void dt_checkpointer_configure(struct dt_checkpointer *c, const struct dt_run_config *cfg)

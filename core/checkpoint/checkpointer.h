@@ -45,7 +45,11 @@ struct dt_checkpointer {
 	char **files;
 	char last[4200];         /* the newest file written, or "" */
 };
-/* Creates dir (and parents); the defaults above. 0 or -1. */
+/*
+ * Creates dir (and parents) and removes the temporary files that writes cut
+ * short by a crash left there (of processes no longer running); the defaults
+ * above. 0 or -1.
+ */
 int dt_checkpointer_init(struct dt_checkpointer *c, const char *dir, const char *config_json);
 void dt_checkpointer_release(struct dt_checkpointer *c);
 /* Takes every, keep, filename and save_best from the run config's checkpoint section. */

@@ -2,20 +2,19 @@
 #include <string.h>
 
 #include "core/checkpoint/ckpt_template.h"
+#include "core/config/monitor.h"
 #include "core/error.h"
 #include "core/checkpoint/model_checkpoint.h"
 
-static int read_one(const struct dt_node *args, const struct dt_node *at, int accuracy,
+static int read_one(const struct dt_node *args, const struct dt_node *at, int accuracy, int errors,
 		    struct dt_model_checkpoint_cfg *c)
 {
 	static const char *const keys[] = { "filepath", "monitor", "mode", "save_best_only", "save_weights_only",
 					    "save_freq", "verbose", NULL };
-	static const char *const monitors[] = { "val_loss", "val_accuracy", "loss", "accuracy", NULL };
-	static const char *const modes[] = { "auto", "min", "max", NULL };
 	const struct dt_node *fp, *freq;
 	const char *path, *slash;
 	char msg[256];
-	int monitor, mode;
+	enum dt_monitor_mode mode;
 	int64_t verbose;
 	size_t len;
 
@@ -23,18 +22,15 @@ static int read_one(const struct dt_node *args, const struct dt_node *at, int ac
 		return dt_node_error(at, "model_checkpoint needs its arguments, at least 'filepath'");
 	if (dt_node_expect(args, DT_NODE_MAP, "model_checkpoint") < 0 ||
 	    dt_cfg_check_keys(args, "model_checkpoint", keys) < 0 || dt_cfg_require(args, "filepath", "model_checkpoint") < 0 ||
-	    dt_cfg_string(args, "filepath", NULL, &path) < 0 || dt_cfg_enum(args, "monitor", monitors, 0, &monitor) < 0 ||
-	    dt_cfg_enum(args, "mode", modes, 0, &mode) < 0 ||
+	    dt_cfg_string(args, "filepath", NULL, &path) < 0 ||
+	    dt_monitor_read(args, "val_loss", &c->monitor, &mode) < 0 ||
+	    dt_monitor_check(dt_node_get(args, "monitor"), "model_checkpoint", c->monitor, accuracy, errors, -1) < 0 ||
 	    dt_cfg_bool(args, "save_best_only", 0, &c->save_best_only) < 0 ||
 	    dt_cfg_bool(args, "save_weights_only", 0, &c->save_weights_only) < 0 ||
 	    dt_cfg_int(args, "verbose", 0, 0, 1, &verbose) < 0)
 		return -1;
 	fp = dt_node_get(args, "filepath");
-	c->monitor = monitors[monitor];
-	if ((monitor == 1 || monitor == 3) && !accuracy)
-		return dt_node_error(dt_node_get(args, "monitor"), "monitor '%s' needs compile.metrics: [accuracy]",
-				     c->monitor);
-	c->mode = mode == 2 ? 1 : mode == 1 ? -1 : (monitor == 1 || monitor == 3) ? 1 : -1;
+	c->mode = dt_monitor_greater(mode, c->monitor) ? 1 : -1;
 	freq = dt_node_get(args, "save_freq");
 	c->save_freq = 0;
 	if (freq && !(freq->kind == DT_NODE_SCALAR && !strcmp(freq->value, "epoch"))) {
@@ -68,8 +64,8 @@ static int read_one(const struct dt_node *args, const struct dt_node *at, int ac
 	return 0;
 }
 
-int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, struct dt_model_checkpoint_cfg *out,
-			      int *n)
+int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, int errors,
+			      struct dt_model_checkpoint_cfg *out, int *n)
 {
 	*n = 0;
 	if (!callbacks || callbacks->kind != DT_NODE_SEQ)
@@ -87,7 +83,7 @@ int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, str
 		if (*n == DT_MAX_MODEL_CHECKPOINTS)
 			return dt_node_error(at, "at most %d model_checkpoint callbacks", DT_MAX_MODEL_CHECKPOINTS);
 		memset(&out[*n], 0, sizeof(out[*n]));
-		if (read_one(args, at, accuracy, &out[*n]) < 0)
+		if (read_one(args, at, accuracy, errors, &out[*n]) < 0)
 			return -1;
 		(*n)++;
 	}

@@ -22,8 +22,8 @@
 struct dt_model_checkpoint_cfg {
 	char dir[1024];          /* "" : checkpoint.dir */
 	char filename[512];      /* the template, without extension */
-	const char *monitor;     /* default val_loss */
-	int mode;                /* +1 max, -1 min */
+	const char *monitor;     /* default val_loss; one of dt_monitor_names */
+	int mode;                /* +1 max, -1 min (mode: auto resolved by dt_monitor_greater) */
 	int save_best_only;
 	int save_weights_only;
 	int64_t save_freq;       /* 0: epoch; N: every N steps */
@@ -31,10 +31,11 @@ struct dt_model_checkpoint_cfg {
 
 /*
  * Reads the model_checkpoint items of the fit.callbacks list (NULL: none);
- * other items are left alone. accuracy: compile asks for the metric.
- * 0, or -1 after a positioned error.
+ * other items are left alone. accuracy: compile asks for the metric;
+ * errors: fit reports MAE and RMSE (dt_monitor_check). 0, or -1 after a
+ * positioned error.
  */
-int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, struct dt_model_checkpoint_cfg *out,
-			      int *n);
+int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, int errors,
+			      struct dt_model_checkpoint_cfg *out, int *n);
 
 #endif

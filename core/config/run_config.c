@@ -1,3 +1,5 @@
+#include <ctype.h>
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +10,9 @@
 #include "core/cuda/cuda.h"
 #include "core/checkpoint/ckpt_template.h"
 #include "core/error.h"
+#include "core/config/monitor.h"
 #include "core/config/run_config.h"
+#include "core/model/loss.h"
 
 static int read_model(struct dt_run_config *c, const struct dt_node *root)
 {
@@ -22,6 +26,14 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 	c->input_shape_node = dt_node_get(m, "input_shape");
 	if (c->input_shape_node && dt_cfg_shape(m, "input_shape", &c->input_shape) < 0)
 		return -1;
+	if (c->input_shape_node && dt_shape_count(&c->input_shape) > DT_MAX_COUNT) {
+		char shape[160], n[32], max[32];
+		return dt_node_error(c->input_shape_node,
+				     "'input_shape' %s holds %s values per sample; dtrain takes at most %s",
+				     dt_shape_format(&c->input_shape, 0, shape, sizeof(shape)),
+				     dt_count_format(dt_shape_count(&c->input_shape), n, sizeof(n)),
+				     dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
+	}
 	c->layers = dt_node_get(m, "layers");
 	return dt_node_expect(c->layers, DT_NODE_SEQ, "layers");
 }
@@ -29,7 +41,8 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
-	static const char *const metrics[] = { "accuracy", "acc", NULL };
+	static const char *const metrics[] = { "accuracy", "acc", "mae", "mean_absolute_error", "rmse",
+					       "root_mean_squared_error", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	int loss;
 	if (!s)
@@ -57,10 +70,18 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 				c->accuracy = 1;
 				continue;
 			}
+			/* Keras' names of MAE and RMSE: either one reports both. */
+			if (!strcmp(it->value, "mae") || !strcmp(it->value, "mean_absolute_error") ||
+			    !strcmp(it->value, "rmse") || !strcmp(it->value, "root_mean_squared_error")) {
+				c->errors = 1;
+				c->errors_node = it;
+				continue;
+			}
 			close = dt_did_you_mean(it->value, metrics);
 			if (close)
 				return dt_node_error(it, "unknown metric '%s'; did you mean '%s'?", it->value, close);
-			return dt_node_error(it, "unknown metric '%s' (expected: accuracy; the loss is always reported)", it->value);
+			return dt_node_error(it, "unknown metric '%s' (expected: accuracy, mae or rmse; the loss is always "
+					     "reported)", it->value);
 		}
 	}
 	return 0;
@@ -70,7 +91,7 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 {
 	static const char *const keys[] = { "train", "validation", "test", "batch_size", "validation_split",
 					    "rescale", "shuffle", "one_hot",
-					    "prefetch", "cache", "on_error", "normalize", "augment", NULL };
+					    "prefetch", "cache", "on_error", "normalize", "augment", "test_split", "split", NULL };
 	const struct dt_node *s;
 	int64_t batch;
 	/* Again, in case a --set replaced the data mapping by a file name. */
@@ -103,26 +124,72 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	return 0;
 }
 
+/*
+ * fit.max_memory: a number of bytes, or one with a suffix K, M, G or T
+ * (powers of 1024, an optional B or iB after it: 512M, 8G, 8GiB).
+ */
+static int read_max_memory(struct dt_run_config *c, const struct dt_node *fit)
+{
+	static const char units[] = "KMGT";
+	const struct dt_node *n = dt_node_get(fit, "max_memory");
+	const char *unit;
+	char *end;
+	long long v;
+	int shift = 0;
+
+	c->max_memory_node = n;
+	if (!n)
+		return 0;
+	if (n->kind != DT_NODE_SCALAR || !n->value[0] || !strchr("0123456789", n->value[0]))
+		goto bad;
+	errno = 0;
+	v = strtoll(n->value, &end, 10);
+	if (*end && (unit = strchr(units, toupper((unsigned char)*end)))) {
+		shift = 10 * (int)(unit - units + 1);
+		end++;
+		if (toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B')
+			end += 2;
+		else if (toupper((unsigned char)end[0]) == 'B')
+			end++;
+	}
+	if (errno || *end || v < 1)
+		goto bad;
+	if (v > (INT64_MAX >> shift))
+		return dt_node_error(n, "fit.max_memory '%s' is more bytes than a 64-bit count holds", n->value);
+	c->max_memory = (int64_t)v << shift;
+	return 0;
+bad:
+	return dt_node_error(n, "fit.max_memory must be a number of bytes, or one with a suffix K, M, G or T "
+			     "(powers of 1024) such as 8G, not '%s'",
+			     n->kind == DT_NODE_SCALAR ? n->value : "a collection");
+}
+
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
-					    "class_weight", "callbacks", NULL };
+					    "class_weight", "callbacks", "max_memory", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
 		return -1;
-	if (dt_cfg_int(s, "epochs", 1, 1, 1000000, &epochs) < 0 ||
+	if (dt_cfg_int(s, "epochs", 1, 1, DT_MAX_EPOCHS, &epochs) < 0 ||
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
 	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||
-	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0)
+	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0)
 		return -1;
 	c->accumulate_steps = (int)accumulate;
 	c->class_weight = dt_node_get(s, "class_weight");
 	if (c->class_weight && dt_node_expect(c->class_weight, DT_NODE_MAP, "class_weight") < 0)
 		return -1;
 	c->callbacks = dt_node_get(s, "callbacks");
-	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0)
+	/*
+	 * A monitored metric must be in fit's logs: accuracy when asked for,
+	 * mae and rmse for regression, val_ with validation data.
+	 */
+	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0 ||
+	    dt_callbacks_config_check(&c->callback_cfg, c->accuracy, c->errors || dt_loss_is_regression(c->loss),
+				      c->validation || c->validation_split > 0) < 0)
 		return -1;
 	if (c->callback_cfg.reduce_lr_on_plateau && dt_schedule_varies(&c->optimizer.schedule))
 		return dt_node_error(c->callback_cfg.plateau.where, "'reduce_lr_on_plateau' cannot change a learning rate "
@@ -153,27 +220,29 @@ static int read_every(const struct dt_node *s, int64_t *every)
 	return 0;
 }
 
-/* save_best: {monitor: NAME, mode: min | max | auto}; auto is max for accuracy. */
+/* Does fit report MAE and RMSE (a regression loss, or metrics: [mae] or [rmse]), as dt_app_build decides? */
+static int report_errors(const struct dt_run_config *c)
+{
+	return c->errors || dt_loss_is_regression(c->loss);
+}
+
+/* save_best: {monitor: NAME, mode: min | max | auto} (core/config/monitor.h). */
 static int read_save_best(struct dt_run_config *c, const struct dt_node *s)
 {
 	static const char *const keys[] = { "monitor", "mode", NULL };
-	static const char *const monitors[] = { "val_loss", "val_accuracy", "loss", "accuracy", NULL };
-	static const char *const modes[] = { "auto", "min", "max", NULL };
 	const struct dt_node *b = dt_node_get(s, "save_best");
-	int monitor, mode;
+	enum dt_monitor_mode mode;
 	c->checkpoint_mode = -1;
 	if (!b)
 		return 0;
 	if (dt_node_expect(b, DT_NODE_MAP, "save_best") < 0 || dt_cfg_check_keys(b, "save_best", keys) < 0 ||
-	    dt_cfg_enum(b, "monitor", monitors, 0, &monitor) < 0 || dt_cfg_enum(b, "mode", modes, 0, &mode) < 0)
+	    dt_monitor_read(b, NULL, &c->checkpoint_monitor, &mode) < 0)
 		return -1;
 	c->checkpoint_monitor_node = dt_node_get(b, "monitor");
-	if (c->checkpoint_monitor_node)
-		c->checkpoint_monitor = monitors[monitor];
-	if ((monitor == 1 || monitor == 3) && !c->accuracy)
-		return dt_node_error(c->checkpoint_monitor_node, "monitor '%s' needs compile.metrics: [accuracy]",
-				     monitors[monitor]);
-	c->checkpoint_mode = mode == 2 ? 1 : mode == 1 ? -1 : (monitor == 1 || monitor == 3) ? 1 : -1;
+	if (c->checkpoint_monitor && dt_monitor_check(c->checkpoint_monitor_node, "save_best", c->checkpoint_monitor,
+						      c->accuracy, report_errors(c), -1) < 0)
+		return -1;
+	c->checkpoint_mode = dt_monitor_greater(mode, c->checkpoint_monitor) ? 1 : -1;
 	return 0;
 }
 
@@ -191,7 +260,7 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_string(s, "filename", "ckpt-{epoch:03d}-{batch:05d}", &c->checkpoint_filename) < 0)
 		return -1;
 	c->checkpoint_keep = (int)keep;
-	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy,
+	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy, report_errors(c),
 				      c->model_checkpoints, &c->nmodel_checkpoints) < 0)
 		return -1;
 	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, msg, sizeof(msg)) < 0)

@@ -16,6 +16,9 @@
 #include "core/model/optimizer.h"
 #include "core/pipeline/pipeline.h"
 
+/* The most epochs fit.epochs (and a resumed checkpoint's position) may give. */
+#define DT_MAX_EPOCHS 1000000
+
 struct dt_run_config {
 	struct dt_doc *doc;
 	const char *path;
@@ -31,6 +34,8 @@ struct dt_run_config {
 	enum dt_loss loss;
 	int from_logits;
 	int accuracy;                /* metrics: [accuracy] */
+	int errors;                  /* metrics: [mae] or [rmse] (Keras' long names too): report both */
+	const struct dt_node *errors_node; /* that metric's position, or NULL */
 	struct dt_optimizer_config optimizer;
 	const struct dt_node *loss_node; /* position for loss/label errors */
 	int precision;               /* enum dt_precision (core/cuda.h): fp32, tf32, bf16 */
@@ -52,6 +57,8 @@ struct dt_run_config {
 	int64_t steps_per_epoch;     /* 0: the whole training set */
 	int threads;                 /* 0: all cores */
 	int accumulate_steps;        /* 1: an update per batch */
+	int64_t max_memory;          /* bytes the model may take on a device; 0: the device's memory */
+	const struct dt_node *max_memory_node; /* fit.max_memory or NULL */
 	const struct dt_node *class_weight; /* the mapping or NULL; checked against the model by dt_class_weight_read */
 	const struct dt_node *callbacks;    /* the list or NULL */
 	struct dt_callbacks_config callback_cfg; /* what fit.callbacks asks for */

@@ -390,9 +390,9 @@ static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 }
 
 /* Floor of the output size, as Keras computes it from the padding it chose. */
-static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
+static int64_t out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
 {
-	int span = in + pad_lo + pad_hi - dil * (k - 1) - 1;
+	int64_t span = (int64_t)in + pad_lo + pad_hi - (int64_t)dil * (k - 1) - 1;
 	return span < 0 ? 0 : span / stride + 1;
 }
 

@@ -275,15 +275,14 @@ static void cpu_act_backward(enum dt_activation act, const struct dt_tensor *xt,
 }
 
 static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct dt_tensor *mt,
-			float rate, uint64_t key)
+			float rate, uint64_t key, int64_t first)
 {
 	int64_t n = dt_tensor_count(yt);
 	const float *x = xt->data;
 	float *y = yt->data, *mask = mt->data, keep = 1 / (1 - rate);
-	DT_ASSERT(n <= UINT32_MAX);
 #pragma omp parallel for simd if (n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
-		mask[i] = dt_dropout_mask(key, i, rate, keep);
+		mask[i] = dt_dropout_mask(key, first + i, rate, keep);
 		y[i] = x[i] * mask[i];
 	}
 }
@@ -314,6 +313,18 @@ static int64_t cpu_count_correct(enum dt_accuracy kind, const struct dt_tensor *
 	return correct;
 }
 
+static void cpu_error_sums(const struct dt_tensor *predt, const struct dt_tensor *targett, double sums[2])
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
+	const float *p = predt->data, *t = targett->data;
+	double a = 0, s = 0;
+#pragma omp parallel for reduction(+ : a, s) if (rows * c > PAR_MIN)
+	for (int64_t r = 0; r < rows; r++)
+		dt_error_row(p, t, r, c, &a, &s);
+	sums[0] = a;
+	sums[1] = s;
+}
+
 static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt,
 				 const struct dt_tensor *gt, struct dt_tensor *s1t, struct dt_tensor *s2t)
 {
@@ -338,17 +349,18 @@ static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *
 		break;
 	case DT_OPT_ADAM:
 	case DT_OPT_ADAMW: {
-		const float b1 = s->beta_1, b2 = s->beta_2, eps = s->epsilon, alpha = dt_adam_alpha(s);
+		const float c1 = dt_opt_one_minus(s->beta_1), c2 = dt_opt_one_minus(s->beta_2), eps = s->epsilon;
+		const float alpha = dt_adam_alpha(s);
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dt_adam_update(w, g, m, v, i, alpha, gs, decay, b1, b2, eps);
+			dt_adam_update(w, g, m, v, i, alpha, gs, decay, c1, c2, eps);
 		break;
 	}
 	case DT_OPT_RMSPROP: {
-		const float rho = s->rho, eps = s->epsilon, mu = s->momentum;
+		const float rho = (float)s->rho, c = dt_opt_one_minus(s->rho), eps = s->epsilon, mu = s->momentum;
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, eps, mu);
+			dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, c, eps, mu);
 		break;
 	}
 	default:
@@ -411,6 +423,7 @@ const struct dt_backend dt_cpu_backend = {
 	.dropout = cpu_dropout,
 	.loss = cpu_loss,
 	.count_correct = cpu_count_correct,
+	.error_sums = cpu_error_sums,
 	.optimizer_update = cpu_optimizer_update,
 	.regularize = cpu_regularize,
 	.plan_conv = dt_cpu_plan_conv,

@@ -14,10 +14,18 @@
 #include "core/backend.h"
 #include "core/error.h"
 
-/* A oneDNN call that must not fail: a failure is a bug, reported with the call and file:line. */
+/*
+ * A oneDNN call that must not fail: a failure is a bug, reported with the call
+ * and file:line; running out of memory is an error that ends the run with
+ * status 1 (dt_exit_out_of_memory).
+ */
 #define DT_DNNL_CHECK(call) \
 	do { \
 		dnnl_status_t st_ = (call); \
+		if (st_ == dnnl_out_of_memory) { \
+			dt_error("out of memory in %s (at %s:%d)", #call, __FILE__, __LINE__); \
+			dt_exit_out_of_memory(); \
+		} \
 		if (st_ != dnnl_success) \
 			dt_bug(__FILE__, __LINE__, "%s failed: %s", #call, dnnl_status2str(st_)); \
 	} while (0)

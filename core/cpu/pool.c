@@ -22,9 +22,9 @@ struct pool_plan {
 };
 
 /* Floor of the output size, as Keras computes it from the padding it chose. */
-static int out_size(int in, int k, int stride, int pad_lo, int pad_hi)
+static int64_t out_size(int in, int k, int stride, int pad_lo, int pad_hi)
 {
-	int span = in + pad_lo + pad_hi - k;
+	int64_t span = (int64_t)in + pad_lo + pad_hi - k;
 	return span < 0 ? 0 : span / stride + 1;
 }
 
@@ -34,7 +34,7 @@ struct dt_plan *dt_cpu_plan_pool(struct dt_device dev, const struct dt_pool_geom
 	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
 	DT_ASSERT(g->kind == DT_POOL_MAX || g->kind == DT_POOL_AVG);
 	DT_ASSERT(g->c > 0 && g->kh > 0 && g->kw > 0 && g->stride_h > 0 && g->stride_w > 0);
-	DT_ASSERT((int64_t)g->kh * g->kw <= UINT16_MAX + 1);
+	DT_ASSERT(g->kind == DT_POOL_AVG || (int64_t)g->kh * g->kw <= DT_POOL_MAX_WINDOW);
 	/* A window of padding alone would have no max and no mean. */
 	DT_ASSERT(g->pad_top >= 0 && g->pad_top < g->kh && g->pad_bottom >= 0 && g->pad_bottom < g->kh);
 	DT_ASSERT(g->pad_left >= 0 && g->pad_left < g->kw && g->pad_right >= 0 && g->pad_right < g->kw);
@@ -64,9 +64,9 @@ static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, cons
 /* The window positions inside the input: [*lo, *hi) of the kernel's, for output index o. */
 static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int *hi)
 {
-	int start = o * stride - pad;
-	*lo = start < 0 ? -start : 0;
-	*hi = start + k > in ? in - start : k;
+	int64_t start = (int64_t)o * stride - pad;
+	*lo = start < 0 ? (int)-start : 0;
+	*hi = start + k > in ? (int)(in - start) : k;
 }
 
 void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct dt_tensor *yt, int training)
@@ -92,10 +92,10 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 				pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
 				for (int i = i0; i < i1; i++)
 					for (int j = j0; j < j1; j++) {
-						int ih = oh * g->stride_h - g->pad_top + i;
-						int iw = ow * g->stride_w - g->pad_left + j;
+						int64_t ih = (int64_t)oh * g->stride_h - g->pad_top + i;
+						int64_t iw = (int64_t)ow * g->stride_w - g->pad_left + j;
 						const float *xi = x + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
-						uint16_t k = (uint16_t)(i * g->kw + j);
+						uint16_t k = max ? (uint16_t)(i * g->kw + j) : 0;
 						if (first) {
 							for (int ch = 0; ch < c; ch++)
 								yo[ch] = xi[ch];
@@ -121,7 +121,7 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 						}
 					}
 				if (!max) {
-					float inv = 1.0f / (float)((i1 - i0) * (j1 - j0));
+					float inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
 #pragma omp simd
 					for (int ch = 0; ch < c; ch++)
 						yo[ch] *= inv;
@@ -135,10 +135,10 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 /* The outputs whose windows hold input index i: [*lo, *hi). */
 static void pool_covering(int i, int stride, int pad, int k, int out, int *lo, int *hi)
 {
-	int a = i + pad - k + 1; /* the first output's window starts at or before i: o*stride >= a */
-	*lo = a <= 0 ? 0 : (a + stride - 1) / stride;
-	*hi = (i + pad) / stride + 1;
-	*hi = *hi < out ? *hi : out;
+	int64_t a = (int64_t)i + pad - k + 1; /* the first output's window starts at or before i: o*stride >= a */
+	int64_t last = ((int64_t)i + pad) / stride + 1;
+	*lo = a <= 0 ? 0 : (int)((a + stride - 1) / stride);
+	*hi = last < out ? (int)last : out;
 }
 
 /*
@@ -171,8 +171,8 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 				for (int oh = oh0; oh < oh1; oh++)
 					for (int ow = ow0; ow < ow1; ow++) {
 						int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
-						int i = ih - (oh * g->stride_h - g->pad_top);
-						int j = iw - (ow * g->stride_w - g->pad_left);
+						int i = (int)(ih - ((int64_t)oh * g->stride_h - g->pad_top));
+						int j = (int)(iw - ((int64_t)ow * g->stride_w - g->pad_left));
 						const float *dyo = dy + o;
 						if (max) {
 							const uint16_t *ao = argmax + o;
@@ -185,7 +185,7 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 							float inv;
 							pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
 							pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-							inv = 1.0f / (float)((i1 - i0) * (j1 - j0));
+							inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
 #pragma omp simd
 							for (int ch = 0; ch < c; ch++)
 								dxi[ch] += dyo[ch] * inv;

@@ -197,8 +197,12 @@ float *dt_cuda_alloc(int index, int64_t n)
 			(void)cudaGetLastError();
 			DT_CUDA_CHECK(cudaStreamSynchronize(g->stream));
 			release_cached(index);
-			if (cudaMalloc((void **)&p, bytes) != cudaSuccess)
-				DT_CUDA_BUG("out of GPU memory on gpu:%d allocating %zu bytes", index, bytes);
+			if (cudaMalloc((void **)&p, bytes) != cudaSuccess) {
+				/* The environment's limit, not a bug: an error and exit status 1, as on the CPU. */
+				fprintf(stderr, "dtrain: error: out of memory: cannot allocate %zu bytes on gpu:%d\n",
+					bytes, index);
+				exit(1);
+			}
 		}
 		if (nblocks == cap_blocks) {
 			cap_blocks = cap_blocks ? 2 * cap_blocks : 256;

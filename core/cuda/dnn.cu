@@ -59,9 +59,9 @@ static void plan_init(struct cuda_plan *p, enum plan_kind kind, struct dt_device
 	p->max_batch = max_batch;
 }
 
-static int out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
+static int64_t out_size(int in, int k, int stride, int dil, int pad_lo, int pad_hi)
 {
-	int span = in + pad_lo + pad_hi - dil * (k - 1) - 1;
+	int64_t span = (int64_t)in + pad_lo + pad_hi - (int64_t)dil * (k - 1) - 1;
 	return span < 0 ? 0 : span / stride + 1;
 }
 
@@ -614,7 +614,7 @@ struct dt_plan *dt_cuda_plan_pool(struct dt_device dev, const struct dt_pool_geo
 	DT_CUDA_ASSERT(p);
 	DT_CUDA_ASSERT(c->kind == DT_POOL_MAX || c->kind == DT_POOL_AVG);
 	DT_CUDA_ASSERT(c->c > 0 && c->kh > 0 && c->kw > 0 && c->stride_h > 0 && c->stride_w > 0);
-	DT_CUDA_ASSERT((int64_t)c->kh * c->kw <= UINT16_MAX + 1);
+	DT_CUDA_ASSERT(c->kind == DT_POOL_AVG || (int64_t)c->kh * c->kw <= DT_POOL_MAX_WINDOW);
 	DT_CUDA_ASSERT(c->pad_top >= 0 && c->pad_top < c->kh && c->pad_bottom >= 0 && c->pad_bottom < c->kh);
 	DT_CUDA_ASSERT(c->pad_left >= 0 && c->pad_left < c->kw && c->pad_right >= 0 && c->pad_right < c->kw);
 	DT_CUDA_ASSERT(c->out_h > 0 && c->out_h == out_size(c->in_h, c->kh, c->stride_h, 1, c->pad_top, c->pad_bottom));
@@ -676,7 +676,7 @@ __global__ void k_pool_forward(struct dt_pool_geom g, const float *x, float *y, 
 			for (int j = j0; j < j1; j++) {
 				int ih = oh * g.stride_h - g.pad_top + i, iw = ow * g.stride_w - g.pad_left + j;
 				float v = x[((b * g.in_h + ih) * g.in_w + iw) * g.c + ch];
-				uint16_t k = (uint16_t)(i * g.kw + j);
+				uint16_t k = max ? (uint16_t)(i * g.kw + j) : 0;
 				if (first) {
 					acc = v;
 					arg = k;

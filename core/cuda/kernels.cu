@@ -7,7 +7,7 @@
  * normalization) are in dnn.cu.
  *
  * The host waits only where an op returns a value (loss, count_correct,
- * sum_squares, regularize, to_host): the value is reduced on the GPU into a
+ * error_sums, sum_squares, regularize, to_host): the value is reduced on the GPU into a
  * few doubles and one small copy brings it back.
  */
 #include <math.h>
@@ -391,26 +391,26 @@ static void cuda_act_backward(enum dt_activation act, const struct dt_tensor *x,
 	DT_CUDA_LAUNCH_CHECK();
 }
 
-/* The CPU backend's mask: a function of (key, i) alone, identical on both devices. */
-__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t n)
+/* The CPU backend's mask: a function of (key, first + i) alone, identical on both devices. */
+__global__ void k_dropout(const float *x, float *y, float *mask, float rate, float keep, uint64_t key, int64_t first,
+			  int64_t n)
 {
 	GRID_LOOP(i, n)
 	{
-		float m = dt_dropout_mask(key, i, rate, keep);
+		float m = dt_dropout_mask(key, first + i, rate, keep);
 		mask[i] = m;
 		y[i] = x[i] * m;
 	}
 }
 
 static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask, float rate,
-			 uint64_t key)
+			 uint64_t key, int64_t first)
 {
 	struct dt_gpu *g = gpu_of(y);
 	int64_t n = t_count(y);
-	DT_CUDA_ASSERT(n <= UINT32_MAX);
 	if (n == 0)
 		return;
-	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, n);
+	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, first, n);
 	DT_CUDA_LAUNCH_CHECK();
 }
 
@@ -469,6 +469,36 @@ static int64_t cuda_count_correct(enum dt_accuracy kind, const struct dt_tensor 
 	return (int64_t)*g->host_count;
 }
 
+__global__ void k_error_sums(const float *p, const float *t, int64_t rows, int64_t c, double *out)
+{
+	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+	double a = 0, s = 0;
+	if (r < rows)
+		dt_error_row(p, t, r, c, &a, &s);
+	a = block_sum(a);
+	__syncthreads(); /* block_sum's shared slots are used again */
+	s = block_sum(s);
+	if (threadIdx.x == 0) {
+		atomicAdd(&out[0], a);
+		atomicAdd(&out[1], s);
+	}
+}
+
+static void cuda_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2])
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	sums[0] = sums[1] = 0;
+	if (rows == 0)
+		return;
+	acc_clear(g);
+	k_error_sums<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(pred->data, target->data, rows, c, g->acc);
+	DT_CUDA_LAUNCH_CHECK();
+	acc_read(g);
+	sums[0] = g->host_acc[0];
+	sums[1] = g->host_acc[1];
+}
+
 /* ---- optimizers and regularization ---- */
 
 __global__ void k_sgd(float *w, const float *g, float lr, float gs, float decay, int64_t n)
@@ -482,16 +512,16 @@ __global__ void k_sgd_momentum(float *w, const float *g, float *m, float lr, flo
 	GRID_LOOP(i, n) dt_sgd_momentum_update(w, g, m, i, lr, gs, decay, mu, nest);
 }
 
-__global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float b1,
-		       float b2, float eps, int64_t n)
+__global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float c1,
+		       float c2, float eps, int64_t n)
 {
-	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, i, alpha, gs, decay, b1, b2, eps);
+	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, i, alpha, gs, decay, c1, c2, eps);
 }
 
 __global__ void k_rmsprop(float *w, const float *g, float *m, float *v, float lr, float gs, float decay, float rho,
-			  float eps, float mu, int64_t n)
+			  float c, float eps, float mu, int64_t n)
 {
-	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, eps, mu);
+	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, c, eps, mu);
 }
 
 static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
@@ -514,11 +544,13 @@ static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor 
 	case DT_OPT_ADAM:
 	case DT_OPT_ADAMW:
 		DT_CUDA_ASSERT(m && v);
-		k_adam LAUNCH(g, n)(w, gr, m, v, dt_adam_alpha(s), gs, decay, s->beta_1, s->beta_2, s->epsilon, n);
+		k_adam LAUNCH(g, n)(w, gr, m, v, dt_adam_alpha(s), gs, decay, dt_opt_one_minus(s->beta_1),
+				    dt_opt_one_minus(s->beta_2), s->epsilon, n);
 		break;
 	case DT_OPT_RMSPROP:
 		DT_CUDA_ASSERT(v);
-		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, s->rho, s->epsilon, s->momentum, n);
+		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, (float)s->rho, dt_opt_one_minus(s->rho), s->epsilon,
+				       s->momentum, n);
 		break;
 	default:
 		DT_CUDA_BUG("optimizer %d", (int)s->kind);
@@ -569,6 +601,7 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->dropout = cuda_dropout;
 	b->loss = cuda_loss;
 	b->count_correct = cuda_count_correct;
+	b->error_sums = cuda_error_sums;
 	b->optimizer_update = cuda_optimizer_update;
 	b->regularize = cuda_regularize;
 	b->plan_conv = dt_cuda_plan_conv;

@@ -15,41 +15,18 @@ static const char *const names[] = { "early_stopping", "reduce_lr_on_plateau", "
 				     "model_checkpoint", NULL };
 enum { CB_EARLY_STOPPING, CB_REDUCE_LR, CB_TERMINATE_ON_NAN, CB_CSV_LOGGER, CB_MODEL_CHECKPOINT };
 
-static const char *const modes[] = { "auto", "min", "max", NULL };
-static const char *const monitors[] = { "loss", "accuracy", "val_loss", "val_accuracy", NULL };
-
-static int read_monitor(const struct dt_node *args, const char **out)
-{
-	const struct dt_node *n = dt_node_get(args, "monitor");
-	const char *close;
-	if (dt_cfg_string(args, "monitor", "val_loss", out) < 0)
-		return -1;
-	if (!n)
-		return 0;
-	for (int i = 0; monitors[i]; i++)
-		if (!strcmp(monitors[i], *out))
-			return 0;
-	close = dt_did_you_mean(*out, monitors);
-	if (close)
-		return dt_node_error(n, "unknown metric '%s' to monitor; did you mean '%s'?", *out, close);
-	return dt_node_error(n, "unknown metric '%s' to monitor (expected one of: loss, accuracy, val_loss, val_accuracy)",
-			     *out);
-}
-
 static int read_early_stopping(struct dt_early_stopping_config *e, const struct dt_node *args)
 {
 	static const char *const early_stopping_keys[] = { "monitor", "min_delta", "patience", "mode", "baseline",
 							   "restore_best_weights", "start_from_epoch", NULL };
-	int mode;
-	if (dt_cfg_check_keys(args, "early_stopping", early_stopping_keys) < 0 || read_monitor(args, &e->monitor) < 0 ||
+	if (dt_cfg_check_keys(args, "early_stopping", early_stopping_keys) < 0 ||
+	    dt_monitor_read(args, "val_loss", &e->monitor, &e->mode) < 0 ||
 	    dt_cfg_float(args, "min_delta", 0, -1e30, 1e30, &e->min_delta) < 0 ||
 	    dt_cfg_int(args, "patience", 0, 0, INT32_MAX, &e->patience) < 0 ||
-	    dt_cfg_enum(args, "mode", modes, DT_MONITOR_AUTO, &mode) < 0 ||
 	    (e->has_baseline = dt_cfg_float(args, "baseline", 0, -1e30, 1e30, &e->baseline)) < 0 ||
 	    dt_cfg_bool(args, "restore_best_weights", 0, &e->restore_best_weights) < 0 ||
 	    dt_cfg_int(args, "start_from_epoch", 0, 0, INT32_MAX, &e->start_from_epoch) < 0)
 		return -1;
-	e->mode = (enum dt_monitor_mode)mode;
 	return 0;
 }
 
@@ -57,17 +34,14 @@ static int read_reduce_lr(struct dt_reduce_lr_config *p, const struct dt_node *a
 {
 	static const char *const reduce_lr_on_plateau_keys[] = { "monitor", "factor", "patience", "mode", "min_delta",
 								 "cooldown", "min_lr", NULL };
-	int mode;
 	if (dt_cfg_check_keys(args, "reduce_lr_on_plateau", reduce_lr_on_plateau_keys) < 0 ||
-	    read_monitor(args, &p->monitor) < 0 ||
+	    dt_monitor_read(args, "val_loss", &p->monitor, &p->mode) < 0 ||
 	    dt_cfg_float_range(args, "factor", 0.1, 0, 1, DT_OPEN_MAX, &p->factor) < 0 ||
 	    dt_cfg_int(args, "patience", 10, 0, INT32_MAX, &p->patience) < 0 ||
-	    dt_cfg_enum(args, "mode", modes, DT_MONITOR_AUTO, &mode) < 0 ||
 	    dt_cfg_float(args, "min_delta", 1e-4, -1e30, 1e30, &p->min_delta) < 0 ||
 	    dt_cfg_int(args, "cooldown", 0, 0, INT32_MAX, &p->cooldown) < 0 ||
 	    dt_cfg_float(args, "min_lr", 0, 0, 1e6, &p->min_lr) < 0)
 		return -1;
-	p->mode = (enum dt_monitor_mode)mode;
 	return 0;
 }
 
@@ -154,24 +128,14 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 	return 0;
 }
 
-static int check_monitor(const struct dt_node *where, const char *what, const char *monitor, int has_accuracy,
-			 int has_val)
-{
-	if (!has_val && !strncmp(monitor, "val_", 4))
-		return dt_node_error(where, "'%s' monitors '%s' but fit has no validation data (set data.validation "
-				     "or data.validation_split, or monitor '%s')", what, monitor, monitor + 4);
-	if (!has_accuracy && strstr(monitor, "accuracy"))
-		return dt_node_error(where, "'%s' monitors '%s' but compile.metrics has no 'accuracy'", what, monitor);
-	return 0;
-}
-
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_val)
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val)
 {
 	if (c->early_stopping &&
-	    check_monitor(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_val) < 0)
+	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val) < 0)
 		return -1;
 	if (c->reduce_lr_on_plateau &&
-	    check_monitor(c->plateau.where, "reduce_lr_on_plateau", c->plateau.monitor, has_accuracy, has_val) < 0)
+	    dt_monitor_check(c->plateau.where, "reduce_lr_on_plateau", c->plateau.monitor, has_accuracy, has_errors,
+			     has_val) < 0)
 		return -1;
 	return 0;
 }
@@ -363,20 +327,13 @@ static void early_epoch_begin(struct dt_callback *cb, struct dt_trainer *t, int 
 	e->take_at_begin = 0;
 }
 
-static int monitor_greater(enum dt_monitor_mode mode, const char *monitor)
-{
-	if (mode != DT_MONITOR_AUTO)
-		return mode == DT_MONITOR_MAX;
-	return strstr(monitor, "accuracy") != NULL;
-}
-
 void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_stopping_config *cfg,
 			    const struct dt_trainer *t, FILE *out)
 {
 	memset(e, 0, sizeof(*e));
 	e->cfg = *cfg;
 	e->out = out;
-	e->greater = monitor_greater(cfg->mode, cfg->monitor);
+	e->greater = dt_monitor_greater(cfg->mode, cfg->monitor);
 	e->min_delta = e->greater ? fabs(cfg->min_delta) : -fabs(cfg->min_delta);
 	e->best = e->greater ? -INFINITY : INFINITY;
 	if (cfg->restore_best_weights && t)
@@ -482,8 +439,7 @@ void dt_reduce_lr_init(struct dt_reduce_lr *p, const struct dt_reduce_lr_config 
 	memset(p, 0, sizeof(*p));
 	p->cfg = *cfg;
 	p->out = out;
-	/* Keras' ReduceLROnPlateau: auto means max when the name holds "acc". */
-	p->greater = cfg->mode == DT_MONITOR_AUTO ? strstr(cfg->monitor, "acc") != NULL : cfg->mode == DT_MONITOR_MAX;
+	p->greater = dt_monitor_greater(cfg->mode, cfg->monitor);
 	p->best = p->greater ? -INFINITY : INFINITY;
 	p->cb.name = "reduce_lr_on_plateau";
 	p->cb.priv = p;
@@ -650,8 +606,12 @@ static void csv_row(struct dt_csv_logger *c, const struct dt_logs *l, int header
 	csv_field(c, "accuracy", l->has_accuracy, l->accuracy, header);
 	csv_field(c, "learning_rate", l->has_learning_rate, (float)l->learning_rate, header);
 	csv_field(c, "loss", 1, l->loss, header);
+	csv_field(c, "mae", l->has_errors, l->mae, header);
+	csv_field(c, "rmse", l->has_errors, l->rmse, header);
 	csv_field(c, "val_accuracy", l->has_val && l->has_accuracy, l->val_accuracy, header);
 	csv_field(c, "val_loss", l->has_val, l->val_loss, header);
+	csv_field(c, "val_mae", l->has_val && l->has_errors, l->val_mae, header);
+	csv_field(c, "val_rmse", l->has_val && l->has_errors, l->val_rmse, header);
 	fputc('\n', c->f);
 }
 

@@ -25,15 +25,14 @@
 #include <stdio.h>
 
 #include "core/config/config.h"
+#include "core/config/monitor.h"
 #include "core/fit/train.h"
-
-enum dt_monitor_mode { DT_MONITOR_AUTO, DT_MONITOR_MIN, DT_MONITOR_MAX };
 
 struct dt_early_stopping_config {
 	const char *monitor;        /* "val_loss" */
 	double min_delta;           /* 0; its absolute value is used */
 	int64_t patience;           /* 0 */
-	enum dt_monitor_mode mode;  /* auto: max for accuracy, min for loss */
+	enum dt_monitor_mode mode;  /* auto: dt_monitor_greater's rule */
 	int has_baseline;
 	double baseline;
 	int restore_best_weights;   /* 0 */
@@ -45,7 +44,7 @@ struct dt_reduce_lr_config {
 	const char *monitor;        /* "val_loss" */
 	double factor;              /* 0.1, in [0, 1) */
 	int64_t patience;           /* 10 */
-	enum dt_monitor_mode mode;  /* auto: max when the name holds "acc" */
+	enum dt_monitor_mode mode;  /* auto: dt_monitor_greater's rule */
 	double min_delta;           /* 1e-4 */
 	int64_t cooldown;           /* 0 */
 	double min_lr;              /* 0 */
@@ -74,10 +73,11 @@ struct dt_callbacks_config {
  */
 int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node *list);
 /*
- * Errors when a monitored metric will not be in the logs: has_accuracy and
- * has_val say what fit reports. 0 or -1 (the error names the YAML position).
+ * Errors when a monitored metric will not be in the logs (dt_monitor_check):
+ * has_accuracy, has_errors (MAE and RMSE) and has_val say what fit reports.
+ * 0 or -1 (the error names the YAML position).
  */
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_val);
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val);
 
 struct dt_early_stopping {
 	struct dt_callback cb;

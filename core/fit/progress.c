@@ -28,10 +28,18 @@ void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size
 	if (logs->has_learning_rate)
 		k = add_metric(buf, size, k, "learning_rate", logs->learning_rate);
 	k = add_metric(buf, size, k, "loss", logs->loss);
+	if (logs->has_errors) {
+		k = add_metric(buf, size, k, "mae", logs->mae);
+		k = add_metric(buf, size, k, "rmse", logs->rmse);
+	}
 	if (with_val && logs->has_val) {
 		if (logs->has_accuracy)
 			k = add_metric(buf, size, k, "val_accuracy", logs->val_accuracy);
-		add_metric(buf, size, k, "val_loss", logs->val_loss);
+		k = add_metric(buf, size, k, "val_loss", logs->val_loss);
+		if (logs->has_errors) {
+			k = add_metric(buf, size, k, "val_mae", logs->val_mae);
+			add_metric(buf, size, k, "val_rmse", logs->val_rmse);
+		}
 	}
 }
 
@@ -144,10 +152,18 @@ static int json_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const st
 	cJSON_AddNumberToObject(o, "loss", logs->loss);
 	if (logs->has_accuracy)
 		cJSON_AddNumberToObject(o, "accuracy", logs->accuracy);
+	if (logs->has_errors) {
+		cJSON_AddNumberToObject(o, "mae", logs->mae);
+		cJSON_AddNumberToObject(o, "rmse", logs->rmse);
+	}
 	if (logs->has_val) {
 		cJSON_AddNumberToObject(o, "val_loss", logs->val_loss);
 		if (logs->has_accuracy)
 			cJSON_AddNumberToObject(o, "val_accuracy", logs->val_accuracy);
+		if (logs->has_errors) {
+			cJSON_AddNumberToObject(o, "val_mae", logs->val_mae);
+			cJSON_AddNumberToObject(o, "val_rmse", logs->val_rmse);
+		}
 	}
 	cJSON_AddNumberToObject(o, "seconds", logs->seconds);
 	cJSON_AddNumberToObject(o, "samples_per_sec", logs->samples_per_sec);

@@ -30,12 +30,29 @@ struct dt_strategy {
 	 */
 	int first_replica, global_replicas;
 	double timeout;                         /* seconds a collective may wait (distribute.timeout) */
-	int failed;                             /* exit status set before release after a failure here: the job ends */
+	/*
+	 * The exit status, set before release: after a failure here the job ends
+	 * (MPI_Abort); 128 + N when every process stopped on signal N at the
+	 * same step (the launcher may be ending the job): they leave together.
+	 */
+	int failed;
+	char why[160];                          /* why this strategy: auto's reason, or the config's choice */
 	void *priv;
 };
 
+struct dt_distribute;
+struct dt_system;
+
 struct dt_strategy_type {
 	const char *name;
+	/* 1: trains in this one process (refused in an MPI job of several processes). */
+	int one_process;
+	/*
+	 * Optional: the strategy's own rules on the `distribute:` keys d (read
+	 * and valid), without starting anything; with sys (not NULL), also those
+	 * on this job's processes. 0 or -1 after an error.
+	 */
+	int (*check)(const struct dt_distribute *d, const struct dt_system *sys);
 	/* Reads the `distribute:` mapping (may be NULL); fills replicas and roles. */
 	int (*init)(struct dt_strategy *s, const struct dt_node *args);
 	/*

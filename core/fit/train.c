@@ -54,8 +54,8 @@ void dt_fit_signals_install(void)
  */
 static void poll_signals(struct dt_trainer *t, double flags[2], struct dt_fit_pos *pos)
 {
-	double v[5] = { stop_signal, save_request, 0, 0, 0 };
-	int n = pos ? 5 : 2;
+	double v[2 + DT_NSUMS] = { stop_signal, save_request };
+	int n = pos ? 2 + DT_NSUMS : 2;
 	save_request = 0;
 	if (pos)
 		memcpy(v + 2, pos->sums, sizeof(pos->sums));
@@ -176,6 +176,14 @@ double dt_logs_get(const struct dt_logs *logs, const char *name)
 		return logs->has_val ? logs->val_loss : NAN;
 	if (!strcmp(name, "val_accuracy"))
 		return logs->has_val && logs->has_accuracy ? logs->val_accuracy : NAN;
+	if (!strcmp(name, "mae"))
+		return logs->has_errors ? logs->mae : NAN;
+	if (!strcmp(name, "rmse"))
+		return logs->has_errors ? logs->rmse : NAN;
+	if (!strcmp(name, "val_mae"))
+		return logs->has_val && logs->has_errors ? logs->val_mae : NAN;
+	if (!strcmp(name, "val_rmse"))
+		return logs->has_val && logs->has_errors ? logs->val_rmse : NAN;
 	if (!strcmp(name, "learning_rate"))
 		return logs->has_learning_rate ? logs->learning_rate : NAN;
 	return NAN;
@@ -183,12 +191,13 @@ double dt_logs_get(const struct dt_logs *logs, const char *name)
 
 /*
  * Forward (and with train, backward) of replica r on rows [begin, end) of the
- * host batch; adds its loss sum and correct count to sums. The gradient is
+ * host batch; adds its loss sum, correct count and errors to sums (all but
+ * DT_SUM_SAMPLES). The gradient is
  * scaled by 1/(b->n * group), b->n the whole global batch and group the
  * batches accumulated into one update (1 without accumulation).
  */
 static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
-			 int train, const struct dt_step_ctx *ctx, double sums[2], int group)
+			 int train, const struct dt_step_ctx *ctx, double sums[DT_NSUMS], int group)
 {
 	struct dt_model *m = &t->models[r];
 	int n = end - begin;
@@ -211,33 +220,43 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 	dpred = dt_model_output_grad(m, n);
 	if (train && t->class_weights) {
 		struct dt_tensor cw = dt_tensor_flat(t->class_weights[r], m->dev, t->num_classes);
-		sums[0] += dt_objective_loss_weighted(&t->objective, &pred, &y, &cw, &dpred, 1.0f / ((float)b->n * group));
+		sums[DT_SUM_LOSS] += dt_objective_loss_weighted(&t->objective, &pred, &y, &cw, &dpred,
+								1.0f / ((float)b->n * group));
 	} else {
-		sums[0] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL,
-					     1.0f / ((float)b->n * group));
+		sums[DT_SUM_LOSS] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL,
+						       1.0f / ((float)b->n * group));
 	}
 	if (t->accuracy)
-		sums[1] += (double)dt_objective_correct(&t->objective, &pred, &y);
+		sums[DT_SUM_CORRECT] += (double)dt_objective_correct(&t->objective, &pred, &y);
+	if (t->errors) {
+		double err[2];
+		dt_op_error_sums(&pred, &y, err);
+		sums[DT_SUM_ABS_ERROR] += err[0];
+		sums[DT_SUM_SQ_ERROR] += err[1];
+	}
 	if (train) {
 		dt_model_backward(m, n);
 		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
-		sums[0] += dt_model_regularize(m, 1.0f / ((float)R * group)) * b->n / R;
+		sums[DT_SUM_LOSS] += dt_model_regularize(m, 1.0f / ((float)R * group)) * b->n / R;
 	}
 }
 
-static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[3])
+static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[DT_NSUMS])
 {
-	logs->loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+	double n = sums[DT_SUM_SAMPLES], values = n * t->objective.outputs;
+	logs->loss = n > 0 ? sums[DT_SUM_LOSS] / n : 0;
 	logs->has_accuracy = t->accuracy;
-	logs->accuracy = sums[2] > 0 ? sums[1] / (sums[2] * t->objective.per_sample) : 0;
+	logs->accuracy = n > 0 ? sums[DT_SUM_CORRECT] / (n * t->objective.per_sample) : 0;
+	logs->has_errors = t->errors;
+	logs->mae = values > 0 ? sums[DT_SUM_ABS_ERROR] / values : 0;
+	logs->rmse = values > 0 ? sqrt(sums[DT_SUM_SQ_ERROR] / values) : 0;
 }
 
-/* 1 when a stop signal came: evaluation is cut short (only fit's loop asks for signals). */
-int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy)
+int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, struct dt_metrics *out)
 {
 	struct dt_batch *b = &t->batch; /* every pipeline has the training batch size and label shape */
-	struct dt_step_ctx ctx = { 0, 0 };
-	double sums[3] = { 0, 0, 0 };
+	struct dt_step_ctx ctx = { .training = 0 };
+	double sums[DT_NSUMS] = { 0 };
 	int64_t steps = dt_pipeline_steps(p);
 	struct dt_model *m = &t->models[0];
 	struct dt_logs logs = { 0 };
@@ -249,7 +268,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 		/* Inference on replica 0, in chunks of its batch capacity. */
 		for (int k = 0; k < b->n; k += m->max_batch)
 			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
-		sums[2] += b->n;
+		sums[DT_SUM_SAMPLES] += b->n;
 		if (step == 0) {
 			dt_test_crash_point("evaluate");
 			dt_test_raise_in("evaluate");
@@ -259,8 +278,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, doubl
 	}
 	dt_pipeline_report_skipped(p, -1);
 	fill_logs(t, &logs, sums);
-	*loss = logs.loss;
-	*accuracy = logs.accuracy;
+	*out = (struct dt_metrics){ logs.loss, logs.accuracy, logs.mae, logs.rmse };
 	return 0;
 }
 
@@ -311,7 +329,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	struct dt_strategy *s = t->strategy;
 	int epoch = pos->epoch;
 	int64_t steps = dt_pipeline_steps(t->train);
-	double *sums = pos->sums, start = dt_now(), flags[2], total[3];
+	double *sums = pos->sums, start = dt_now(), flags[2], total[DT_NSUMS];
 	unsigned due = 0;
 	int stop = 0, signal_save = 0;
 
@@ -328,12 +346,18 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 			return -1;
 		for (int r = 0; r < s->nreplicas; r++) {
 			int g = s->first_replica + r;
-			struct dt_step_ctx ctx = { 1, dt_hash64(dt_hash64(t->seed, (uint64_t)epoch),
-							      (uint64_t)step * DT_MAX_REPLICAS + g) };
+			/*
+			 * One key for all replicas, and each its first row in the
+			 * global batch: a sample's dropout mask is the same for any
+			 * replica count. (step * DT_MAX_REPLICAS is the key replica 0
+			 * always had: one_device's masks did not change.)
+			 */
+			uint64_t key = dt_hash64(dt_hash64(t->seed, (uint64_t)epoch), (uint64_t)step * DT_MAX_REPLICAS);
 			int begin, end;
 			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
+			struct dt_step_ctx ctx = { .training = 1, .key = key, .first_row = begin };
 			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
-			sums[2] += end - begin;
+			sums[DT_SUM_SAMPLES] += end - begin;
 			if (t->trace)
 				for (int i = begin; i < end; i++)
 					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->batch.records[i]);
@@ -381,12 +405,12 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	}
 	/* Reduced in a copy: pos keeps this process's sums for a checkpoint taken in validation. */
 	memcpy(total, sums, sizeof(total));
-	s->type->reduce_sum(s, total, 3);
+	s->type->reduce_sum(s, total, DT_NSUMS);
 	memcpy(pos->all_sums, total, sizeof(total));
 	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
 	fill_logs(t, logs, total);
 	logs->seconds = dt_now() - start;
-	logs->samples_per_sec = logs->seconds > 0 ? total[2] / logs->seconds : 0;
+	logs->samples_per_sec = logs->seconds > 0 ? total[DT_SUM_SAMPLES] / logs->seconds : 0;
 	return 0;
 }
 
@@ -416,11 +440,12 @@ int dt_fit(struct dt_trainer *t)
 {
 	struct dt_strategy *s = t->strategy;
 	struct dt_logs logs;
-	struct dt_fit_pos pos = { t->initial_epoch, t->initial_step, t->initial_global_step,
-				  { t->initial_sums[0], t->initial_sums[1], t->initial_sums[2] }, NULL, 0, 0, { 0, 0, 0 } };
+	struct dt_fit_pos pos = { .epoch = t->initial_epoch, .step = t->initial_step,
+				  .global_step = t->initial_global_step };
 	double flags[2];
 	int rc;
 
+	memcpy(pos.sums, t->initial_sums, sizeof(pos.sums));
 	if (s->type->serve) {
 		rc = s->type->serve(s, t->models, t->opts);
 		if (rc)
@@ -453,10 +478,15 @@ int dt_fit(struct dt_trainer *t)
 		logs.has_learning_rate = t->log_learning_rate;
 		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
 		if (t->val) {
-			rc = dt_evaluate(t, t->val, &logs.val_loss, &logs.val_accuracy);
+			struct dt_metrics val;
+			rc = dt_evaluate(t, t->val, &val);
 			if (rc < 0)
 				return -1;
 			logs.has_val = 1;
+			logs.val_loss = val.loss;
+			logs.val_accuracy = val.accuracy;
+			logs.val_mae = val.mae;
+			logs.val_rmse = val.rmse;
 		}
 		poll_signals(t, flags, NULL);
 		if (rc > 0 || flags[0]) {
@@ -473,7 +503,8 @@ int dt_fit(struct dt_trainer *t)
 		if (stop < 0)
 			return -1;
 		{
-			struct dt_fit_pos end = { pos.epoch + 1, 0, pos.global_step, { 0, 0, 0 }, &logs, 1, stop, { 0, 0, 0 } };
+			struct dt_fit_pos end = { .epoch = pos.epoch + 1, .global_step = pos.global_step, .logs = &logs,
+						  .epoch_end = 1, .stopped = stop };
 			if (save_all(t, &end, 0) < 0)
 				return -1;
 		}

@@ -23,13 +23,34 @@ struct dt_logs {
 	double loss;
 	double accuracy;       /* when has_accuracy */
 	int has_accuracy;
+	double mae, rmse;      /* when has_errors: mean absolute error, root mean squared error */
+	int has_errors;
 	int has_val;
-	double val_loss, val_accuracy;
+	double val_loss, val_accuracy, val_mae, val_rmse;
 	double seconds;        /* wall time of the epoch's training steps so far */
 	double samples_per_sec;
 	int has_learning_rate; /* the rate varies (a schedule, reduce_lr_on_plateau): show it */
 	double learning_rate;  /* at the epoch's end (always set): the rate of the next update, before callbacks */
 	int64_t skipped;       /* unreadable records skipped in the epoch (data.on_error: skip) */
+};
+
+/* The metrics of one pass over a pipeline (dt_evaluate); accuracy, mae and rmse when reported. */
+struct dt_metrics {
+	double loss, accuracy, mae, rmse;
+};
+
+/*
+ * The running sums of an epoch behind its metrics, in this order in
+ * dt_fit_pos.sums and in a checkpoint's 'sums' (whose files before MAE and
+ * RMSE hold the first three only).
+ */
+enum dt_fit_sum {
+	DT_SUM_LOSS,      /* the samples' losses */
+	DT_SUM_CORRECT,   /* correct predictions */
+	DT_SUM_SAMPLES,
+	DT_SUM_ABS_ERROR, /* sum|pred - target| over every output (MAE) */
+	DT_SUM_SQ_ERROR,  /* sum (pred - target)^2 over every output (RMSE) */
+	DT_NSUMS
 };
 
 struct dt_trainer;
@@ -70,7 +91,7 @@ struct dt_fit_pos {
 	int epoch;               /* epochs completed */
 	int64_t step;            /* training steps done in epoch `epoch` (0 after an epoch end) */
 	int64_t global_step;     /* training steps since the run began */
-	double sums[3];          /* that epoch's running loss sum, correct count, samples */
+	double sums[DT_NSUMS];   /* that epoch's running sums (enum dt_fit_sum) */
 	const struct dt_logs *logs; /* metrics: running, or the finished epoch's with epoch_end */
 	int epoch_end;           /* an epoch just ended (validation and callbacks done) */
 	int stopped;             /* a callback stopped training */
@@ -80,7 +101,7 @@ struct dt_fit_pos {
 	 * that a resumed MPI run's chief carries them and the other ranks start
 	 * from 0.
 	 */
-	double all_sums[3];
+	double all_sums[DT_NSUMS];
 };
 
 /*
@@ -107,6 +128,7 @@ struct dt_trainer {
 	struct dt_optimizer *opts;        /* one per replica */
 	struct dt_objective objective;
 	int accuracy;                     /* report accuracy */
+	int errors;                       /* report mae and rmse (labels shaped like the output) */
 	struct dt_pipeline *train, *val;  /* val may be NULL */
 	int epochs, initial_epoch;
 	uint64_t seed;
@@ -130,7 +152,7 @@ struct dt_trainer {
 	/* exact resume and checkpoints (set before dt_fit; zero: a fresh run without) */
 	int64_t initial_step;             /* steps already done in initial_epoch */
 	int64_t initial_global_step;
-	double initial_sums[3];           /* their running sums */
+	double initial_sums[DT_NSUMS];    /* their running sums */
 	int nsavers;                      /* the resumable ones also write on signals */
 	struct dt_saver *savers[DT_MAX_SAVERS];
 	int stop_signal;                  /* after DT_FIT_INTERRUPTED: SIGINT or SIGTERM */
@@ -164,7 +186,7 @@ void dt_trainer_stop(struct dt_trainer *t, int how);
 /* Every replica's parameters from host memory (models[0].nparams floats). */
 void dt_trainer_set_weights(struct dt_trainer *t, const float *host);
 /*
- * A metric of logs by its name (loss, accuracy, val_loss, val_accuracy,
+ * A metric of logs by its name (loss, accuracy, mae, rmse, their val_ forms,
  * learning_rate); NaN when the logs do not have it.
  */
 double dt_logs_get(const struct dt_logs *logs, const char *name);
@@ -191,8 +213,12 @@ int dt_fit(struct dt_trainer *t);
  * SIGUSR1 asks for a checkpoint and training goes on. The handlers only set flags.
  */
 void dt_fit_signals_install(void);
-/* Loss and accuracy over a whole pipeline with replica 0, inference mode. */
-int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, double *loss, double *accuracy);
+/*
+ * The metrics over a whole pipeline with replica 0, inference mode: 0; 1 when
+ * a stop signal cut it short (only fit's loop asks for signals); -1 after an
+ * error.
+ */
+int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, struct dt_metrics *out);
 
 double dt_now(void); /* monotonic seconds */
 

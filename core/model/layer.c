@@ -111,8 +111,21 @@ int64_t dt_layer_param_count(const struct dt_layer *l)
 {
 	int64_t n = 0;
 	for (int i = 0; i < l->nparams; i++)
-		n += dt_shape_count(&l->params[i].shape);
+		n = dt_count_add(n, dt_shape_count(&l->params[i].shape));
 	return n;
+}
+
+int64_t dt_layer_bytes(const struct dt_layer *l, int max_batch, int state)
+{
+	int64_t floats = 0, per_sample = dt_count_mul(2, dt_shape_count(&l->out));
+	for (int i = 0; i < l->nparams; i++) {
+		int64_t n = dt_shape_count(&l->params[i].shape);
+		floats = dt_count_add(floats, dt_count_mul(n, l->params[i].trainable ? 2 + state : 1));
+	}
+	for (int i = 0; i < l->nbufs; i++)
+		per_sample = dt_count_add(per_sample, l->bufs[i].per_sample);
+	floats = dt_count_add(floats, dt_count_mul(max_batch, per_sample));
+	return dt_count_mul(floats, sizeof(float));
 }
 
 const struct dt_layer_type *dt_layer_type_find(const struct dt_layer_type *const *types, const char *name)

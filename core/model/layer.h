@@ -57,14 +57,17 @@ struct dt_layer_buf {
 
 /* What one forward pass needs to know beyond its input. */
 struct dt_step_ctx {
-	int training;  /* dropout active, batch statistics */
-	uint64_t key;  /* randomness of this step, same for a (seed, epoch, step, replica) */
+	int training;       /* dropout active, batch statistics */
+	uint64_t key;       /* randomness of this step, the same for every replica of a (seed, epoch, step) */
+	int64_t first_row;  /* the global batch's row that is this replica's row 0: random
+			       draws follow the sample, not the replica that computes it */
 };
 
 struct dt_layer {
 	const struct dt_layer_type *type;
 	char name[64];                /* "dense_1", unique in the model */
 	int index;                    /* position in the model */
+	const struct dt_node *node;   /* its item of the YAML `layers` list: the place errors name */
 	struct dt_shape in, out;      /* per-sample shapes */
 	enum dt_activation act;       /* the layer's output activation */
 	int fused_act;                /* set by the model when the loss hands backward the
@@ -129,8 +132,15 @@ struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n);
 int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, const char *const *allowed);
 /* Reads an optional `activation:` key. */
 int dt_layer_activation(const struct dt_node *args, enum dt_activation *out);
-/* Parameters of the layer (sum of the counts of its params). */
+/* Parameters of the layer (sum of the counts of its params; INT64_MAX when that overflows). */
 int64_t dt_layer_param_count(const struct dt_layer *l);
+/*
+ * Bytes the layer holds in one replica for batches of max_batch: its
+ * parameters, the gradients and `state` more floats (optimizer slots, the
+ * accumulation buffer) per trainable one, its output and the output's
+ * gradient, and its scratch buffers. INT64_MAX when that overflows.
+ */
+int64_t dt_layer_bytes(const struct dt_layer *l, int max_batch, int state);
 
 /* Finds a type by YAML name in a NULL-terminated table, or NULL. */
 const struct dt_layer_type *dt_layer_type_find(const struct dt_layer_type *const *types, const char *name);

@@ -12,6 +12,7 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits
 	o->input = from_logits ? DT_LOSS_LOGITS : DT_LOSS_PROBS;
 	o->threshold = from_logits ? 0.0f : 0.5f;
 	o->per_sample = 1;
+	o->outputs = (int)c;
 	dt_shape_format(&m->output, 1, out, sizeof(out));
 	dt_shape_format(label, 1, lab, sizeof(lab));
 	if (m->output.ndim != 1)
@@ -68,6 +69,12 @@ double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_
 				  struct dt_tensor *dpred, float grad_scale)
 {
 	return dt_op_loss_weighted(o->loss, o->input, pred, target, class_weight, dpred, grad_scale);
+}
+
+/* The one place that says which losses are regression losses. */
+int dt_loss_is_regression(enum dt_loss loss)
+{
+	return loss == DT_LOSS_MEAN_SQUARED_ERROR;
 }
 
 int dt_objective_num_classes(const struct dt_model *m)

@@ -4,6 +4,10 @@
  * for sparse_categorical_crossentropy, binary accuracy for
  * binary_crossentropy or a single output, categorical accuracy otherwise).
  *
+ * Whether a model is a regression model is decided here, by its loss alone
+ * (dt_loss_is_regression): its outputs are values, not class scores, so
+ * predict prints them and fit and evaluate report MAE and RMSE.
+ *
  * When the model ends in softmax (or sigmoid) and the loss is the matching
  * crossentropy on probabilities, the gradient is taken w.r.t. the logits
  * (p - y), as TensorFlow does: the last layer is told to skip its
@@ -20,7 +24,11 @@ struct dt_objective {
 	enum dt_accuracy accuracy;
 	float threshold;       /* binary accuracy: 0.5 on probabilities, 0 on logits */
 	int per_sample;        /* accuracy counts per sample: 1, or C for binary */
+	int outputs;           /* values per sample: the mean of MAE and RMSE is over N * outputs */
 };
+
+/* 1 when loss is a regression loss (mean_squared_error), 0 for a classification loss. */
+int dt_loss_is_regression(enum dt_loss loss);
 
 /*
  * Checks that labels of shape `label` (num_classes for class indices) fit the

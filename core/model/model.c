@@ -59,11 +59,41 @@ static int parse_item(const struct dt_node *item, const struct dt_layer_type *co
 	}
 }
 
+/*
+ * Places every parameter in the flat buffer: trainable ones first, then
+ * state, so that the optimizer sees one contiguous block. The buffer's views
+ * are 1-d, so it holds at most DT_MAX_COUNT floats: the error names the layer
+ * that goes past it.
+ */
+static int layout(struct dt_model *m)
+{
+	char a[32], b[32];
+	for (int pass = 1; pass >= 0; pass--)
+		for (int i = 0; i < m->nlayers; i++)
+			for (int p = 0; p < m->layers[i].nparams; p++) {
+				struct dt_layer *l = &m->layers[i];
+				struct dt_param *pr = &l->params[p];
+				if (pr->trainable != pass)
+					continue;
+				pr->offset = m->nparams;
+				m->nparams = dt_count_add(m->nparams, dt_shape_count(&pr->shape));
+				if (m->nparams > DT_MAX_COUNT)
+					return dt_node_error(l->node,
+							     "layer '%s' brings the model's parameters to %s; one "
+							     "model holds at most %s",
+							     l->name, dt_count_format(m->nparams, a, sizeof(a)),
+							     dt_count_format(DT_MAX_COUNT, b, sizeof(b)));
+				if (pass)
+					m->ntrainable = m->nparams;
+			}
+	return 0;
+}
+
 int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
 		  const struct dt_node *layers, const struct dt_layer_type *const *types)
 {
 	struct dt_shape shape = *input;
-	char a[64], b[64];
+	char a[64], b[64], n[32], max[32];
 
 	memset(m, 0, sizeof(*m));
 	snprintf(m->name, sizeof(m->name), "%s", name);
@@ -72,6 +102,11 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 		return -1;
 	if (layers->n == 0)
 		return dt_node_error(layers, "'layers' is empty; a model needs at least one layer");
+	if (dt_shape_count(input) > DT_MAX_COUNT)
+		return dt_node_error(layers, "the model's input %s holds %s values per sample; dtrain takes at most %s",
+				     dt_shape_format(input, 1, a, sizeof(a)),
+				     dt_count_format(dt_shape_count(input), n, sizeof(n)),
+				     dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
 	m->layers = dt_calloc(layers->n, sizeof(*m->layers));
 	for (int i = 0; i < layers->n; i++) {
 		struct dt_layer *l = &m->layers[i];
@@ -98,6 +133,7 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 				goto fail;
 			}
 		l->index = i;
+		l->node = layers->items[i];
 		l->in = shape;
 		l->act = DT_ACT_LINEAR;
 		m->nlayers = i + 1;
@@ -109,41 +145,80 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 				      dt_shape_format(&l->out, 1, b, sizeof(b)));
 			goto fail;
 		}
+		if (dt_shape_count(&l->out) > DT_MAX_COUNT) {
+			dt_node_error(layers->items[i],
+				      "layer '%s' maps input %s to %s, %s values per sample; dtrain takes at most %s",
+				      l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
+				      dt_shape_format(&l->out, 1, b, sizeof(b)),
+				      dt_count_format(dt_shape_count(&l->out), n, sizeof(n)),
+				      dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
+			goto fail;
+		}
 		shape = l->out;
 	}
 	m->output = shape;
-	/* Trainable parameters first, then state: the optimizer sees one contiguous block. */
-	for (int pass = 1; pass >= 0; pass--)
-		for (int i = 0; i < m->nlayers; i++)
-			for (int p = 0; p < m->layers[i].nparams; p++) {
-				struct dt_param *pr = &m->layers[i].params[p];
-				if (pr->trainable != pass)
-					continue;
-				pr->offset = m->nparams;
-				m->nparams += dt_shape_count(&pr->shape);
-				if (pass)
-					m->ntrainable = m->nparams;
-			}
+	if (layout(m) < 0)
+		goto fail;
 	return 0;
 fail:
 	dt_model_release(m);
 	return -1;
 }
 
+int64_t dt_model_bytes(const struct dt_model *m, int max_batch, int state, int *largest)
+{
+	int64_t total = dt_count_mul(dt_count_mul(max_batch, dt_shape_count(&m->input)), sizeof(float));
+	int64_t most = -1;
+	for (int i = 0; i < m->nlayers; i++) {
+		int64_t b = dt_layer_bytes(&m->layers[i], max_batch, state);
+		total = dt_count_add(total, b);
+		if (b > most) {
+			most = b;
+			if (largest)
+				*largest = i;
+		}
+	}
+	return total;
+}
+
+int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas, int state, int64_t budget,
+			  const char *budget_what)
+{
+	int largest = 0;
+	int64_t need = dt_count_mul(dt_model_bytes(m, max_batch, state, &largest), replicas);
+	const struct dt_layer *l = &m->layers[largest];
+	char a[32], b[32], c[32], d[32], e[32], f[32], r[64] = "";
+
+	if (need <= budget)
+		return 0;
+	if (replicas > 1)
+		snprintf(r, sizeof(r), " with its %d replicas", replicas);
+	return dt_node_error(l->node, "layer '%s' needs %s (%s bytes) at batch %d for its parameters, gradients, "
+			     "optimizer state and activations; the model needs %s (%s bytes) in all%s, more than "
+			     "the %s (%s bytes) of %s",
+			     l->name, dt_bytes_format((double)dt_layer_bytes(l, max_batch, state), a, sizeof(a)),
+			     dt_count_format(dt_layer_bytes(l, max_batch, state), b, sizeof(b)), max_batch,
+			     dt_bytes_format((double)need, c, sizeof(c)), dt_count_format(need, d, sizeof(d)), r,
+			     dt_bytes_format((double)budget, e, sizeof(e)), dt_count_format(budget, f, sizeof(f)),
+			     budget_what);
+}
+
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 {
 	m->dev = dev;
 	m->max_batch = max_batch;
-	m->params = dt_device_alloc(dev, m->nparams);
-	m->grads = dt_device_alloc(dev, m->ntrainable);
 	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
-	m->acts[0] = dt_device_alloc(dev, (int64_t)max_batch * dt_shape_count(&m->input));
+	if (!(m->params = dt_device_try_alloc(dev, m->nparams)) ||
+	    !(m->grads = dt_device_try_alloc(dev, m->ntrainable)) ||
+	    !(m->acts[0] = dt_device_try_alloc(dev, dt_count_mul(max_batch, dt_shape_count(&m->input)))))
+		return -1;
 	for (int i = 0; i < m->nlayers; i++) {
 		struct dt_layer *l = &m->layers[i];
-		int64_t out = (int64_t)max_batch * dt_shape_count(&l->out);
-		m->acts[i + 1] = dt_device_alloc(dev, out);
-		m->dacts[i + 1] = dt_device_alloc(dev, out);
+		int64_t out = dt_count_mul(max_batch, dt_shape_count(&l->out));
+		if (!(m->acts[i + 1] = dt_device_try_alloc(dev, out)) ||
+		    !(m->dacts[i + 1] = dt_device_try_alloc(dev, out)))
+			return -1;
 		for (int p = 0; p < l->nparams; p++) {
 			struct dt_param *pr = &l->params[p];
 			pr->value = (struct dt_tensor){ m->params + pr->offset, pr->shape, dev };
@@ -152,9 +227,12 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 		}
 		for (int k = 0; k < l->nbufs; k++) {
 			struct dt_layer_buf *bf = &l->bufs[k];
-			float *mem = dt_device_alloc(dev, (int64_t)max_batch * bf->per_sample);
 			int dims[2] = { max_batch, (int)bf->per_sample };
-			bf->t = (struct dt_tensor){ mem, dt_shape_make(2, dims), dev };
+			DT_ASSERT(bf->per_sample > 0 && bf->per_sample <= DT_MAX_COUNT);
+			if (!(bf->t.data = dt_device_try_alloc(dev, dt_count_mul(max_batch, bf->per_sample))))
+				return -1;
+			bf->t.shape = dt_shape_make(2, dims);
+			bf->t.dev = dev;
 		}
 		if (l->type->alloc && l->type->alloc(l, dev, max_batch) < 0)
 			return -1;

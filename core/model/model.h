@@ -38,6 +38,27 @@ struct dt_model {
  */
 int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
 		  const struct dt_node *layers, const struct dt_layer_type *const *types);
+/*
+ * Bytes of the buffers of one replica for batches of max_batch: the input,
+ * and every layer's dt_layer_bytes with `state` floats per trainable
+ * parameter (optimizer slots, accumulation). INT64_MAX when that overflows.
+ * *largest (may be NULL) is the index of the layer that holds the most.
+ */
+int64_t dt_model_bytes(const struct dt_model *m, int max_batch, int state, int *largest);
+/*
+ * Refuses, before anything is allocated, a model whose `replicas` replicas on
+ * one device need more than `budget` bytes there (dt_model_bytes each). The
+ * error is at the YAML position of the layer that holds the most, names it,
+ * its bytes, the total and the budget, which `budget_what` describes ("the
+ * physical memory of cpu:0", "fit.max_memory"). 0 or -1.
+ */
+int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas, int state, int64_t budget,
+			  const char *budget_what);
+/*
+ * Allocates the buffers on dev for batches up to max_batch and makes the
+ * layers' plans. 0, or -1 after an error (out of memory, a plan the backend
+ * cannot make); dt_model_release frees what was made.
+ */
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch);
 /* glorot_uniform kernels and zero biases (or as declared), from (seed, parameter index). */
 void dt_model_init_params(struct dt_model *m, uint64_t seed);

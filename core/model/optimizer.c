@@ -67,6 +67,16 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	return 0;
 }
 
+int dt_optimizer_state_count(const struct dt_optimizer_config *cfg)
+{
+	struct dt_optimizer o;
+	int n = 0;
+	dt_optimizer_init(&o, cfg, NULL);
+	for (int i = 0; i < o.nslots; i++)
+		n += o.slot_names[i] != NULL;
+	return n;
+}
+
 void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config *cfg, const struct dt_model *m)
 {
 	memset(o, 0, sizeof(*o));
@@ -91,7 +101,7 @@ void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config 
 	default:
 		DT_BUG("optimizer %d", (int)cfg->kind);
 	}
-	for (int i = 0; i < o->nslots; i++)
+	for (int i = 0; m && i < o->nslots; i++)
 		if (o->slot_names[i])
 			o->slots[i] = dt_device_alloc(m->dev, m->ntrainable);
 }
@@ -109,13 +119,13 @@ static struct dt_opt_step step_of(const struct dt_optimizer *o, float grad_scale
 		.kind = o->cfg.kind,
 		.lr = o->learning_rate,
 		.momentum = (float)o->cfg.momentum,
-		.rho = (float)o->cfg.rho,
+		.rho = o->cfg.rho,
 		.nesterov = o->cfg.nesterov,
-		.beta_1 = (float)o->cfg.beta_1,
-		.beta_2 = (float)o->cfg.beta_2,
+		.beta_1 = o->cfg.beta_1,
+		.beta_2 = o->cfg.beta_2,
 		.epsilon = (float)o->cfg.epsilon,
 		.t = o->iterations,
-		.weight_decay = (float)o->cfg.weight_decay,
+		.weight_decay = o->cfg.weight_decay,
 		.grad_scale = grad_scale,
 	};
 	return s;

@@ -40,6 +40,8 @@ struct dt_optimizer {
 	float *slots[2];          /* (nparams) each on the model's device */
 };
 
+/* Floats of state (slots) the optimizer keeps per trainable parameter: 0, 1 or 2. */
+int dt_optimizer_state_count(const struct dt_optimizer_config *cfg);
 void dt_optimizer_init(struct dt_optimizer *o, const struct dt_optimizer_config *cfg, const struct dt_model *m);
 /* Applies the model's gradient buffer to its parameters: one step. */
 void dt_optimizer_apply(struct dt_optimizer *o, struct dt_model *m);

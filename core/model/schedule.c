@@ -20,7 +20,7 @@ static int read_pieces(struct dt_schedule *s, const struct dt_node *args)
 		return dt_node_error(v, "at most %d values", DT_SCHEDULE_MAX_PIECES);
 	s->npieces = v->n;
 	for (int i = 0; i < v->n; i++)
-		if (dt_node_float(v->items[i], 0, 1e6, &s->values[i]) < 0)
+		if (dt_node_float(v->items[i], 0, DT_MAX_LEARNING_RATE, &s->values[i]) < 0)
 			return -1;
 	for (int i = 0; i < b->n; i++) {
 		if (dt_node_int(b->items[i], 0, INT64_MAX, &s->boundaries[i]) < 0)
@@ -56,7 +56,7 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 	}
 	s->kind = (enum dt_schedule_kind)kind;
 	if (kind == DT_SCHEDULE_CONSTANT)
-		return dt_node_float(args, 0, 1e6, &s->initial);
+		return dt_node_float(args, 0, DT_MAX_LEARNING_RATE, &s->initial);
 	if (dt_node_expect(args, DT_NODE_MAP, name) < 0)
 		return -1;
 	switch (s->kind) {
@@ -66,7 +66,7 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 		if (dt_cfg_check_keys(args, name, exponential_keys) < 0 ||
 		    dt_cfg_require(args, "initial_learning_rate", name) < 0 || dt_cfg_require(args, "decay_steps", name) < 0 ||
 		    dt_cfg_require(args, "decay_rate", name) < 0 ||
-		    dt_cfg_float(args, "initial_learning_rate", 0, 0, 1e6, &s->initial) < 0 ||
+		    dt_cfg_float(args, "initial_learning_rate", 0, 0, DT_MAX_LEARNING_RATE, &s->initial) < 0 ||
 		    dt_cfg_int(args, "decay_steps", 1, 1, INT64_MAX, &steps) < 0 ||
 		    dt_cfg_float(args, "decay_rate", 1, 0, 1e6, &s->decay_rate) < 0 ||
 		    dt_cfg_bool(args, "staircase", 0, &s->staircase) < 0)
@@ -75,10 +75,11 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 	case DT_SCHEDULE_COSINE_DECAY:
 		if (dt_cfg_check_keys(args, name, cosine_keys) < 0 ||
 		    dt_cfg_require(args, "initial_learning_rate", name) < 0 || dt_cfg_require(args, "decay_steps", name) < 0 ||
-		    dt_cfg_float(args, "initial_learning_rate", 0, 0, 1e6, &s->initial) < 0 ||
+		    dt_cfg_float(args, "initial_learning_rate", 0, 0, DT_MAX_LEARNING_RATE, &s->initial) < 0 ||
 		    dt_cfg_int(args, "decay_steps", 1, 1, INT64_MAX, &steps) < 0 ||
 		    dt_cfg_float(args, "alpha", 0, 0, 1, &s->alpha) < 0 ||
-		    (s->has_warmup_target = dt_cfg_float(args, "warmup_target", 0, 0, 1e6, &s->warmup_target)) < 0 ||
+		    (s->has_warmup_target =
+			     dt_cfg_float(args, "warmup_target", 0, 0, DT_MAX_LEARNING_RATE, &s->warmup_target)) < 0 ||
 		    dt_cfg_int(args, "warmup_steps", 0, 0, INT64_MAX, &wsteps) < 0)
 			return -1;
 		s->cos_warmup_steps = (double)wsteps;
@@ -87,7 +88,7 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 		if (dt_cfg_check_keys(args, name, restarts_keys) < 0 ||
 		    dt_cfg_require(args, "initial_learning_rate", name) < 0 ||
 		    dt_cfg_require(args, "first_decay_steps", name) < 0 ||
-		    dt_cfg_float(args, "initial_learning_rate", 0, 0, 1e6, &s->initial) < 0 ||
+		    dt_cfg_float(args, "initial_learning_rate", 0, 0, DT_MAX_LEARNING_RATE, &s->initial) < 0 ||
 		    dt_cfg_int(args, "first_decay_steps", 1, 1, INT64_MAX, &steps) < 0 ||
 		    dt_cfg_float_range(args, "t_mul", 2, 0, 1e6, DT_OPEN_MIN, &s->t_mul) < 0 ||
 		    dt_cfg_float(args, "m_mul", 1, 0, 1e6, &s->m_mul) < 0 ||
@@ -97,9 +98,9 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 	case DT_SCHEDULE_POLYNOMIAL_DECAY:
 		if (dt_cfg_check_keys(args, name, polynomial_keys) < 0 ||
 		    dt_cfg_require(args, "initial_learning_rate", name) < 0 || dt_cfg_require(args, "decay_steps", name) < 0 ||
-		    dt_cfg_float(args, "initial_learning_rate", 0, 0, 1e6, &s->initial) < 0 ||
+		    dt_cfg_float(args, "initial_learning_rate", 0, 0, DT_MAX_LEARNING_RATE, &s->initial) < 0 ||
 		    dt_cfg_int(args, "decay_steps", 1, 1, INT64_MAX, &steps) < 0 ||
-		    dt_cfg_float(args, "end_learning_rate", 0.0001, 0, 1e6, &s->end) < 0 ||
+		    dt_cfg_float(args, "end_learning_rate", 0.0001, 0, DT_MAX_LEARNING_RATE, &s->end) < 0 ||
 		    dt_cfg_float(args, "power", 1, 0, 1e6, &s->power) < 0 || dt_cfg_bool(args, "cycle", 0, &s->cycle) < 0)
 			return -1;
 		break;
@@ -116,7 +117,7 @@ static int read_warmup(struct dt_schedule *s, const struct dt_node *w)
 	if (dt_node_expect(w, DT_NODE_MAP, "warmup") < 0 || dt_cfg_check_keys(w, "warmup", warmup_keys) < 0 ||
 	    dt_cfg_require(w, "steps", "warmup") < 0 ||
 	    dt_cfg_int(w, "steps", 0, 1, INT64_MAX, &s->warmup_steps) < 0 ||
-	    dt_cfg_float(w, "initial", 0, 0, 1e6, &s->warmup_initial) < 0)
+	    dt_cfg_float(w, "initial", 0, 0, DT_MAX_LEARNING_RATE, &s->warmup_initial) < 0)
 		return -1;
 	return 0;
 }
@@ -132,7 +133,7 @@ int dt_schedule_read(struct dt_schedule *s, const struct dt_node *n, double def)
 	if (!n)
 		return 0;
 	if (n->kind == DT_NODE_SCALAR)
-		return dt_node_float(n, 0, 1e6, &s->initial);
+		return dt_node_float(n, 0, DT_MAX_LEARNING_RATE, &s->initial);
 	if (dt_node_expect(n, DT_NODE_MAP, "learning_rate") < 0)
 		return -1;
 	for (int i = 0; i < n->n; i++) {

@@ -39,6 +39,8 @@ enum dt_schedule_kind {
 extern const char *const dt_schedule_names[];
 
 #define DT_SCHEDULE_MAX_PIECES 32
+/* The largest learning rate a config (and a checkpoint resumed) may give. */
+#define DT_MAX_LEARNING_RATE 1e6
 
 struct dt_schedule {
 	enum dt_schedule_kind kind;

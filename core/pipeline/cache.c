@@ -17,7 +17,7 @@
 /* One source read at a time, over all pipelines and threads (see source.h). */
 static pthread_mutex_t source_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Decoded records [begin, end): raw values as the source gives them. */
+/* Decoded records of the pipeline, by position: raw values as the source gives them. */
 struct dt_cache {
 	float *x, *y;     /* (end - begin, sample), (end - begin, src label) */
 	uint8_t *state;   /* 0 not read yet, 1 cached, 2 unreadable */
@@ -46,7 +46,7 @@ int dt_pipeline_read_records(struct dt_pipeline *p, struct dt_pipeline_worker *w
 	if (!c)
 		return source_read(p, idx, n, x, y, want_bad);
 	for (int i = 0; i < n; i++) {
-		int64_t r = idx[i] - p->begin;
+		int64_t r = dt_pipeline_position(p, idx[i]);
 		if (c->state[r] == 1) {
 			memcpy(x + i * xs, c->x + r * xs, (size_t)xs * sizeof(float));
 			memcpy(y + i * ys, c->y + r * ys, (size_t)ys * sizeof(float));
@@ -62,7 +62,7 @@ int dt_pipeline_read_records(struct dt_pipeline *p, struct dt_pipeline_worker *w
 	if (source_read(p, w->midx, m, w->mx, w->my, want_bad ? w->mbad : NULL) < 0)
 		return -1;
 	for (int k = 0; k < m; k++) {
-		int64_t r = w->midx[k] - p->begin;
+		int64_t r = dt_pipeline_position(p, w->midx[k]);
 		int i = w->mpos[k];
 		if (want_bad && w->mbad[k]) {
 			c->state[r] = 2;

@@ -58,6 +58,8 @@ int dt_pipeline_fill_batch(struct dt_pipeline *p, struct dt_pipeline_worker *w, 
 int dt_pipeline_pos_epoch(const struct dt_pipeline *p, int epoch);
 /* Adds n skipped records to p's count and to the list the end-of-epoch warning names. */
 void dt_pipeline_count_skipped(struct dt_pipeline *p, const int64_t *skipped, int n);
+/* The position of record r among p's records (the inverse of dt_pipeline_record). */
+int64_t dt_pipeline_position(const struct dt_pipeline *p, int64_t r);
 
 /* ---- cache.c ---- */
 
@@ -69,7 +71,7 @@ void dt_pipeline_count_skipped(struct dt_pipeline *p, const int64_t *skipped, in
  */
 int dt_pipeline_read_records(struct dt_pipeline *p, struct dt_pipeline_worker *w, const int64_t *idx, int n,
 			     float *x, float *y, uint8_t *bad);
-/* Allocates p->cache for records [begin, end); refused when it would take over half the memory. 0 or -1. */
+/* Allocates p->cache for p's records; refused when it would take over half the memory. 0 or -1. */
 int dt_pipeline_cache_init(struct dt_pipeline *p);
 void dt_pipeline_cache_free(struct dt_pipeline *p); /* p->cache may be NULL */
 

@@ -38,7 +38,7 @@ int dt_pipeline_config_read(struct dt_pipeline_config *c, const struct dt_node *
 			return -1;
 		c->has_augment = 1;
 	}
-	return 0;
+	return dt_split_config_read(&c->split, data);
 }
 
 void dt_pipeline_config_release(struct dt_pipeline_config *c)
@@ -99,7 +99,7 @@ static void permute(const struct dt_pipeline *p, struct dt_pipeline_worker *w, i
 	struct dt_rng r;
 
 	for (int64_t i = 0; i < n; i++)
-		w->perm[i] = p->begin + i;
+		w->perm[i] = dt_pipeline_record(p, i);
 	if (p->shuffle) {
 		dt_rng_seed(&r, p->seed, (uint64_t)epoch);
 		for (int64_t i = n - 1; i > 0; i--) {
@@ -163,6 +163,27 @@ void dt_pipeline_count_skipped(struct dt_pipeline *p, const int64_t *skipped, in
 			p->skipped_list[p->skipped] = skipped[i];
 }
 
+int64_t dt_pipeline_record(const struct dt_pipeline *p, int64_t i)
+{
+	return p->records ? p->records[i] : p->begin + i;
+}
+
+int64_t dt_pipeline_position(const struct dt_pipeline *p, int64_t r)
+{
+	int64_t lo = 0, hi = dt_pipeline_size(p) - 1;
+	if (!p->records)
+		return r - p->begin;
+	while (lo < hi) { /* the list is increasing */
+		int64_t mid = lo + (hi - lo) / 2;
+		if (p->records[mid] < r)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	DT_ASSERT(p->records[lo] == r);
+	return lo;
+}
+
 /* ---- the pipeline ---- */
 
 int dt_pipeline_init(struct dt_pipeline *p, struct dt_source *src, int64_t begin, int64_t end,
@@ -217,12 +238,29 @@ int dt_pipeline_configure(struct dt_pipeline *p, const struct dt_pipeline_option
 	return 0;
 }
 
+int dt_pipeline_init_list(struct dt_pipeline *p, struct dt_source *src, const int64_t *records, int64_t n,
+			  int batch_size, int shuffle, uint64_t seed, float rescale, int one_hot)
+{
+	if (n < 1)
+		return dt_error("a part of '%s' holds no records", src->name);
+	for (int64_t i = 0; i < n; i++)
+		if (records[i] < 0 || records[i] >= src->count || (i > 0 && records[i] <= records[i - 1]))
+			return dt_error("record list of '%s' is not increasing within its %lld records (record %lld at %lld)",
+					src->name, (long long)src->count, (long long)records[i], (long long)i);
+	if (dt_pipeline_init(p, src, 0, n, batch_size, shuffle, seed, rescale, one_hot) < 0)
+		return -1;
+	p->records = dt_malloc((size_t)n * sizeof(*p->records));
+	memcpy(p->records, records, (size_t)n * sizeof(*p->records));
+	return 0;
+}
+
 void dt_pipeline_release(struct dt_pipeline *p)
 {
 	dt_prefetch_stop(p);
 	dt_pipeline_worker_free(p->sync);
 	dt_pipeline_cache_free(p);
 	dt_preprocess_release(&p->pre);
+	free(p->records);
 	memset(p, 0, sizeof(*p));
 }
 

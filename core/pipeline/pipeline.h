@@ -2,8 +2,9 @@
  * The input pipeline: order, batching, preprocessing, augmentation, caching
  * and prefetching over a source.
  *
- * A pipeline covers records [begin, end) of a source (validation_split takes
- * the last fraction, as Keras does, before any shuffling). Each epoch has one
+ * A pipeline covers records [begin, end) of a source, or a list of them (a
+ * part of a split: split.h; by default validation_split takes the last
+ * fraction, as Keras does, before any shuffling). Each epoch has one
  * permutation drawn from (seed, epoch), the same on every worker; global batch
  * b is perm[b*B .. b*B+B), the last one possibly shorter. Replicas take
  * contiguous slices of a global batch (dt_batch_slice), so every record is
@@ -33,6 +34,7 @@
 
 #include "core/config/config.h"
 #include "core/pipeline/source.h"
+#include "core/pipeline/split.h"
 
 enum dt_on_error { DT_ON_ERROR_ERROR, DT_ON_ERROR_SKIP };
 enum dt_fill_mode { DT_FILL_REFLECT, DT_FILL_WRAP, DT_FILL_NEAREST, DT_FILL_CONSTANT };
@@ -64,9 +66,13 @@ struct dt_pipeline_config {
 	int has_augment;
 	struct dt_augment augment;
 	const struct dt_node *augment_node;
+	struct dt_split_config split;     /* test_split and split */
 };
 
-/* Reads prefetch, cache, on_error, normalize and augment of the data mapping. 0, or -1 after the error. */
+/*
+ * Reads prefetch, cache, on_error, normalize, augment, test_split and split
+ * of the data mapping. 0, or -1 after the error.
+ */
 int dt_pipeline_config_read(struct dt_pipeline_config *c, const struct dt_node *data);
 void dt_pipeline_config_release(struct dt_pipeline_config *c);
 
@@ -103,7 +109,8 @@ struct dt_cache;
 
 struct dt_pipeline {
 	struct dt_source *src;   /* not owned */
-	int64_t begin, end;      /* records used */
+	int64_t begin, end;      /* records used: [begin, end), or positions in `records` */
+	int64_t *records;        /* NULL, or the records used, increasing (begin 0, end their count); owned */
 	int batch_size;          /* global batch B */
 	int shuffle;
 	uint64_t seed;
@@ -139,6 +146,16 @@ struct dt_batch {
 
 int dt_pipeline_init(struct dt_pipeline *p, struct dt_source *src, int64_t begin, int64_t end,
 		     int batch_size, int shuffle, uint64_t seed, float rescale, int one_hot);
+/*
+ * As dt_pipeline_init, over records[0..n) of src (increasing, within the
+ * source; copied) instead of a range: a part of a split (split.h). The
+ * epoch's order starts from the list, so the list 0..n-1 reads as the range
+ * [0, n) does.
+ */
+int dt_pipeline_init_list(struct dt_pipeline *p, struct dt_source *src, const int64_t *records, int64_t n,
+			  int batch_size, int shuffle, uint64_t seed, float rescale, int one_hot);
+/* The record at position i of p (0 <= i < dt_pipeline_size(p)). */
+int64_t dt_pipeline_record(const struct dt_pipeline *p, int64_t i);
 
 /* The options of one pipeline (augment only for training data; NULL: none). */
 struct dt_pipeline_options {

@@ -216,7 +216,7 @@ int dt_pipeline_normalize_auto(struct dt_pipeline *p)
 	for (int64_t first = 0; first < n; first += B) {
 		int m = (int)(n - first < B ? n - first : B);
 		for (int i = 0; i < m; i++)
-			idx[i] = p->begin + first + i;
+			idx[i] = dt_pipeline_record(p, first + i);
 		if (dt_pipeline_read_records(p, w, idx, m, x, y, bad) < 0)
 			goto out;
 		for (int i = 0; i < m; i++) {

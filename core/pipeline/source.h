@@ -6,6 +6,13 @@
  *
  * A source reads records on the host into float buffers; the pipeline
  * (pipeline.h) decides the order, batches, rescales and moves them on.
+ *
+ * One class map per model: the training source numbers its classes (CSV
+ * label strings in sorted order, PNG class folders, ...); validation and
+ * test sources are opened with that map (dt_source_open_classes), so a file
+ * that lacks a class, or lists them in another order, still numbers each
+ * class as training did. evaluate takes the map from the checkpoint's
+ * class_names when it opens no training data.
  */
 #ifndef DT_SOURCE_H
 #define DT_SOURCE_H
@@ -14,6 +21,16 @@
 
 #include "core/config/config.h"
 #include "core/tensor.h"
+
+/*
+ * The classes of the training data, by which other data number their labels:
+ * n classes, and names[0..n) when the training labels are names (CSV label
+ * strings, PNG folders), NULL when they are class numbers. Not owned.
+ */
+struct dt_class_map {
+	int n;
+	char *const *names;
+};
 
 struct dt_source {
 	const struct dt_source_type *type;
@@ -28,6 +45,16 @@ struct dt_source {
 	 * CIFAR's meta file. NULL otherwise. Checkpoints store them for predict.
 	 */
 	char **class_names;
+	/*
+	 * During open() only (dt_source_open_classes sets it, then NULL): the
+	 * classes to number labels by, or NULL for the source's own numbering.
+	 * A format that knows names (csv, png_folder) numbers each label by its
+	 * name in the map; csv numbers are kept but must be below n. A label
+	 * outside the map makes its record unreadable (an error naming the file
+	 * and row or path, or skipped under data.on_error: skip), and
+	 * num_classes and class_names become the map's. Other formats ignore it.
+	 */
+	const struct dt_class_map *class_map;
 	void *priv;
 };
 
@@ -50,11 +77,40 @@ struct dt_source_type {
 	 */
 	int (*read)(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad);
 	void (*close)(struct dt_source *s); /* frees priv; s may be half-open */
+	/*
+	 * Optional: the class index of every record into out (count), -1 for
+	 * a record known to be unreadable, without decoding samples. Sources without it
+	 * are read whole by dt_source_labels.
+	 */
+	void (*labels)(struct dt_source *s, int32_t *out);
+	/*
+	 * Optional: checks the source's arguments, every key and each value that
+	 * can be judged without its files, and opens nothing, so that the whole
+	 * config is checked before any data is read (open checks them again).
+	 * 0, or -1 after an error naming the YAML position.
+	 */
+	int (*check)(const struct dt_node *args);
 };
 
+/* Checks the arguments of the source `args` describes (a mapping with `format:`) without opening it. 0 or -1. */
+int dt_source_check(const struct dt_node *args, const struct dt_source_type *const *types);
 /* Opens the source described by `args` (a mapping with `format:`) using the table. */
 int dt_source_open(struct dt_source *s, const struct dt_node *args,
 		   const struct dt_source_type *const *types);
+/* The same, numbering labels by `map` (NULL: the source's own numbering); see class_map. */
+int dt_source_open_classes(struct dt_source *s, const struct dt_node *args,
+			   const struct dt_source_type *const *types, const struct dt_class_map *map);
 void dt_source_close(struct dt_source *s);
+/* The classes of map for a message: "'cat', 'dog', ..." (names) or "0 to 9" (numbers). Returns buf. */
+const char *dt_class_map_format(const struct dt_class_map *map, char *buf, size_t size);
+/* Whether the labels are class indices: shape (1,) and num_classes > 0. */
+int dt_source_has_classes(const struct dt_source *s);
+/*
+ * The class index of every record into out (count): the source's labels(),
+ * else every record read in turn (unreadable ones give -1, no error). Only
+ * for sources with class indices (dt_source_has_classes), before any
+ * pipeline reads s. 0, or -1 with the source's error.
+ */
+int dt_source_labels(struct dt_source *s, int32_t *out);
 
 #endif

@@ -3,6 +3,8 @@
 
 Trains on CUDA, the way dtrain does, one of:
 
+  fashion_mlp  models/fashion_mlp.yaml: flatten, dense 512 relu, dropout 0.2,
+               dense 512 relu, dropout 0.2, dense 10 (Adam 1e-3, batch 128);
   fashion_cnn  Keras' MNIST CNN of models/fashion_cnn.yaml on Fashion-MNIST
                (Adam 1e-3, batch 128);
   cnn32        tests/bench/cnn32.yaml: nine 3x3 conv + batch norm + relu
@@ -13,10 +15,14 @@ Trains on CUDA, the way dtrain does, one of:
 with the batches in page-locked host memory copied to the GPU each step
 (non_blocking, as dtrain does), the loss read back every step (dtrain's
 per-step metrics), cudnn.benchmark on, and TF32 off for --precision fp32
-(on for tf32). Reports samples/s of the best epoch (the training loop only).
+(on for tf32). --precision bf16 is dtrain's bf16: float32 weights and
+optimizer, the model's forward under torch.autocast to bfloat16 (matrix
+products and convolutions in bfloat16, float32 accumulation).
+Reports samples/s of the best epoch (the training loop only) and the peak
+memory PyTorch's allocator held (torch.cuda.max_memory_reserved).
 
-    /usr/bin/python3 tests/bench/torch_gpu.py --model fashion_cnn|cnn32
-        [--epochs N] [--steps N] [--precision fp32|tf32] [--json]
+    /usr/bin/python3 tests/bench/torch_gpu.py --model fashion_mlp|fashion_cnn|cnn32
+        [--epochs N] [--steps N] [--batch N] [--precision fp32|tf32|bf16] [--json]
 
 Prints "SKIP: ..." and exits 0 where torch, CUDA or the data is missing.
 """
@@ -64,7 +70,11 @@ def synthetic(n, seed):
 
 def make_model(kind):
     nn = torch.nn
-    if kind == "fashion_cnn":
+    if kind == "fashion_mlp":
+        model = nn.Sequential(
+            nn.Flatten(), nn.Linear(28 * 28, 512), nn.ReLU(), nn.Dropout(0.2),
+            nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
+    elif kind == "fashion_cnn":
         model = nn.Sequential(
             nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
             nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),
@@ -86,10 +96,11 @@ def make_model(kind):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="fashion_cnn", choices=["fashion_cnn", "cnn32"])
+    p.add_argument("--model", default="fashion_cnn", choices=["fashion_mlp", "fashion_cnn", "cnn32"])
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="batches per epoch (default: all)")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32"])
+    p.add_argument("--batch", type=int, default=0, help="batch size (default: the model's)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
     p.add_argument("--data", default=DATA)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
@@ -101,15 +112,16 @@ def main():
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(1)
     dev = torch.device("cuda:0")
-    if a.model == "fashion_cnn":
+    if a.model in ("fashion_mlp", "fashion_cnn"):
         x, y = fashion(a.data)
         batch = 128
     else:
         x, y = synthetic(20480, 1)
         batch = 512
+    batch = a.batch or batch
     x, y = x.pin_memory(), y.pin_memory()
     model = make_model(a.model).to(dev)
-    if a.model == "fashion_cnn":
+    if a.model != "cnn32":
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -130,7 +142,9 @@ def main():
             xb = xs[i:i + batch].to(dev, non_blocking=True)
             yb = ys[i:i + batch].to(dev, non_blocking=True)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+                logits = model(xb)
+            loss = loss_fn(logits.float(), yb)
             loss.backward()
             opt.step()
             total += loss.item() * xb.shape[0]  # one read-back per step, as dtrain
@@ -142,7 +156,8 @@ def main():
             print(f"{a.model} ({a.precision}): epoch {epoch + 1}: {rate:,.0f} samples/s, loss {total / seen:.4f}")
     out = {"model": a.model, "precision": a.precision, "samples_per_sec": best, "batch": batch,
            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "cudnn": torch.backends.cudnn.version()}
+           "cudnn": torch.backends.cudnn.version(),
+           "peak_reserved_mib": torch.cuda.max_memory_reserved(0) / 2**20}
     print(json.dumps(out) if a.json else out)
 
 

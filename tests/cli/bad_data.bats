@@ -236,7 +236,7 @@ fails_naming() {
 	fit_idx images.idx labels.idx --set checkpoint.enabled=true --set checkpoint.dir="$TMP/run"
 	status_is 0
 	head -c 150 images.idx >cut.idx
-	run --separate-stderr "$DTRAIN" evaluate "$MODELS/tiny_idx.yaml" --set checkpoint.dir="$TMP/run" \
+	run --separate-stderr "$DTRAIN" evaluate "$MODELS/tiny_idx.yaml" --checkpoint "$TMP/run/latest.safetensors" \
 		--set data.train.images=images.idx --set data.train.labels=labels.idx \
 		--set data.test.format=idx --set data.test.images=cut.idx --set data.test.labels=labels.idx
 	fails_naming cut.idx "is truncated"

@@ -25,15 +25,17 @@ token_at() {
 }
 
 # expect_error FIXTURE LINE COL TOKEN WORDS...: `dtrain fit FIXTURE ${ARGS[@]}`
-# exits 2, and its stderr is one line starting "FIXTURE:LINE:COL: error: "
-# that contains every one of WORDS. TOKEN is what the fixture holds at
-# LINE:COL ("" to skip that check).
+# (or the command in CMD, with its options) exits 2, and its stderr is one
+# line starting "FIXTURE:LINE:COL: error: " that contains every one of WORDS.
+# TOKEN is what the fixture holds at LINE:COL ("" to skip that check).
 expect_error() {
 	local file=$BAD/$1 line=$2 col=$3 token=$4 w
+	local cmd=("${CMD[@]}")
 	shift 4
 	[ -f "$file" ]
 	[ -z "$token" ] || token_at "$file" "$line" "$col" "$token"
-	run --separate-stderr "$DTRAIN" fit -q "$file" "${ARGS[@]}"
+	[ "${#cmd[@]}" -gt 0 ] || cmd=(fit -q)
+	run --separate-stderr "$DTRAIN" "${cmd[@]}" "$file" "${ARGS[@]}"
 	not_crashed
 	status_is 2
 	[ -z "$output" ]
@@ -189,6 +191,48 @@ expect_error() {
 
 @test "a second YAML document is refused" {
 	expect_error two_documents.yaml 12 1 "---" "a second document is not supported"
+}
+
+# The whole file is checked before any data is read (issue 12, item 7): the
+# late_*.yaml fixtures name data files that do not exist, and the error
+# reported is the one in the file, whichever section holds it.
+
+@test "summary checks distribute: an unknown strategy is exit 2 at its line:col" {
+	CMD=(summary)
+	expect_error unknown_strategy.yaml 13 13 mirored "unknown strategy 'mirored'" "did you mean 'mirrored'?"
+}
+
+@test "a bad distribute key is reported before a missing training file" {
+	expect_error late_distribute_key.yaml 14 3 devcies "unknown key 'devcies' in 'distribute'" \
+		"did you mean 'devices'?"
+	CMD=(evaluate)
+	expect_error late_distribute_key.yaml 14 3 devcies "unknown key 'devcies' in 'distribute'"
+	CMD=(summary)
+	expect_error late_distribute_key.yaml 14 3 devcies "unknown key 'devcies' in 'distribute'"
+}
+
+@test "a bad key in the test source is reported before the training file is opened" {
+	expect_error late_source_key.yaml 12 47 lable "unknown key 'lable' in 'csv'" "did you mean 'label'?"
+	CMD=(predict -q)
+	ARGS=(/dev/null)
+	expect_error late_source_key.yaml 12 47 lable "unknown key 'lable' in 'csv'"
+}
+
+@test "a bad value in the validation source is reported before the training file is opened" {
+	expect_error late_source_value.yaml 10 60 maybe "header must be auto, true or false, not 'maybe'"
+}
+
+@test "with model.input_shape, the layers are checked before the data is opened" {
+	expect_error late_layer_value.yaml 7 22 "0," "'units' must be in [1, 16777216], got 0"
+	CMD=(time)
+	expect_error late_layer_value.yaml 7 22 "0," "'units' must be in [1, 16777216], got 0"
+}
+
+@test "a callback's monitor that fit will not report is a config error before any data" {
+	expect_error late_callback_monitor.yaml 13 7 early_stopping \
+		"'early_stopping' monitors 'val_loss' but fit has no validation data"
+	CMD=(summary)
+	expect_error late_callback_monitor.yaml 13 7 early_stopping "'early_stopping' monitors 'val_loss'"
 }
 
 @test "every fixture in bad_yaml/ has a test" {

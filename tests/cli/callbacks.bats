@@ -162,3 +162,24 @@ fit_blobs() {
 	status_is 2
 	stderr_has "--set:1:" "class 3 is not one of the model's 3 classes"
 }
+
+@test "a regression run monitors val_mae and val_rmse: mode auto takes the lowest, in all four places" {
+	run --separate-stderr "$DTRAIN" fit -q --json "$REPO/models/diabetes_mlp.yaml" --set fit.epochs=4 \
+		--set data.validation_split=0.2 --set checkpoint.dir="$TMP/run" --set 'checkpoint.save_best={monitor: val_mae}' \
+		--set "fit.callbacks=[{reduce_lr_on_plateau: {monitor: val_mae, patience: 0}},
+			{early_stopping: {monitor: val_rmse, patience: 0}},
+			{model_checkpoint: {filepath: '$TMP/mc/rmse-{epoch:02d}', monitor: val_rmse, save_best_only: true}}]"
+	status_is 0
+	# The errors fall every epoch: the lowest is the last.
+	[ "$(events epoch | jq -s '[.[].val_mae] | all(type == "number") and . == (sort | reverse) and length == 4')" = true ]
+	[ "$(events epoch | jq -s '[.[].val_rmse] | . == (sort | reverse)')" = true ]
+	# reduce_lr_on_plateau (patience 0) saw each epoch improve: the rate never fell.
+	[ "$(events epoch | jq -r '.learning_rate' | sort -u)" = 0.01 ]
+	# early_stopping (patience 0) never stopped: four epochs (above); model_checkpoint with
+	# save_best_only wrote every epoch, each a new lowest val_rmse.
+	[ "$(ls "$TMP/mc" | tr '\n' ' ')" = "rmse-01.safetensors rmse-02.safetensors rmse-03.safetensors rmse-04.safetensors " ]
+	# save_best's best.safetensors holds the lowest val_mae: the last epoch's.
+	run safetensors_header "$TMP/run/best.safetensors"
+	[ "$(jq -r '.__metadata__.monitor' <<<"$output")" = val_mae ]
+	[ "$(jq -r '.__metadata__.epoch' <<<"$output")" = 4 ]
+}

@@ -58,17 +58,17 @@ fit_blobs() {
 	[ "$keys" = '["accuracy","epoch","epochs","event","learning_rate","loss","samples_per_sec","seconds","steps","val_accuracy","val_loss"]' ]
 }
 
-@test "--json: stdout holds only JSON objects, epochs then the test result" {
+@test "--json: stdout holds only JSON objects, the strategy, epochs then the test result" {
 	run --separate-stderr fit_blobs --json --set fit.epochs=3
 	status_is 0
-	[ "${#lines[@]}" -eq 4 ]
+	[ "${#lines[@]}" -eq 5 ]
 	for l in "${lines[@]}"; do
 		jq -e 'type == "object"' <<<"$l" >/dev/null || {
 			echo "not a JSON object on stdout: $l" >&2
 			return 1
 		}
 	done
-	[ "$(jq -r '.event' <<<"$output" | tr '\n' ' ')" = "epoch epoch epoch test " ]
+	[ "$(jq -r '.event' <<<"$output" | tr '\n' ' ')" = "strategy epoch epoch epoch test " ]
 	# The progress went to stderr.
 	[[ $stderr == *"Epoch 3/3:"* ]]
 	[[ $output != *"Epoch "* ]]
@@ -94,8 +94,9 @@ fit_blobs() {
 	run ! grep -q $'\r' "$TMP/err"
 	run ! grep -q $'\e' "$TMP/err"
 	run ! env LC_ALL=C grep -q '[[:cntrl:]]' "$TMP/err"
-	# Epoch lines and the test line, nothing else.
-	[ "$(wc -l <"$TMP/err")" -eq 4 ]
+	# The strategy line, epoch lines and the test line, nothing else.
+	[ "$(wc -l <"$TMP/err")" -eq 5 ]
+	grep -q '^dtrain: strategy: ' "$TMP/err"
 	grep -q '^test: 300 samples - accuracy: ' "$TMP/err"
 }
 

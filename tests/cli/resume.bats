@@ -137,6 +137,18 @@ crash_and_resume() {
 	[ "$(metrics "$TMP/mid/out.json")" = "$(metrics "$TMP/ref/out.json" | tail -n 2)" ]
 }
 
+@test "a resumed regression epoch reports the same mae and rmse (checkpoints carry the error sums)" {
+	sed -i 's/units: 3, activation: softmax/units: 1/; s/loss: sparse_categorical_crossentropy/loss: mean_squared_error/
+		/metrics: \[accuracy\]/d' "$TMP/m.yaml"
+	rm -rf "$TMP/ref"
+	reference
+	jq -se 'map(select(.event == "epoch") | has("mae") and has("rmse") and has("val_mae")) | length == 3 and all' \
+		"$TMP/ref/out.json" >/dev/null
+	crash_and_resume reg step:30
+	same_as_reference reg
+	[ "$(metrics "$TMP/reg/out.json")" = "$(metrics "$TMP/ref/out.json" | tail -n 2)" ]
+}
+
 @test "SIGKILL in the middle of a checkpoint write: the previous checkpoint is intact, resume exact" {
 	for n in 2 3 4; do
 		run at "write$n" env DTRAIN_TEST_CRASH_AT=checkpoint-write:$n "$DTRAIN" fit m.yaml -q

@@ -2,18 +2,27 @@
 # Distribution strategies: mirrored (logical CPU replicas), multi_worker_mirrored
 # and parameter_server under mpirun, the exactly-once sharding, the chief-only
 # output, and the timeout that turns a stalled or dead rank into a failed job.
-# Weights are compared with tests/tools/ckpt_diff (relative error <= 1e-5).
+# Weights are compared with tests/tools/ckpt_diff (relative error <= 1e-5), on
+# models with dropout (and augmentation): random draws follow the sample, not
+# the replica that computes it.
 
 load helpers
 
 setup() {
 	common_setup
 	BLOBS=$MODELS/blobs.yaml
+	DROPOUT=$(dropout_layers 0.3 0.2)
 	DIFF=$(dirname "$DTRAIN")/tests/tools/ckpt_diff
 	[ -x "$DIFF" ] || DIFF=$REPO/build/tests/tools/ckpt_diff
 	export OMP_NUM_THREADS=1
 	# Under SANITIZE=1: Open MPI's own allocations are not our leaks.
 	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp:fast_unwind_on_malloc=0}
+}
+
+# dropout_layers RATE1 RATE2: a --set of blobs' network with a second hidden layer and two dropout layers.
+dropout_layers() {
+	echo "model.layers=[{dense: {units: 16, activation: relu}}, {dropout: {rate: $1}},
+		{dense: {units: 16, activation: relu}}, {dropout: {rate: $2}}, {dense: {units: 3, activation: softmax}}]"
 }
 
 # need_mpi: skip when Open MPI's launcher is missing.
@@ -52,13 +61,18 @@ same() {
 	[[ $output == *DIFFERENT* ]]
 }
 
-@test "mirrored with 2 and 3 CPU replicas: the weights of one_device" {
-	fit_blobs one
-	fit_blobs mir2 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+@test "mirrored with 2 and 3 CPU replicas, with dropout: the weights of one_device" {
+	fit_blobs one --set "$DROPOUT"
+	fit_blobs mir2 --set "$DROPOUT" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
 	same one mir2
 	# 32 samples in 3 slices of 10, 11, 11.
-	fit_blobs mir3 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	fit_blobs mir3 --set "$DROPOUT" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
 	same one mir3
+	# The masks changed the weights: the comparisons above were with dropout at work.
+	fit_blobs plain --set "$(dropout_layers 0 0)"
+	run "$DIFF" "$TMP/one/latest.safetensors" "$TMP/plain/latest.safetensors"
+	status_is 1
+	[[ $output == *DIFFERENT* ]]
 }
 
 @test "mirrored: a device listed twice, a GPU, a bad timeout are config errors" {
@@ -76,14 +90,51 @@ same() {
 	stderr_has timeout
 }
 
-@test "multi_worker_mirrored with -np 2 and -np 3: the weights of one_device" {
+@test "multi_worker_mirrored with -np 2 and -np 3, with dropout: the weights of one_device" {
 	need_mpi
-	fit_blobs one
-	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw2"
+	fit_blobs one --set "$DROPOUT"
+	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw2" --set "$DROPOUT"
 	same one mw2
-	mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw3" \
+	mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/mw3" --set "$DROPOUT" \
 		--set distribute.strategy=multi_worker_mirrored
 	same one mw3
+}
+
+# images_args DIR: sets args to the arguments of `dtrain fit` for 2 epochs of
+# 48 random 6x6 images (made once per test) with augmentation and dropout,
+# batch 12, checkpoints in $TMP/DIR.
+images_args() {
+	[ -f "$TMP/images.idx" ] || {
+		idx_images 48 6 6 >"$TMP/images.idx"
+		idx_labels 48 >"$TMP/labels.idx"
+	}
+	args=(fit "$MODELS/tiny_idx.yaml" -q --set data.train.images="$TMP/images.idx"
+		--set data.train.labels="$TMP/labels.idx" --set data.batch_size=12 --set fit.epochs=2
+		--set data.augment='{random_flip: horizontal, random_translation: {height_factor: 0.2, width_factor: 0.2}}'
+		--set 'model.layers=[flatten, {dense: {units: 8, activation: relu}}, {dropout: {rate: 0.4}},
+			{dense: {units: 3, activation: softmax}}]'
+		--set checkpoint.enabled=true --set checkpoint.dir="$TMP/$1")
+}
+
+@test "augmentation and dropout on images: mirrored with 2 and 3 replicas has the weights of one_device" {
+	images_args one
+	"$DTRAIN" "${args[@]}"
+	images_args mir2
+	"$DTRAIN" "${args[@]}" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+	same one mir2
+	# 12 images in slices of 4.
+	images_args mir3
+	"$DTRAIN" "${args[@]}" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	same one mir3
+}
+
+@test "augmentation and dropout on images: multi_worker_mirrored with -np 2 has the weights of one_device" {
+	need_mpi
+	images_args one
+	"$DTRAIN" "${args[@]}"
+	images_args mw2
+	mpi 2 "$DTRAIN" "${args[@]}"
+	same one mw2
 }
 
 @test "multi_worker_mirrored: every sample exactly once per epoch across 3 ranks" {
@@ -374,4 +425,151 @@ killed_run() {
 	echo "$output"
 	[ "$status" -ne 0 ]
 	[[ $output == *"the ranks have from 1 to 2 replicas"*"every rank needs the same number of devices"* ]]
+}
+
+# ---- issue 12, item 8: distribution that says what it does ----
+
+@test "parameter_server: the -np hint is num_ps + 1, and one worker is 'worker'" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=parameter_server --set distribute.num_ps=2
+	status_is 1
+	stderr_has "with num_ps 2 needs at least 3 processes (mpirun -np 3), but the job has 1"
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set distribute.strategy=parameter_server
+	status_is 0
+	grep -q 'parameter_server: epoch 1: 1 worker, 1 server, staleness' <<<"$stderr"
+	! grep -q '1 workers' <<<"$stderr"
+	grep -qx 'dtrain: strategy: parameter_server over 2 processes (1 worker, 1 server), cpu:0 each (as distribute.strategy asks)' \
+		<<<"$stderr"
+}
+
+@test "one_device with a devices list of two is refused, naming the list" {
+	run --separate-stderr fit_blobs x --set distribute.strategy=one_device --set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 2
+	stderr_has "strategy 'one_device' has one replica, but devices names 2; use mirrored"
+}
+
+@test "one_device or mirrored in a job of several processes is refused at distribute.strategy" {
+	cat >"$TMP/m.yaml" <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 3, activation: softmax}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: idx, images: no_such_images, labels: no_such_labels}
+		distribute:
+		  strategy: one_device
+	EOF
+	# What the launcher's environment says is enough, and it is checked before any data is read.
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" -q
+	status_is 2
+	[[ $stderr == "$TMP/m.yaml:8:13: error: strategy 'one_device' trains in one process, but this MPI job (mpirun -np 2) has 2"* ]]
+	stderr_has "write the same run directory"
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" -q --set distribute.strategy=mirrored
+	status_is 2
+	stderr_has "strategy 'mirrored' trains in one process"
+	# summary runs no strategy: the job's processes do not matter to it.
+	OMPI_COMM_WORLD_SIZE=2 run --separate-stderr "$DTRAIN" summary "$BLOBS" --set distribute.strategy=one_device
+	status_is 0
+}
+
+@test "one_device under mpirun -np 2: every rank refuses it, nothing is trained" {
+	need_mpi
+	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set distribute.strategy=one_device --set checkpoint.dir="$TMP/run"
+	[ "$status" -eq 2 ]
+	[ "$(grep -c "error: strategy 'one_device' trains in one process" <<<"$output")" -eq 2 ]
+	[ ! -e "$TMP/run" ]
+}
+
+@test "fit names its strategy and why on stderr, once; -q silences it" {
+	CUDA_VISIBLE_DEVICES= run --separate-stderr fit_blobs x --set fit.epochs=1 --set checkpoint.enabled=false -q
+	status_is 0
+	[[ $stderr != *"strategy:"* ]]
+	CUDA_VISIBLE_DEVICES= run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false
+	status_is 0
+	[ "$(grep -c '^dtrain: strategy: ' <<<"$stderr")" -eq 1 ]
+	[[ ${stderr_lines[0]} == "dtrain: strategy: one_device cpu:0 (no GPU and one process)" ]]
+	# auto with several devices in one process: mirrored, saying so.
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 0
+	[[ ${stderr_lines[0]} == "dtrain: strategy: mirrored over cpu:0, cpu:1 (distribute.devices names 2 devices)" ]]
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1, cpu:2]'
+	status_is 0
+	[[ ${stderr_lines[0]} == "dtrain: strategy: mirrored over cpu:0, cpu:1, cpu:2 (as distribute.strategy asks)" ]]
+}
+
+@test "fit --json: the strategy is the first event, also with -q" {
+	run --separate-stderr "$DTRAIN" fit "$BLOBS" -q --json --set fit.epochs=1 --set checkpoint.enabled=false \
+		--set 'distribute.devices=[cpu:0, cpu:1]'
+	status_is 0
+	[ -z "$stderr" ]
+	jq -e '.event == "strategy" and .strategy == "mirrored" and .devices == ["cpu:0", "cpu:1"] and
+		.processes == 1 and .replicas == 2 and .reason == "distribute.devices names 2 devices"' \
+		<<<"${lines[0]}" >/dev/null
+	[ "$(events strategy | wc -l)" -eq 1 ]
+}
+
+@test "multi_worker_mirrored under mpirun: the chief alone names the strategy" {
+	need_mpi
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=1 --set checkpoint.enabled=false
+	status_is 0
+	[ "$(grep -c '^dtrain: strategy: ' <<<"$stderr")" -eq 1 ]
+	grep -qx 'dtrain: strategy: multi_worker_mirrored over 2 processes, cpu:0 each (the MPI job has 2 processes)' \
+		<<<"$stderr"
+}
+
+@test "Ctrl-C on mpirun: every rank stops after the same step, the chief's checkpoint, no MPI_Abort, a hint with mpirun" {
+	need_mpi
+	# mpirun turns SIGINT into SIGTERM for every rank, and kills them 3 s later (1 s by default).
+	# Each rank records its exit status; the shell waits for dtrain.
+	OMPI_MCA_odls_base_sigkill_timeout=3 DTRAIN_TRACE_SAMPLES=$TMP/trace mpi 2 sh -c \
+		'echo $PPID >"$0/mpirun.pid"; trap : TERM; "$@"; echo $? >"$0/status.$OMPI_COMM_WORLD_RANK"' "$TMP" \
+		"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1000000 --set checkpoint.dir="$TMP/run" >"$TMP/out" 2>&1 &
+	local job=$!
+	for _ in $(seq 300); do [ -s "$TMP/trace.0" ] && [ -s "$TMP/trace.1" ] && [ -s "$TMP/mpirun.pid" ] && break; sleep 0.1; done
+	sleep 0.5
+	kill -INT "$(cat "$TMP/mpirun.pid")"
+	status=0
+	wait $job || status=$?
+	output=$(cat "$TMP/out")
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$(cat "$TMP/status.0")" -eq 143 ]
+	[ "$(cat "$TMP/status.1")" -eq 143 ]
+	[[ $output != *MPI_ABORT* && $output != *"aborting the job"* ]]
+	[[ $output =~ "checkpoint '$TMP/run/"(ckpt-[0-9]+-[0-9]+\.safetensors)"' written" ]]
+	local ckpt=${BASH_REMATCH[1]}
+	[ "$(readlink "$TMP/run/latest.safetensors")" = "$ckpt" ]
+	grep -q "^resume with: mpirun -np 2 dtrain fit $BLOBS --resume --set 'fit.epochs=1000000'" <<<"$output"
+	# The hint works: the same job resumes there (to the end of that epoch, here).
+	[[ $ckpt =~ ckpt-0*([0-9]+)- ]]
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs="${BASH_REMATCH[1]}" \
+		--set checkpoint.dir="$TMP/run" --resume
+	status_is 0
+}
+
+@test "parameter_server with 2 and 3 workers: one SGD step moves the weights by lr x each worker's slice mean, summed" {
+	need_mpi
+	# One global batch of 12: plain SGD, no momentum, so the order the pushes arrive in does not matter.
+	local step=(fit "$BLOBS" -q --set fit.epochs=1 --set fit.steps_per_epoch=1 --set data.batch_size=12)
+	local ps=(--set distribute.strategy=parameter_server --set 'compile.optimizer={sgd: {learning_rate: 1}}')
+	for lr in 1 2 3; do
+		"$DTRAIN" "${step[@]}" --set "compile.optimizer={sgd: {learning_rate: $lr}}" --set checkpoint.dir="$TMP/one$lr"
+	done
+	# W workers each push their slice's mean (the global mean's sum over the slice, times W), applied at
+	# lr 1: the move of one device taking the global batch's mean at lr W.
+	run --separate-stderr mpi 3 "$DTRAIN" "${step[@]}" "${ps[@]}" --set distribute.num_ps=1 --set checkpoint.dir="$TMP/ps2"
+	status_is 0
+	same one2 ps2
+	# 3 workers of 4 samples, 2 servers holding a shard each.
+	run --separate-stderr mpi 5 "$DTRAIN" "${step[@]}" "${ps[@]}" --set distribute.num_ps=2 --set checkpoint.dir="$TMP/ps3"
+	status_is 0
+	same one3 ps3
+	# A factor of the worker count wrong or missing would show: the steps differ by more than rounding.
+	run "$DIFF" "$TMP/one1/latest.safetensors" "$TMP/ps2/latest.safetensors"
+	status_is 1
+	run "$DIFF" "$TMP/one2/latest.safetensors" "$TMP/ps3/latest.safetensors"
+	status_is 1
 }

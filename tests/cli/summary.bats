@@ -98,3 +98,20 @@ setup() {
 	[ -z "$output" ]
 	[[ $stderr == *"--set:1:28: error: 'units' must be an integer, got 'abc'"* ]]
 }
+
+@test "summary checks the whole file: a bad strategy or data source argument is exit 2, before any data" {
+	run --separate-stderr "$DTRAIN" summary "$FASHION" --set distribute.strategy=foo
+	status_is 2
+	[[ $stderr == "--set:1:21: error: unknown strategy 'foo'"* ]]
+	# The test source's typo, although summary reads no test data (and the input shape is given).
+	run --separate-stderr "$DTRAIN" summary "$FASHION" --set data.test.imagez=x
+	status_is 2
+	[[ $stderr == "--set:1:11: error: unknown key 'imagez' in 'idx'; did you mean 'images'?" ]]
+}
+
+@test "summary does not ask for the processes a strategy runs in: parameter_server without mpirun" {
+	run --separate-stderr "$DTRAIN" summary "$FASHION" --set distribute.strategy=parameter_server
+	status_is 0
+	[ -z "$stderr" ]
+	[ "${lines[0]}" = 'Model: "fashion_mlp"' ]
+}

@@ -411,13 +411,16 @@ def check_forward(c, xs, params, y):
         sys.exit(f"{c['name']}: torch and the numpy loop disagree (shapes {y.shape} {want.shape}, error {err})")
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Writes the reference fixtures of tests/unit/test_ref.c.")
+def write_cases(description, cases, run_case, summary):
+    """The command line of a fixture script: -o DIR, --list, case names.
+    run_case(case, seed) gives (tensors, metadata); summary names what a case
+    tests (a metadata key) in the line printed for each file."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("-o", "--out", default=HERE, help="output directory (default: tests/ref)")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
     opt = ap.parse_args()
-    names = [c["name"] for c in CASES]
+    names = [c["name"] for c in cases]
     if opt.list:
         print("\n".join(names))
         return
@@ -426,15 +429,15 @@ def main():
         sys.exit(f"unknown case(s): {', '.join(unknown)}; --list shows them")
     torch.use_deterministic_algorithms(True)
     os.makedirs(opt.out, exist_ok=True)
-    for c in CASES:
+    for c in cases:
         if opt.cases and c["name"] not in opt.cases:
             continue
         # Seeded by name: adding or reordering cases leaves the others' files as they are.
         tensors, meta = run_case(c, seed=zlib.crc32(c["name"].encode()))
         path = os.path.join(opt.out, c["name"] + ".safetensors")
         save_safetensors(path, tensors, meta)
-        print(f"{path}: {os.path.getsize(path)} bytes  {meta['layer']}")
+        print(f"{path}: {os.path.getsize(path)} bytes  {meta[summary]}")
 
 
 if __name__ == "__main__":
-    main()
+    write_cases("Writes the reference fixtures of tests/unit/test_ref.c.", CASES, run_case, "layer")

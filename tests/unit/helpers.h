@@ -53,9 +53,14 @@ static inline char *dt_test_write_file(const char *suffix, const void *data, siz
 	return path;
 }
 
-/* Opens a data source from YAML text built like printf; dt_source_open's result. */
-static inline int dt_test_open_source(struct dt_source *s, const char *fmt, ...) DT_PRINTF(2, 3);
-static inline int dt_test_open_source(struct dt_source *s, const char *fmt, ...)
+/*
+ * Opens a data source from YAML text built like printf, numbering its classes
+ * by the training classes `map` (dt_source_open_classes); its result.
+ */
+static inline int dt_test_open_source_classes(struct dt_source *s, const struct dt_class_map *map, const char *fmt,
+					      ...) DT_PRINTF(3, 4);
+static inline int dt_test_open_source_classes(struct dt_source *s, const struct dt_class_map *map, const char *fmt,
+					      ...)
 {
 	char text[8192];
 	struct dt_doc *d;
@@ -67,10 +72,13 @@ static inline int dt_test_open_source(struct dt_source *s, const char *fmt, ...)
 	va_end(ap);
 	d = dt_doc_parse("test.yaml", text, ".");
 	assert_non_null(d);
-	rc = dt_source_open(s, dt_doc_root(d), dt_source_types);
+	rc = dt_source_open_classes(s, dt_doc_root(d), dt_source_types, map);
 	dt_doc_free(d);
 	return rc;
 }
+
+/* The same with the source's own numbering (dt_source_open). */
+#define dt_test_open_source(s, ...) dt_test_open_source_classes((s), NULL, __VA_ARGS__)
 
 /* Asserts that the last error message contains `needle`. */
 #define assert_error_contains(needle) \

@@ -103,6 +103,65 @@ static void test_csv_numeric_labels_no_header(void **state)
 	drop(f);
 }
 
+/*
+ * A test file numbers its labels by the training classes: one that lacks a
+ * class (versicolor) keeps virginica as class 2; a label training never saw
+ * is a bad row naming the row, skipped with bad[]; class numbers must be
+ * below the training count.
+ */
+static void test_csv_class_map(void **state)
+{
+	static char *const train[] = { "setosa", "versicolor", "virginica" };
+	const struct dt_class_map names = { 3, train }, numbers = { 3, NULL };
+	char *f = write_text(".csv", "a,b,species\n1,2,virginica\n3,4,setosa\n5,6,dog\n7,8,virginica\n");
+	struct dt_source s;
+	int64_t idx[4] = { 0, 1, 2, 3 };
+	float x[8], y[4];
+	uint8_t bad[4];
+	int32_t labels[4];
+
+	assert_int_equal(dt_test_open_source_classes(&s, &names, "{format: csv, path: '%s'}", f), 0);
+	assert_int_equal(s.count, 4);
+	assert_int_equal(s.num_classes, 3);
+	assert_string_equal(s.class_names[1], "versicolor");
+	assert_int_equal(s.type->read(&s, idx, 4, x, y, bad), 0);
+	assert_true(!bad[0] && !bad[1] && bad[2] && !bad[3]);
+	assert_true(y[0] == 2 && y[1] == 0 && y[3] == 2); /* on its own the file would number virginica 1 */
+	s.type->labels(&s, labels);
+	assert_true(labels[0] == 2 && labels[1] == 0 && labels[2] == -1 && labels[3] == 2);
+	assert_int_equal(s.type->read(&s, idx + 2, 1, x, y, NULL), -1);
+	assert_error_contains(f);
+	assert_error_contains("row 4: label 'dog' is not a class of the training data ('setosa', 'versicolor', 'virginica')");
+	dt_source_close(&s);
+
+	/* Without the map the file numbers its own classes. */
+	assert_int_equal(dt_test_open_source(&s, "{format: csv, path: '%s'}", f), 0);
+	assert_int_equal(s.num_classes, 3);
+	assert_string_equal(s.class_names[2], "virginica");
+	dt_source_close(&s);
+	drop(f);
+
+	/* Class numbers: kept, but one from the training class count up is a bad row. */
+	f = write_text(".csv", "1,2,0\n3,4,2\n5,6,3\n");
+	assert_int_equal(dt_test_open_source_classes(&s, &numbers, "{format: csv, path: '%s'}", f), 0);
+	assert_int_equal(s.num_classes, 3);
+	assert_null(s.class_names);
+	assert_int_equal(s.type->read(&s, idx, 3, x, y, bad), 0);
+	assert_true(!bad[0] && !bad[1] && bad[2] && y[0] == 0 && y[1] == 2);
+	assert_int_equal(s.type->read(&s, idx + 2, 1, x, y, NULL), -1);
+	assert_error_contains("row 3: label '3' is not a class of the training data (0 to 2)");
+	dt_source_close(&s);
+	drop(f);
+
+	/* No row has a training class: an error when the file is opened. */
+	f = write_text(".csv", "1,2,dog\n3,4,cat\n");
+	dt_error_set_quiet(1);
+	assert_int_equal(dt_test_open_source_classes(&s, &names, "{format: csv, path: '%s'}", f), -1);
+	dt_error_set_quiet(0);
+	assert_error_contains("has no readable row; the first: row 1: label 'dog' is not a class");
+	drop(f);
+}
+
 static void test_csv_gzip_tab_quotes_shape(void **state)
 {
 	static const char text[] = "a\tb\tc\td\tname\n1\t2\t3\t4\t\"x\ty\"\n5\t6\t7\t8\t\"say \"\"hi\"\"\"\n";
@@ -688,6 +747,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_csv_categorical),
 		cmocka_unit_test(test_csv_numeric_labels_no_header),
+		cmocka_unit_test(test_csv_class_map),
 		cmocka_unit_test(test_csv_gzip_tab_quotes_shape),
 		cmocka_unit_test(test_csv_bad_rows),
 		cmocka_unit_test(test_csv_errors),

@@ -277,8 +277,8 @@ static void test_dropout_same_mask(void **state)
 	need_gpu();
 	struct dt_shape s = sh(2, 100, 333, 0, 0);
 	struct pair x = pair_rnd(s, 5, -1, 1), y = pair_new(s, NULL), m = pair_new(s, NULL);
-	dt_op_dropout(&x.c, &y.c, &m.c, 0.3f, 0x1234567890abcdefull);
-	dt_op_dropout(&x.g, &y.g, &m.g, 0.3f, 0x1234567890abcdefull);
+	dt_op_dropout(&x.c, &y.c, &m.c, 0.3f, 0x1234567890abcdefull, 777);
+	dt_op_dropout(&x.g, &y.g, &m.g, 0.3f, 0x1234567890abcdefull, 777);
 	expect_equal("dropout mask", &m);
 	expect_equal("dropout output", &y);
 	pair_free(&x);
@@ -367,6 +367,21 @@ static void test_count_correct(void **state)
 	pair_free(&pred);
 	pair_free(&onehot);
 	pair_free(&sparse);
+}
+
+static void test_error_sums(void **state)
+{
+	enum { N = 1000, C = 3 };
+	need_gpu();
+	struct pair pred = pair_rnd(sh(2, N, C, 0, 0), 92, -3, 3), target = pair_rnd(sh(2, N, C, 0, 0), 93, -3, 3);
+	double g[2], c[2];
+	dt_op_error_sums(&pred.g, &target.g, g);
+	dt_op_error_sums(&pred.c, &target.c, c);
+	assert_float_equal(g[0], c[0], 1e-9 * c[0]);
+	assert_float_equal(g[1], c[1], 1e-9 * c[1]);
+	assert_true(c[0] > 0 && c[1] > 0);
+	pair_free(&pred);
+	pair_free(&target);
 }
 
 /* ---- optimizers ---- */
@@ -634,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_dropout_same_mask),
 		cmocka_unit_test(test_losses),
 		cmocka_unit_test(test_count_correct),
+		cmocka_unit_test(test_error_sums),
 		cmocka_unit_test(test_optimizers),
 		cmocka_unit_test(test_regularize),
 		cmocka_unit_test(test_conv),

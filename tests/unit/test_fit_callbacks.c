@@ -1,13 +1,16 @@
 /*
  * fit.callbacks: the list's errors, early_stopping and reduce_lr_on_plateau
  * on scripted metric sequences (patience, min_delta, baseline, start_from_epoch,
- * cooldown, min_lr, modes), restore_best_weights, state_save -> state_load
+ * cooldown, min_lr, modes), mode: auto for every monitored name in the four
+ * monitoring items, restore_best_weights, state_save -> state_load
  * round trips that continue identically, and csv_logger's file and numbers.
  */
 #include <math.h>
 
 #include "helpers.h"
 
+#include "core/checkpoint/checkpointer.h"
+#include "core/config/run_config.h"
 #include "core/fit/fit_callbacks.h"
 #include "core/model/model.h"
 #include "core/model/optimizer.h"
@@ -75,13 +78,99 @@ static void test_config_errors(void **state)
 	assert_int_equal(parse(&c, "callbacks: [{csv_logger: {separator: ''}}]\n"), -1);
 	/* A monitored metric fit will not report. */
 	assert_int_equal(parse(&c, "callbacks: [early_stopping]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 1, 0), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 0), -1);
 	assert_error_contains("no validation data");
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 1), 0);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1), 0);
 	assert_int_equal(parse(&c, "callbacks: [{reduce_lr_on_plateau: {monitor: accuracy}}]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 1), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1), -1);
 	assert_error_contains("'accuracy'");
+	/* MAE and RMSE: only for a regression loss or with metrics: [mae] or [rmse]. */
+	assert_int_equal(parse(&c, "callbacks: [{early_stopping: {monitor: val_rmse}}]\n"), 0);
+	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 1), -1);
+	assert_error_contains("monitors 'val_rmse'");
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 1, 1), 0);
+	assert_int_equal(parse(&c, "callbacks: [{reduce_lr_on_plateau: {monitor: val_acuracy}}]\n"), -1);
+	assert_error_contains("did you mean 'val_accuracy'");
 	dt_error_set_quiet(0);
+}
+
+/*
+ * Which way each of the four monitoring items (checkpoint.save_best,
+ * model_checkpoint, early_stopping, reduce_lr_on_plateau) takes a metric,
+ * for every metric fit reports, from one model file: 1 when higher is better.
+ */
+static void monitor_directions(const char *yaml, const char *name, const char *mode, int out[4])
+{
+	struct dt_run_config cfg;
+	struct dt_checkpointer ck = { 0 };
+	struct dt_early_stopping e;
+	struct dt_reduce_lr p;
+	char sets[3][512];
+	char *argv[3] = { sets[0], sets[1], sets[2] };
+
+	snprintf(sets[0], sizeof(sets[0]), "checkpoint.save_best={monitor: %s, mode: %s}", name, mode);
+	snprintf(sets[1], sizeof(sets[1]),
+		 "fit.callbacks=[{early_stopping: {monitor: %s, mode: %s}}, {reduce_lr_on_plateau: {monitor: %s, mode: %s}},"
+		 " {model_checkpoint: {filepath: m, monitor: %s, mode: %s}}]", name, mode, name, mode, name, mode);
+	snprintf(sets[2], sizeof(sets[2]), "compile.metrics=[accuracy, mae]");
+	if (dt_run_config_load(&cfg, yaml, argv, 3) < 0)
+		fail_msg("monitor '%s', mode %s: %s", name, mode, dt_error_last());
+	dt_checkpointer_configure(&ck, &cfg);
+	dt_early_stopping_init(&e, &cfg.callback_cfg.early, NULL, NULL);
+	dt_reduce_lr_init(&p, &cfg.callback_cfg.plateau, NULL);
+	assert_int_equal(cfg.nmodel_checkpoints, 1);
+	out[0] = ck.mode > 0;
+	out[1] = cfg.model_checkpoints[0].mode > 0;
+	out[2] = e.greater;
+	out[3] = p.greater;
+	dt_early_stopping_release(&e);
+	dt_run_config_release(&cfg);
+}
+
+/*
+ * mode: auto is Keras' rule for every name fit's logs hold: max for the
+ * accuracies, min for losses, errors and the learning rate; the four items
+ * agree, and an explicit min or max wins.
+ */
+static void test_monitor_modes(void **state)
+{
+	static const struct { const char *name; int greater; } want[] = {
+		{ "loss", 0 }, { "accuracy", 1 }, { "mae", 0 }, { "rmse", 0 }, { "val_loss", 0 },
+		{ "val_accuracy", 1 }, { "val_mae", 0 }, { "val_rmse", 0 }, { "learning_rate", 0 },
+	};
+	static const char *const items[] = { "save_best", "model_checkpoint", "early_stopping", "reduce_lr_on_plateau" };
+	static const char yaml[] = "model: {input_shape: [2], layers: [{dense: {units: 1}}]}\n"
+				   "compile: {optimizer: sgd, loss: mean_squared_error}\n"
+				   "data: {train: {format: synthetic, kind: blobs, samples: 10, classes: 2, features: 2},\n"
+				   "       validation_split: 0.2}\n";
+	struct dt_logs logs = { .has_accuracy = 1, .has_errors = 1, .has_val = 1, .has_learning_rate = 1 };
+	char *path = dt_test_write_file(".yaml", yaml, sizeof(yaml) - 1);
+	size_t n = sizeof(want) / sizeof(want[0]), names = 0;
+	int got[4];
+
+	while (dt_monitor_names[names])
+		names++;
+	assert_int_equal(names, n); /* a new name needs its line above */
+	for (size_t i = 0; i < n; i++) {
+		assert_string_equal(dt_monitor_names[i], want[i].name);
+		/* Every name is one that fit's logs hold. */
+		assert_false(isnan(dt_logs_get(&logs, want[i].name)));
+		monitor_directions(path, want[i].name, "auto", got);
+		for (int k = 0; k < 4; k++)
+			if (got[k] != want[i].greater)
+				fail_msg("%s with mode auto takes '%s' as %s is better", items[k], want[i].name,
+					 got[k] ? "higher" : "lower");
+		monitor_directions(path, want[i].name, "max", got);
+		assert_true(got[0] && got[1] && got[2] && got[3]);
+		monitor_directions(path, want[i].name, "min", got);
+		assert_false(got[0] || got[1] || got[2] || got[3]);
+	}
+	/* Keras' other accuracy-like names, were they reported. */
+	assert_true(dt_monitor_greater(DT_MONITOR_AUTO, "val_auc") && dt_monitor_greater(DT_MONITOR_AUTO, "precision") &&
+		    dt_monitor_greater(DT_MONITOR_AUTO, "recall") && dt_monitor_greater(DT_MONITOR_AUTO, "acc"));
+	assert_false(dt_monitor_greater(DT_MONITOR_AUTO, NULL));
+	unlink(path);
+	free(path);
 }
 
 static struct dt_early_stopping_config early_cfg(const char *monitor, int64_t patience)
@@ -465,7 +554,7 @@ static void test_terminate_on_nan(void **state)
 {
 	struct dt_doc *d = dt_doc_parse("m.yaml", "layers: [{dense: {units: 4}}, {dense: {units: 2}}, {dense: {units: 2}}]\n", ".");
 	struct dt_shape in = dt_shape_make(1, (int[]){ 3 });
-	struct dt_step_ctx ctx = { 1, 0 };
+	struct dt_step_ctx ctx = { .training = 1 };
 	struct dt_strategy s = { .nreplicas = 1 };
 	struct dt_trainer t = { .strategy = &s };
 	struct dt_terminate_on_nan n;
@@ -621,6 +710,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config),
 		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_monitor_modes),
 		cmocka_unit_test(test_early_stopping),
 		cmocka_unit_test(test_early_stopping_baseline),
 		cmocka_unit_test(test_early_stopping_state),

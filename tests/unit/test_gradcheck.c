@@ -100,7 +100,7 @@ static void check_example(const struct dt_layer_type *type, const struct dt_laye
 		f.x.data[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
 	for (int64_t i = 0; i < ny; i++)
 		f.r[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
-	f.ctx = (struct dt_step_ctx){ 1, 1234 };
+	f.ctx = (struct dt_step_ctx){ .training = 1, .key = 1234 };
 
 	objective(&f);
 	memcpy(f.dy.data, f.r, ny * sizeof(float));

@@ -94,6 +94,42 @@ static void test_errors(void **state)
 	release(&b);
 }
 
+/* Sizes count in 64 bits and saturate; what no tensor or memory holds is refused at the layer. */
+static void test_sizes(void **state)
+{
+	struct built b;
+	struct dt_shape big = dt_shape_make(3, (int[]){ INT32_MAX, INT32_MAX, INT32_MAX });
+	int largest = -1;
+
+	assert_true(dt_count_mul(INT64_MAX / 2, 3) == INT64_MAX);
+	assert_true(dt_count_add(INT64_MAX - 1, 2) == INT64_MAX);
+	assert_true(dt_count_mul(1 << 20, 1 << 20) == (int64_t)1 << 40);
+	assert_true(dt_shape_count(&big) == INT64_MAX);
+	/* flatten of (65537, 65536) would be 4,295,032,832 values: not truncated, refused */
+	assert_int_equal(build(&b, "layers:\n  - flatten\n", 2, (int[]){ 65537, 65536 }), -1);
+	assert_error_contains("4,295,032,832 values per sample");
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - reshape: {target_shape: [16, 16, 16]}\n"
+				   "  - conv2d: {filters: 16777216, kernel_size: 1}\n", 1, (int[]){ 4096 }), -1);
+	assert_error_contains("layer 'conv2d' maps input (None, 16, 16, 16) to (None, 16, 16, 16777216)");
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 128}\n  - dense: {units: 16777216}\n", 1,
+			       (int[]){ 16384 }), -1);
+	assert_error_contains("layer 'dense_1' brings the model's parameters to 2,149,580,928; one model holds at "
+			      "most 2,147,483,647");
+	release(&b);
+	/* dense 3 -> 2, linear: 8 parameters, each with its gradient and 2 slots; input and 2 x output at batch 4 */
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 2}\n", 1, (int[]){ 3 }), 0);
+	assert_true(dt_model_bytes(&b.m, 4, 2, &largest) == (8 * 4 + 4 * 3 + 4 * 2 * 2) * 4);
+	assert_int_equal(largest, 0);
+	assert_int_equal(dt_model_check_memory(&b.m, 4, 1, 2, 240, "the test's budget"), 0);
+	assert_int_equal(dt_model_check_memory(&b.m, 4, 2, 2, 479, "the test's budget"), -1);
+	assert_error_contains("layer 'dense' needs 192.00 B (192 bytes) at batch 4");
+	assert_error_contains("480 bytes) in all with its 2 replicas, more than the 479.00 B (479 bytes) of the "
+			      "test's budget");
+	release(&b);
+}
+
 static void test_init_is_seeded(void **state)
 {
 	struct built a, b;
@@ -298,7 +334,7 @@ static void test_snapshot_round_trip(void **state)
 static void test_layer_by_layer(void **state)
 {
 	struct built b;
-	struct dt_step_ctx ctx = { 1, 99 };
+	struct dt_step_ctx ctx = { .training = 1, .key = 99 };
 	struct dt_tensor x, y, dy;
 	float out[4 * 3], grads[8 * 5 + 5 + 5 * 3 + 3], *sentinel;
 	int n = 4;
@@ -341,6 +377,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shapes_and_names),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_init_is_seeded),
 		cmocka_unit_test(test_optimizer_steps),
 		cmocka_unit_test(test_clipnorm_per_tensor),

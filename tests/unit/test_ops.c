@@ -118,17 +118,23 @@ static void test_dropout(void **state)
 	int zeros = 0;
 	for (int i = 0; i < N; i++)
 		x[i] = 1;
-	dt_op_dropout(&X, &Y, &M, 0.3f, 42);
+	dt_op_dropout(&X, &Y, &M, 0.3f, 42, 0);
 	for (int i = 0; i < N; i++) {
 		zeros += y[i] == 0;
 		if (y[i] != 0)
 			assert_float_equal(y[i], 1 / 0.7, 1e-6);
 	}
 	assert_in_range(zeros, 29000, 31000);
-	dt_op_dropout(&X, &Y2, &M, 0.3f, 42);
+	dt_op_dropout(&X, &Y2, &M, 0.3f, 42, 0);
 	assert_memory_equal(y, y2, N * sizeof(float)); /* same key, same mask */
-	dt_op_dropout(&X, &Y2, &M, 0.3f, 43);
+	dt_op_dropout(&X, &Y2, &M, 0.3f, 43, 0);
 	assert_memory_not_equal(y, y2, N * sizeof(float));
+	/* A replica's slice from element 1234 of the batch draws the batch's mask there. */
+	struct dt_tensor Xs = mat(x, 1, N - 1234), Ys = mat(y2, 1, N - 1234), Ms = mat(m, 1, N - 1234);
+	dt_op_dropout(&Xs, &Ys, &Ms, 0.3f, 42, 1234);
+	assert_memory_equal(y + 1234, y2, (N - 1234) * sizeof(float));
+	dt_op_dropout(&Xs, &Ys, &Ms, 0.3f, 42, 0);
+	assert_memory_not_equal(y + 1234, y2, (N - 1234) * sizeof(float));
 	free(x);
 	free(y);
 	free(y2);
@@ -144,6 +150,31 @@ static void test_count_correct(void **state)
 	assert_int_equal(dt_op_count_correct(DT_ACC_SPARSE, &P, &S, 0), 1);
 	assert_int_equal(dt_op_count_correct(DT_ACC_CATEGORICAL, &P, &O, 0), 2);
 	assert_int_equal(dt_op_count_correct(DT_ACC_BINARY, &B, &BT, 0.5f), 3);
+}
+
+/* MAE and RMSE's sums over every element, by hand; a large batch takes the parallel path. */
+static void test_error_sums(void **state)
+{
+	enum { R = 3000, C = 3 };
+	float p[4] = { 1, -2, 0.5f, 4 }, t[4] = { 0, 1, 0.5f, 2 };
+	float *bp = malloc(sizeof(float) * R * C), *bt = malloc(sizeof(float) * R * C);
+	struct dt_tensor P = mat(p, 2, 2), T = mat(t, 2, 2), BP = mat(bp, R, C), BT = mat(bt, R, C);
+	double sums[2], abs_ref = 0, sq_ref = 0;
+	dt_op_error_sums(&P, &T, sums);
+	assert_float_equal(sums[0], 1 + 3 + 0 + 2, 0);
+	assert_float_equal(sums[1], 1 + 9 + 0 + 4, 0);
+	fill_random(bp, R * C, 7);
+	fill_random(bt, R * C, 8);
+	for (int i = 0; i < R * C; i++) {
+		double d = (double)bp[i] - bt[i];
+		abs_ref += fabs(d);
+		sq_ref += d * d;
+	}
+	dt_op_error_sums(&BP, &BT, sums);
+	assert_float_equal(sums[0], abs_ref, 1e-9 * abs_ref);
+	assert_float_equal(sums[1], sq_ref, 1e-9 * sq_ref);
+	free(bp);
+	free(bt);
 }
 
 static void test_loss_values(void **state)
@@ -196,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_softmax_large_logits),
 		cmocka_unit_test(test_dropout),
 		cmocka_unit_test(test_count_correct),
+		cmocka_unit_test(test_error_sums),
 		cmocka_unit_test(test_loss_values),
 		cmocka_unit_test(test_elementwise),
 	};

@@ -2,7 +2,8 @@
  * The input pipeline over a fake source whose record i has x = (i, -i) and
  * label i % 5: order per epoch, batching, sub-ranges, rescale and one-hot;
  * replica slices; prefetch against synchronous reads; cache; unreadable
- * records; normalization; and augmentation over a fake image source.
+ * records; normalization; augmentation over a fake image source; pipelines
+ * over record lists and the splits that make them.
  */
 #include <math.h>
 
@@ -44,7 +45,7 @@ static int fake_read(struct dt_source *s, const int64_t *idx, int n, float *x, f
 	return 0;
 }
 
-static const struct dt_source_type fake_type = { "fake", NULL, fake_read, NULL };
+static const struct dt_source_type fake_type = { .name = "fake", .read = fake_read };
 
 static struct dt_source fake_source(int64_t count)
 {
@@ -207,6 +208,61 @@ static void test_sub_range(void **state)
 	assert_int_equal(dt_pipeline_init(&p, &s, 30, 70, 7, 1, 1, 1, 0), 0);
 	assert_each_once(order, read_epoch(&p, 2, order), 30, 70);
 	dt_pipeline_release(&p);
+}
+
+/* A pipeline over a list of records: each listed record once per epoch, the list 0..n-1 as the range. */
+static void test_record_list(void **state)
+{
+	static const int64_t list[] = { 3, 5, 6, 10, 11, 17, 40, 49 };
+	struct dt_source s = fake_source(50);
+	struct dt_pipeline p, q;
+	int64_t order[50], range[50], all[50], seen = 0;
+
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 8, 3, 1, 1, 1, 0), 0);
+	assert_int_equal(dt_pipeline_size(&p), 8);
+	assert_int_equal(dt_pipeline_steps(&p), 3);
+	assert_int_equal(dt_pipeline_record(&p, 6), 40);
+	assert_int_equal(read_epoch(&p, 0, order), 8);
+	for (int i = 0; i < 8; i++)
+		for (int j = 0; j < 8; j++)
+			seen += order[i] == list[j];
+	assert_int_equal(seen, 8);
+	dt_pipeline_release(&p);
+
+	/* Unshuffled, in list order. */
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 8, 3, 0, 1, 1, 0), 0);
+	read_epoch(&p, 0, order);
+	assert_memory_equal(order, list, sizeof(list));
+	dt_pipeline_release(&p);
+
+	/* The list 0..49 gives the batches of the range [0, 50), shuffled the same way. */
+	for (int i = 0; i < 50; i++)
+		all[i] = i;
+	assert_int_equal(dt_pipeline_init_list(&p, &s, all, 50, 7, 1, 9, 1, 0), 0);
+	assert_int_equal(dt_pipeline_init(&q, &s, 0, 50, 7, 1, 9, 1, 0), 0);
+	for (int epoch = 0; epoch < 2; epoch++) {
+		read_epoch(&p, epoch, order);
+		read_epoch(&q, epoch, range);
+		assert_memory_equal(order, range, sizeof(order));
+	}
+	dt_pipeline_release(&p);
+	dt_pipeline_release(&q);
+
+	/* Through the cache: each listed record read once. */
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 8, 3, 1, 1, 1, 0), 0);
+	assert_int_equal(dt_pipeline_configure(&p, &(struct dt_pipeline_options){ 0, 1, DT_ON_ERROR_ERROR, NULL, 0 }), 0);
+	fake_reads = 0;
+	for (int epoch = 0; epoch < 3; epoch++)
+		assert_int_equal(read_epoch(&p, epoch, order), 8);
+	assert_int_equal(fake_reads, 8);
+	dt_pipeline_release(&p);
+
+	/* Lists that are empty, out of order or out of range. */
+	assert_int_equal(dt_pipeline_init_list(&p, &s, list, 0, 3, 0, 1, 1, 0), -1);
+	assert_int_equal(dt_pipeline_init_list(&p, &s, (int64_t[]){ 4, 4 }, 2, 3, 0, 1, 1, 0), -1);
+	assert_error_contains("not increasing");
+	assert_int_equal(dt_pipeline_init_list(&p, &s, (int64_t[]){ 4, 50 }, 2, 3, 0, 1, 1, 0), -1);
+	assert_error_contains("fake.idx");
 }
 
 static void test_last_batch_shorter(void **state)
@@ -393,7 +449,7 @@ static int img_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 	return 0;
 }
 
-static const struct dt_source_type img_type = { "img", NULL, img_read, NULL };
+static const struct dt_source_type img_type = { .name = "img", .read = img_read };
 
 static struct dt_source img_source(int64_t count, int h, int w, int c)
 {
@@ -896,6 +952,153 @@ static void test_augment_needs_images(void **state)
 	dt_pipeline_release(&p);
 }
 
+/* ---- splits ---- */
+
+/* Every record in exactly one part, each part increasing. */
+static void assert_partition(const struct dt_split *sp, int64_t count)
+{
+	char *seen = calloc(count, 1);
+	const int64_t *part[3] = { sp->train, sp->val, sp->test };
+	int64_t n[3] = { sp->ntrain, sp->nval, sp->ntest };
+
+	assert_int_equal(n[0] + n[1] + n[2], count);
+	for (int k = 0; k < 3; k++) {
+		for (int64_t i = 0; i < n[k]; i++) {
+			assert_true(part[k][i] >= 0 && part[k][i] < count);
+			assert_true(i == 0 || part[k][i] > part[k][i - 1]);
+			assert_int_equal(seen[part[k][i]], 0);
+			seen[part[k][i]] = 1;
+		}
+	}
+	free(seen);
+}
+
+/* Records of part (n of them) per class of labels into per[] (nclasses + 1: the last counts -1). */
+static void count_classes(const int64_t *part, int64_t n, const int32_t *labels, int nclasses, int64_t *per)
+{
+	memset(per, 0, (size_t)(nclasses + 1) * sizeof(*per));
+	for (int64_t i = 0; i < n; i++)
+		per[labels[part[i]] >= 0 ? labels[part[i]] : nclasses]++;
+}
+
+/* The default: Keras' last records, validation then test at the end. */
+static void test_split_last_records(void **state)
+{
+	struct dt_split_config c = { 0 };
+	struct dt_split sp;
+
+	assert_int_equal(dt_split_size(100, 0.2), 20);
+	assert_int_equal(dt_split_size(10, 0.25), 3); /* rounded up, as Keras' validation_split */
+	assert_int_equal(dt_split_size(10, 0), 0);
+	dt_split_records(&sp, 100, 20, 0, &c, 1, NULL, 0);
+	assert_partition(&sp, 100);
+	assert_true(sp.ntrain == 80 && sp.nval == 20 && sp.ntest == 0 && !sp.test);
+	assert_true(sp.train[79] == 79 && sp.val[0] == 80 && sp.val[19] == 99);
+	dt_split_release(&sp);
+	dt_split_records(&sp, 100, 20, 10, &c, 1, NULL, 0);
+	assert_partition(&sp, 100);
+	assert_true(sp.train[69] == 69 && sp.val[0] == 70 && sp.val[19] == 89 && sp.test[0] == 90 && sp.test[9] == 99);
+	dt_split_release(&sp);
+}
+
+/* shuffle: the parts of one seeded order, the same for the same seed. */
+static void test_split_shuffle(void **state)
+{
+	struct dt_split_config c = { .shuffle = 1 };
+	struct dt_split a, b, d;
+	int64_t tail = 0;
+
+	dt_split_records(&a, 100, 20, 10, &c, 5, NULL, 0);
+	dt_split_records(&b, 100, 20, 10, &c, 5, NULL, 0);
+	dt_split_records(&d, 100, 20, 10, &c, 6, NULL, 0);
+	assert_partition(&a, 100);
+	assert_true(a.ntrain == 70 && a.nval == 20 && a.ntest == 10);
+	assert_memory_equal(a.val, b.val, 20 * sizeof(int64_t));
+	assert_memory_equal(a.test, b.test, 10 * sizeof(int64_t));
+	assert_true(memcmp(a.val, d.val, 20 * sizeof(int64_t)) != 0);
+	for (int i = 0; i < 20; i++)
+		tail += a.val[i] >= 70;
+	assert_true(tail < 20); /* not the last records */
+	dt_split_release(&a);
+	dt_split_release(&b);
+	dt_split_release(&d);
+}
+
+/* stratify: each class cut in proportion (largest remainder), from the end of each class. */
+static void test_split_stratify(void **state)
+{
+	static const int size[5] = { 40, 30, 20, 6, 4 };
+	int32_t labels[100];
+	int64_t per[6];
+	struct dt_split sp;
+	int n = 0;
+
+	for (int k = 0; k < 5; k++) /* sorted by class, the case validation_split gets wrong */
+		for (int i = 0; i < size[k]; i++)
+			labels[n++] = k;
+	for (int shuffle = 0; shuffle <= 1; shuffle++) {
+		struct dt_split_config c = { .shuffle = shuffle, .stratify = 1 };
+		dt_split_records(&sp, 100, 20, 10, &c, 3, labels, 5);
+		assert_partition(&sp, 100);
+		assert_true(sp.nval == 20 && sp.ntest == 10);
+		/* validation: 8, 6, 4, 1.2, 0.8 -> 8, 6, 4, 1, 1; test: 4, 3, 2, 0.6, 0.4 -> 4, 3, 2, 1, 0 */
+		count_classes(sp.val, sp.nval, labels, 5, per);
+		assert_true(per[0] == 8 && per[1] == 6 && per[2] == 4 && per[3] == 1 && per[4] == 1 && per[5] == 0);
+		count_classes(sp.test, sp.ntest, labels, 5, per);
+		assert_true(per[0] == 4 && per[1] == 3 && per[2] == 2 && per[3] == 1 && per[4] == 0);
+		if (!shuffle) /* class 0 is records 0..39: test its last 4, validation the 8 before */
+			assert_true(sp.test[0] == 36 && sp.val[0] == 28 && sp.val[7] == 35);
+		dt_split_release(&sp);
+	}
+
+	/* A class of one record stays in training; unreadable records (-1) are a group of their own. */
+	{
+		struct dt_split_config c = { .stratify = 1 };
+		int32_t few[12] = { 0, 0, 0, 0, 0, 1, -1, -1, -1, -1, 0, 0 };
+		dt_split_records(&sp, 12, 6, 0, &c, 3, few, 2);
+		assert_partition(&sp, 12);
+		count_classes(sp.train, sp.ntrain, few, 2, per);
+		assert_true(per[1] == 1 && per[0] >= 1 && per[2] >= 1);
+		count_classes(sp.val, sp.nval, few, 2, per);
+		assert_true(per[0] == 4 && per[1] == 0 && per[2] == 2); /* 7 * 0.5 = 3.5, 4 * 0.5 = 2, then one more */
+		dt_split_release(&sp);
+	}
+}
+
+static void test_split_config(void **state)
+{
+	struct dt_pipeline_config c;
+	struct dt_doc *d;
+
+	d = dt_doc_parse("m.yaml", "test_split: 0.2\nsplit: {shuffle: true, stratify: true, seed: 9}\n", ".");
+	assert_int_equal(dt_pipeline_config_read(&c, dt_doc_root(d)), 0);
+	assert_true(c.split.test == 0.2 && c.split.shuffle && c.split.stratify && c.split.has_seed && c.split.seed == 9);
+	dt_pipeline_config_release(&c);
+	dt_doc_free(d);
+	d = dt_doc_parse("m.yaml", "batch_size: 2\n", ".");
+	assert_int_equal(dt_pipeline_config_read(&c, dt_doc_root(d)), 0);
+	assert_true(c.split.test == 0 && !c.split.shuffle && !c.split.stratify && !c.split.has_seed);
+	dt_pipeline_config_release(&c);
+	dt_doc_free(d);
+
+	static const char *const bad[][3] = {
+		{ "split: {shufle: true}\n", "m.yaml:1:9", "did you mean 'shuffle'" },
+		{ "split: yes\n", "m.yaml:1:8", "split" },
+		{ "split: {stratify: maybe}\n", "m.yaml:1:19", "stratify" },
+		{ "test_split: 1\n", "m.yaml:1:13", "test_split" },
+		{ "test: {format: idx}\ntest_split: 0.1\n", "m.yaml:2:13", "either 'test' or 'test_split'" },
+	};
+	for (size_t k = 0; k < sizeof(bad) / sizeof(*bad); k++) {
+		d = dt_doc_parse("m.yaml", bad[k][0], ".");
+		assert_int_equal(dt_pipeline_config_read(&c, dt_doc_root(d)), -1);
+		if (strcmp(dt_error_last_where(), bad[k][1]) || !strstr(dt_error_last(), bad[k][2]))
+			fail_msg("'%s': error at %s (%s), want %s (%s)", bad[k][0], dt_error_last_where(), dt_error_last(),
+				 bad[k][1], bad[k][2]);
+		dt_pipeline_config_release(&c);
+		dt_doc_free(d);
+	}
+}
+
 /* ---- the config keys ---- */
 
 static int read_config(const char *yaml, struct dt_pipeline_config *c, struct dt_doc **doc)
@@ -963,6 +1166,7 @@ int main(void)
 		cmocka_unit_test(test_shuffle_is_uniform),
 		cmocka_unit_test(test_no_shuffle_is_identity),
 		cmocka_unit_test(test_sub_range),
+		cmocka_unit_test(test_record_list),
 		cmocka_unit_test(test_last_batch_shorter),
 		cmocka_unit_test(test_rescale_and_labels),
 		cmocka_unit_test(test_one_hot),
@@ -984,6 +1188,10 @@ int main(void)
 		cmocka_unit_test(test_flip_and_crop),
 		cmocka_unit_test(test_augment_reproducible),
 		cmocka_unit_test(test_augment_needs_images),
+		cmocka_unit_test(test_split_last_records),
+		cmocka_unit_test(test_split_shuffle),
+		cmocka_unit_test(test_split_stratify),
+		cmocka_unit_test(test_split_config),
 		cmocka_unit_test(test_config_keys),
 	};
 	dt_error_set_quiet(1);

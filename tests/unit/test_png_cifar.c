@@ -731,6 +731,72 @@ static void test_folder_open_errors(void **state)
 	rm_tree(dir);
 }
 
+/*
+ * A validation folder numbers its classes by the training classes: a folder
+ * may lack classes (one folder is enough), and the images of a folder that
+ * is no training class are unreadable records naming their folder.
+ */
+static void test_folder_class_map(void **state)
+{
+	static char *const train[] = { "C", "a_cls", "b_cls" };
+	const struct dt_class_map map = { 3, train };
+	char *dir = make_dir();
+	struct dt_source s;
+	int64_t idx[3] = { 0, 1, 2 };
+	float x[3 * 4], y[3];
+	uint8_t bad[3];
+	int32_t labels[3];
+
+	mkdirf("%s/%s", dir, "b_cls");
+	put_png(dir, "b_cls/0.png", 1);
+	put_png(dir, "b_cls/1.png", 2);
+	assert_int_equal(dt_test_open_source_classes(
+				 &s, &map, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: no}", dir), 0);
+	assert_int_equal(s.count, 2);
+	assert_int_equal(s.num_classes, 3);
+	assert_string_equal(s.class_names[0], "C");
+	assert_string_equal(s.class_names[2], "b_cls");
+	assert_int_equal(s.type->read(&s, idx, 2, x, y, NULL), 0);
+	assert_true(y[0] == 2 && y[1] == 2); /* b_cls is training class 2, not this folder's class 0 */
+	dt_source_close(&s);
+
+	/* A folder training lacks: its images are unreadable, named with their folder. */
+	mkdirf("%s/%s", dir, "zz");
+	put_png(dir, "zz/0.png", 3);
+	assert_int_equal(dt_test_open_source_classes(
+				 &s, &map, "{format: png_folder, directory: '%s', color_mode: grayscale, shuffle: no}", dir), 0);
+	assert_int_equal(s.count, 3);
+	assert_int_equal(s.num_classes, 3);
+	assert_int_equal(s.type->read(&s, idx, 3, x, y, bad), 0);
+	assert_true(!bad[0] && !bad[1] && bad[2] && y[0] == 2 && y[1] == 2);
+	s.type->labels(&s, labels);
+	assert_true(labels[0] == 2 && labels[1] == 2 && labels[2] == -1);
+	dt_error_set_quiet(1);
+	assert_int_equal(s.type->read(&s, idx + 2, 1, x, y, NULL), -1);
+	dt_error_set_quiet(0);
+	assert_error_contains("/zz/0.png'");
+	assert_error_contains("record 2");
+	assert_error_contains("its folder 'zz' is not a class of the training data ('C', 'a_cls', 'b_cls')");
+	dt_source_close(&s);
+
+	/* Without the map the same folder numbers its own classes. */
+	assert_int_equal(dt_test_open_source(&s, "{format: png_folder, directory: '%s', shuffle: no}", dir), 0);
+	assert_int_equal(s.num_classes, 2);
+	dt_source_close(&s);
+	rm_tree(dir);
+
+	/* No folder is a training class: an error when the folder is opened. */
+	dir = make_dir();
+	mkdirf("%s/%s", dir, "zz");
+	put_png(dir, "zz/0.png", 3);
+	dt_error_set_quiet(1);
+	assert_int_equal(dt_test_open_source_classes(&s, &map, "{format: png_folder, directory: '%s'}", dir), -1);
+	dt_error_set_quiet(0);
+	assert_error_contains("none of the class folders of '");
+	assert_error_contains("'C', 'a_cls', 'b_cls'");
+	rm_tree(dir);
+}
+
 /* A corrupt file among good ones: an error naming it and its record, or bad[i] = 1. */
 static void test_folder_bad_records(void **state)
 {
@@ -1057,6 +1123,7 @@ int main(void)
 		cmocka_unit_test(test_folder_shuffle),
 		cmocka_unit_test(test_folder_open_errors),
 		cmocka_unit_test(test_folder_bad_records),
+		cmocka_unit_test(test_folder_class_map),
 		cmocka_unit_test(test_cifar10),
 		cmocka_unit_test(test_cifar100),
 		cmocka_unit_test(test_cifar_errors),

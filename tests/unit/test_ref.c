@@ -8,6 +8,13 @@
  * inference, over `steps` consecutive batches of x), then backward with dy,
  * and compares everything within RTOL relative plus ATOL absolute.
  *
+ * Optimizers against PyTorch: a fixture with an "optimizer" metadata entry,
+ * written by tests/ref/make_optimizer_fixtures.py, holds N weights w, the
+ * gradients of `steps` steps and torch's weights and slots after each step;
+ * dtrain's optimizer, read from the same YAML, makes the steps and every
+ * step's weights and slots must agree within OPT_RTOL (see
+ * optimizer_fixture).
+ *
  * A fixture added to tests/ref/ is tested without another line here; one
  * whose layer type dtrain lacks fails. DT_REF_DIR overrides the directory;
  * DT_REF_VERBOSE=1 prints the worst error of every comparison.
@@ -20,10 +27,13 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/config/config.h"
 #include "core/model/model.h"
+#include "core/model/optimizer.h"
 #include "layers/layers.h"
 
 #define RTOL 1e-4
 #define ATOL 1e-5
+/* Optimizer fixtures: |got - want| <= OPT_RTOL * the tensor's scale (optimizer_fixture). */
+#define OPT_RTOL 1e-5
 
 static char ref_dir[4096];
 static int verbose;
@@ -170,12 +180,15 @@ static struct held {
 	struct dt_ckpt *c;
 	struct dt_doc *doc;
 	struct dt_model m;
-	int built;
+	struct dt_optimizer o;
+	int built, optimizer_built;
 	float *got, *nan, *dxmem;
 } held;
 
 static int release_held(void **state)
 {
+	if (held.optimizer_built)
+		dt_optimizer_release(&held.o, &held.m);
 	if (held.built)
 		dt_model_release(&held.m);
 	dt_doc_free(held.doc);
@@ -186,6 +199,119 @@ static int release_held(void **state)
 		dt_device_free(DT_CPU, held.dxmem);
 	memset(&held, 0, sizeof(held));
 	return 0;
+}
+
+/*
+ * Compares the n floats of got with want (host memory): the largest
+ * |got - want| must be within OPT_RTOL * scale. Prints the worst element on
+ * failure (always with DT_REF_VERBOSE); 0 or -1.
+ */
+static int compare_scaled(const char *name, const char *what, int step, const float *got, const float *want,
+			  int64_t n, double scale)
+{
+	int64_t worst = 0;
+	double worst_diff = -1;
+	for (int64_t i = 0; i < n; i++) {
+		double diff = fabs((double)got[i] - want[i]);
+		if (isnan(diff))
+			diff = INFINITY;
+		if (diff > worst_diff) {
+			worst_diff = diff;
+			worst = i;
+		}
+	}
+	int bad = !(worst_diff <= OPT_RTOL * scale);
+	if (bad || verbose)
+		(bad ? print_error : print_message)("%s%s: %s after step %d: worst [%lld] got %.9g, expected %.9g "
+						    "(|diff| %.3g, %.3g of the scale %.3g; tolerance %.3g)\n",
+						    bad ? "" : "# ", name, what, step, (long long)worst, got[worst],
+						    want[worst], worst_diff, worst_diff / scale, scale, OPT_RTOL);
+	return bad ? -1 : 0;
+}
+
+/*
+ * An optimizer fixture: dtrain's optimizer (compile.optimizer from the
+ * metadata) on a model of one dense layer (1 input, N units, no bias) whose
+ * kernel holds the N weights w; each step loads that step's gradient, calls
+ * dt_optimizer_apply and compares the weights, relative to the farthest any
+ * weight has moved from w by then, and each slot, relative to its largest
+ * value (so a coefficient 1.3e-5 off, 1 - 0.999f for 1 - 0.999, fails).
+ */
+static void optimizer_fixture(const char *name, const struct dt_ckpt *c)
+{
+	const char *optimizer = dt_checkpoint_meta(c, "optimizer"), *steps_s = dt_checkpoint_meta(c, "steps");
+	const struct dt_ckpt_tensor *w = need(c, name, "w"), *grad = need(c, name, "grad");
+	const struct dt_ckpt_tensor *want_w = need(c, name, "expect/w"), *want_slot[2] = { NULL, NULL };
+	struct dt_shape in = dt_shape_make(1, (int[]){ 1 });
+	struct dt_optimizer_config cfg;
+	struct dt_model *m = &held.m;
+	struct dt_optimizer *o = &held.o;
+	char yaml[1024], what[64];
+	int64_t n = dt_shape_count(&w->shape);
+	int steps = steps_s ? atoi(steps_s) : 0, failed = 0, checks = 0, known = 3;
+	float *got;
+
+	if (steps < 1 || w->shape.ndim != 1)
+		fail_msg("%s: bad steps '%s' or w not 1-d", name, steps_s ? steps_s : "");
+	snprintf(yaml, sizeof(yaml), "optimizer: %s\nlayers:\n  - dense: {units: %lld, use_bias: false}\n", optimizer,
+		 (long long)n);
+	held.doc = dt_doc_parse(name, yaml, ".");
+	if (!held.doc || dt_optimizer_config_read(&cfg, dt_doc_root(held.doc)) < 0)
+		fail_msg("%s: cannot read the optimizer '%s': %s", name, optimizer, dt_error_last());
+	if (dt_model_init(m, "ref", &in, dt_node_get(dt_doc_root(held.doc), "layers"), dt_layer_types) < 0)
+		fail_msg("%s: %s", name, dt_error_last());
+	held.built = 1;
+	if (dt_model_alloc(m, DT_CPU, 1) < 0)
+		fail_msg("%s: %s", name, dt_error_last());
+	assert_int_equal(m->ntrainable, n);
+	dt_optimizer_init(o, &cfg, m);
+	held.optimizer_built = 1;
+	for (int s = 0; s < o->nslots; s++) {
+		if (!o->slot_names[s])
+			continue;
+		snprintf(what, sizeof(what), "expect/%s", o->slot_names[s]);
+		if ((want_slot[s] = dt_checkpoint_find(c, what)))
+			known++;
+	}
+	if (dt_checkpoint_count(c) != known)
+		fail_msg("%s: the fixture has tensors other than w, grad, expect/w and expect/<slot> of dtrain's '%s'",
+			 name, dt_optimizer_names[cfg.kind]);
+	if (grad->shape.ndim != 2 || grad->shape.dim[0] != steps || grad->shape.dim[1] != n ||
+	    !dt_shape_equal(&want_w->shape, &grad->shape))
+		fail_msg("%s: grad and expect/w must be (steps, N) = (%d, %lld)", name, steps, (long long)n);
+	for (int s = 0; s < 2; s++)
+		if (want_slot[s] && !dt_shape_equal(&want_slot[s]->shape, &grad->shape))
+			fail_msg("%s: expect/%s must be (steps, N)", name, o->slot_names[s]);
+
+	struct dt_tensor weights = dt_model_params(m), grads = dt_model_grads(m);
+	got = held.got = malloc((size_t)n * sizeof(float));
+	dt_op_from_host(&weights, w->data);
+	for (int t = 0; t < steps; t++) {
+		const float *want = want_w->data + (int64_t)t * n;
+		double moved = 0;
+		dt_op_from_host(&grads, grad->data + (int64_t)t * n);
+		dt_optimizer_apply(o, m);
+		for (int64_t i = 0; i < n; i++)
+			moved = fmax(moved, fabs((double)want[i] - w->data[i]));
+		dt_op_to_host(&weights, got);
+		checks++;
+		failed += compare_scaled(name, "w", t + 1, got, want, n, moved) < 0;
+		for (int s = 0; s < 2; s++) {
+			const float *ws;
+			double largest = 0;
+			if (!want_slot[s])
+				continue;
+			ws = want_slot[s]->data + (int64_t)t * n;
+			for (int64_t i = 0; i < n; i++)
+				largest = fmax(largest, fabs(ws[i]));
+			struct dt_tensor slot = dt_tensor_flat(o->slots[s], m->dev, n);
+			dt_op_to_host(&slot, got);
+			checks++;
+			failed += compare_scaled(name, o->slot_names[s], t + 1, got, ws, n, largest) < 0;
+		}
+	}
+	if (failed)
+		fail_msg("%s (%s): %d of %d comparisons with PyTorch failed", name, optimizer, failed, checks);
 }
 
 static void test_fixture(void **state)
@@ -199,7 +325,7 @@ static void test_fixture(void **state)
 	struct dt_model *mp = &held.m;
 	struct dt_layer *l;
 	struct dt_shape in;
-	struct dt_step_ctx ctx = { 1, 0x5eed };
+	struct dt_step_ctx ctx = { .training = 1, .key = 0x5eed };
 	int steps = 1, n, failed = 0, checks = 0;
 	int64_t in_count, out_count;
 	float *got;
@@ -208,6 +334,10 @@ static void test_fixture(void **state)
 	c = held.c = dt_checkpoint_load(path);
 	if (!c)
 		fail_msg("%s", dt_error_last());
+	if (dt_checkpoint_meta(c, "optimizer")) {
+		optimizer_fixture(name, c);
+		return;
+	}
 	layer = dt_checkpoint_meta(c, "layer");
 	shape = dt_checkpoint_meta(c, "input_shape");
 	mode = dt_checkpoint_meta(c, "mode");

@@ -140,7 +140,7 @@ static void test_create_and_auto(void **state)
 	struct dt_system sys;
 	struct dt_strategy s;
 	struct dt_doc *doc = distribute("strategy: mirrored\ndevices: [cpu:0, cpu:1, cpu:2]\n");
-	const char *why;
+	char why[160];
 
 	memset(&sys, 0, sizeof(sys));
 	sys.mpi_world = 1;
@@ -155,9 +155,9 @@ static void test_create_and_auto(void **state)
 	dt_doc_free(doc);
 
 	/* auto: one process -> one_device; several -> multi_worker_mirrored. */
-	assert_string_equal(dt_strategy_auto(&sys, &why), "one_device");
+	assert_string_equal(dt_strategy_auto(&sys, NULL, why, sizeof(why)), "one_device");
 	sys.mpi_world = 4;
-	assert_string_equal(dt_strategy_auto(&sys, &why), "multi_worker_mirrored");
+	assert_string_equal(dt_strategy_auto(&sys, NULL, why, sizeof(why)), "multi_worker_mirrored");
 	/* With num_ps, auto under MPI picks parameter_server, which needs a real MPI job. */
 	doc = distribute("num_ps: 1\n");
 	assert_int_equal(dt_strategy_create(&s, dt_doc_root(doc), &sys), -1);
@@ -171,6 +171,81 @@ static void test_create_and_auto(void **state)
 	assert_int_equal(dt_strategy_create(&s, dt_doc_root(doc), &sys), 0);
 	assert_int_equal(s.world, 1);
 	assert_int_equal(s.global_replicas, 2);
+	dt_strategy_release(&s);
+	dt_doc_free(doc);
+}
+
+/* dt_strategy_check: the config alone (NULL system), or with the job's rules. */
+static void test_check(void **state)
+{
+	static const struct {
+		const char *yaml, *error; /* error NULL: valid on its own; job_error: refused in a job of 2 */
+		const char *job_error;
+	} cases[] = {
+		{ "strategy: foo\n", "unknown strategy 'foo'", "unknown strategy 'foo'" },
+		{ "strategy: one_device\n", NULL, "trains in one process" },
+		{ "strategy: mirrored\ndevices: [cpu:0, cpu:1]\n", NULL, "trains in one process" },
+		{ "strategy: one_device\ndevices: [cpu:0, cpu:1]\n", "has one replica, but devices names 2",
+		  "trains in one process" },
+		{ "strategy: one_device\ndevice: cpu:1\n", "unknown device 'cpu:1'", "trains in one process" },
+		{ "strategy: one_device\ndevice: cpu:0\ndevices: [gpu:1]\n", "device is 'cpu:0' but devices names 'gpu:1'",
+		  "trains in one process" },
+		{ "strategy: parameter_server\nnum_ps: 2\n", NULL, "needs at least 3 processes (mpirun -np 3)" },
+		{ "strategy: parameter_server\ndevices: [cpu:1]\n", "devices is [cpu:0] or auto",
+		  "devices is [cpu:0] or auto" },
+		{ "device: gpux\n", "unknown device 'gpux'", "unknown device 'gpux'" },
+	};
+	struct dt_system job;
+
+	memset(&job, 0, sizeof(job));
+	job.mpi_world = 2;
+	snprintf(job.launcher, sizeof(job.launcher), "mpirun -np 2");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct dt_doc *doc = distribute(cases[i].yaml);
+		assert_int_equal(dt_strategy_check(dt_doc_root(doc), NULL), cases[i].error ? -1 : 0);
+		if (cases[i].error)
+			assert_error_contains(cases[i].error);
+		assert_int_equal(dt_strategy_check(dt_doc_root(doc), &job), -1);
+		assert_error_contains(cases[i].job_error);
+		dt_doc_free(doc);
+	}
+}
+
+/* auto's choice and reason, and the line fit prints. */
+static void test_auto_reason_and_line(void **state)
+{
+	struct dt_system sys;
+	struct dt_strategy s;
+	struct dt_distribute d;
+	struct dt_doc *doc = distribute("devices: [cpu:0, cpu:1]\n");
+	char why[160], line[256];
+
+	memset(&sys, 0, sizeof(sys));
+	sys.mpi_world = 1;
+	assert_string_equal(dt_strategy_auto(&sys, NULL, why, sizeof(why)), "one_device");
+	assert_string_equal(why, "no GPU and one process");
+	sys.gpus = 2;
+	assert_string_equal(dt_strategy_auto(&sys, NULL, why, sizeof(why)), "mirrored");
+	assert_string_equal(why, "2 GPUs and one process");
+	sys.gpus = 0;
+	assert_int_equal(dt_distribute_read(dt_doc_root(doc), &d), 0);
+	assert_string_equal(dt_strategy_auto(&sys, &d, why, sizeof(why)), "mirrored");
+	assert_string_equal(why, "distribute.devices names 2 devices");
+	sys.mpi_world = 3;
+	assert_string_equal(dt_strategy_auto(&sys, &d, why, sizeof(why)), "multi_worker_mirrored");
+	assert_string_equal(why, "the MPI job has 3 processes");
+
+	sys.mpi_world = 1;
+	assert_int_equal(dt_strategy_create(&s, dt_doc_root(doc), &sys), 0);
+	dt_strategy_describe(&s, line, sizeof(line));
+	assert_string_equal(line, "mirrored over cpu:0, cpu:1 (distribute.devices names 2 devices)");
+	dt_strategy_release(&s);
+	dt_doc_free(doc);
+
+	doc = distribute("strategy: one_device\ndevice: cpu:0\n");
+	assert_int_equal(dt_strategy_create(&s, dt_doc_root(doc), &sys), 0);
+	dt_strategy_describe(&s, line, sizeof(line));
+	assert_string_equal(line, "one_device cpu:0 (as distribute.strategy asks)");
 	dt_strategy_release(&s);
 	dt_doc_free(doc);
 }
@@ -253,6 +328,8 @@ int main(void)
 		cmocka_unit_test(test_distribute_keys),
 		cmocka_unit_test(test_gpu_devices),
 		cmocka_unit_test(test_create_and_auto),
+		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_auto_reason_and_line),
 		cmocka_unit_test(test_mirrored_update),
 		cmocka_unit_test(test_apply_range),
 	};

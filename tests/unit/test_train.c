@@ -7,6 +7,10 @@
  * batch of 64 over the same samples (no shuffle), to 1e-6, for SGD without
  * momentum and for Adam, with an L2 penalty in the model.
  *
+ * Replicas: a model with dropout trained on 1, 2 and 3 logical CPU replicas
+ * (mirrored) ends with the same weights, to 1e-5 relative: a sample's mask
+ * does not depend on which replica computes it.
+ *
  * Class weights: the loss op against sums written out by hand (weighted
  * per-sample losses summed, not divided by the weights, as Keras 3's
  * sum_over_batch_size), and their gradients.
@@ -22,64 +26,104 @@
 #include "layers/layers.h"
 #include "strategies/strategies.h"
 
+#define MAX_REPLICAS 3
+
 struct run {
 	struct dt_doc *doc;
 	struct dt_source src;
 	struct dt_pipeline train;
 	struct dt_strategy s;
-	struct dt_model m;
-	struct dt_optimizer o;
+	struct dt_model m[MAX_REPLICAS];
+	struct dt_optimizer o[MAX_REPLICAS];
 	struct dt_trainer t;
 };
 
-/* One epoch of `steps` batches of `batch` on 128 blobs, in order; params of the result in w. */
-static void fit(const char *optimizer, int batch, int64_t steps, int accumulate, float *w, int64_t *iterations)
+/* What a training run of these tests varies. */
+struct fit_args {
+	const char *layers;   /* the model's layers, YAML lines */
+	const char *optimizer;
+	int replicas;         /* 1: one_device; more: mirrored over cpu:0, cpu:1, ... */
+	int batch;            /* the global batch */
+	int shuffle;
+	int epochs;
+	int64_t steps;        /* per epoch, 0: all */
+	int accumulate;
+};
+
+/*
+ * Trains on 128 blobs of 4 features; the parameters of replica 0 into w (its
+ * nparams floats), the optimizer's iterations into *iterations.
+ */
+static void fit_with(const struct fit_args *a, float *w, int64_t *iterations)
 {
-	char yaml[1024];
+	char yaml[2048], devices[64] = "";
 	struct dt_system sys = { .cpu_cores = 1, .mpi_world = 1 };
 	struct dt_optimizer_config oc;
 	struct run r;
 	struct dt_shape in = dt_shape_make(1, (int[]){ 4 });
+	struct dt_node *distribute = NULL;
+	int n = a->replicas;
 
+	assert_in_range(n, 1, MAX_REPLICAS);
 	memset(&r, 0, sizeof(r));
+	for (int i = 0; i < n; i++)
+		snprintf(devices + strlen(devices), sizeof(devices) - strlen(devices), "%scpu:%d", i ? ", " : "", i);
 	snprintf(yaml, sizeof(yaml),
 		 "train: {format: synthetic, kind: blobs, samples: 128, classes: 3, features: 4, seed: 3}\n"
-		 "layers:\n"
-		 "  - dense: {units: 8, activation: tanh, kernel_regularizer: {l2: 0.01}}\n"
-		 "  - dense: {units: 3, activation: softmax}\n"
-		 "optimizer: %s\n", optimizer);
+		 "distribute: {strategy: mirrored, devices: [%s]}\n"
+		 "layers:\n%s"
+		 "optimizer: %s\n", devices, a->layers, a->optimizer);
 	r.doc = dt_doc_parse("m.yaml", yaml, ".");
 	assert_non_null(r.doc);
 	struct dt_node *root = dt_doc_root(r.doc);
+	if (n > 1)
+		distribute = dt_node_get(root, "distribute");
 	assert_int_equal(dt_source_open(&r.src, dt_node_get(root, "train"), dt_source_types), 0);
-	assert_int_equal(dt_pipeline_init(&r.train, &r.src, 0, 128, batch, 0, 1, 1, 0), 0);
-	assert_int_equal(dt_strategy_create(&r.s, NULL, &sys), 0);
-	assert_int_equal(dt_model_init(&r.m, "t", &in, dt_node_get(root, "layers"), dt_layer_types), 0);
-	assert_int_equal(dt_objective_init(&r.t.objective, DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0, &r.m,
-					   &r.train.label, 3, dt_node_get(root, "layers")), 0);
-	dt_model_alloc(&r.m, r.s.devices[0], batch);
-	dt_model_init_params(&r.m, 5);
+	assert_int_equal(dt_pipeline_init(&r.train, &r.src, 0, 128, a->batch, a->shuffle, 1, 1, 0), 0);
+	assert_int_equal(dt_strategy_create(&r.s, distribute, &sys), 0);
+	assert_int_equal(r.s.nreplicas, n);
 	assert_int_equal(dt_optimizer_config_read(&oc, root), 0);
-	dt_optimizer_init(&r.o, &oc, &r.m);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(dt_model_init(&r.m[i], "t", &in, dt_node_get(root, "layers"), dt_layer_types), 0);
+		assert_int_equal(dt_objective_init(&r.t.objective, DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0, &r.m[i],
+						   &r.train.label, 3, dt_node_get(root, "layers")), 0);
+		dt_model_alloc(&r.m[i], r.s.devices[i], (a->batch + n - 1) / n);
+		dt_model_init_params(&r.m[i], 5);
+		dt_optimizer_init(&r.o[i], &oc, &r.m[i]);
+	}
+	r.s.type->broadcast(&r.s, r.m, r.o);
 	r.t.strategy = &r.s;
-	r.t.models = &r.m;
-	r.t.opts = &r.o;
+	r.t.models = r.m;
+	r.t.opts = r.o;
 	r.t.train = &r.train;
-	r.t.epochs = 1;
+	r.t.epochs = a->epochs > 0 ? a->epochs : 1;
 	r.t.seed = 1;
-	r.t.steps_per_epoch = steps;
-	r.t.accumulate_steps = accumulate;
+	r.t.steps_per_epoch = a->steps;
+	r.t.accumulate_steps = a->accumulate;
 	dt_trainer_init(&r.t);
 	assert_int_equal(dt_fit(&r.t), 0);
-	memcpy(w, r.m.params, (size_t)r.m.nparams * sizeof(float));
-	*iterations = r.o.iterations;
+	memcpy(w, r.m[0].params, (size_t)r.m[0].nparams * sizeof(float));
+	*iterations = r.o[0].iterations;
 	dt_trainer_release(&r.t);
-	dt_optimizer_release(&r.o, &r.m);
-	dt_model_release(&r.m);
+	for (int i = 0; i < n; i++) {
+		dt_optimizer_release(&r.o[i], &r.m[i]);
+		dt_model_release(&r.m[i]);
+	}
 	dt_strategy_release(&r.s);
 	dt_pipeline_release(&r.train);
 	dt_source_close(&r.src);
 	dt_doc_free(r.doc);
+}
+
+static const char tanh_l2_layers[] = "  - dense: {units: 8, activation: tanh, kernel_regularizer: {l2: 0.01}}\n"
+				     "  - dense: {units: 3, activation: softmax}\n";
+
+/* One epoch of `steps` batches of `batch` on 128 blobs, in order, one replica; params of the result in w. */
+static void fit(const char *optimizer, int batch, int64_t steps, int accumulate, float *w, int64_t *iterations)
+{
+	struct fit_args a = { .layers = tanh_l2_layers, .optimizer = optimizer, .replicas = 1, .batch = batch,
+			      .steps = steps, .accumulate = accumulate };
+	fit_with(&a, w, iterations);
 }
 
 #define NPARAMS (4 * 8 + 8 + 8 * 3 + 3)
@@ -117,6 +161,47 @@ static void test_accumulate_equals_big_batch(void **state)
 	/* 4 batches with k 3: a group of 3 and a group of 1, two updates. */
 	fit(optimizers[0], 16, 4, 3, a, &ia);
 	assert_int_equal(ia, 2);
+}
+
+/* Dropout before and after a hidden layer; (4*16 + 16) + (16*3 + 3) parameters. */
+static const char dropout_layers[] = "  - dropout: {rate: 0.25}\n"
+				     "  - dense: {units: 16, activation: relu}\n"
+				     "  - dropout: {rate: 0.5}\n"
+				     "  - dense: {units: 3, activation: softmax}\n";
+#define DROPOUT_NPARAMS (4 * 16 + 16 + 16 * 3 + 3)
+
+/* The largest |a - b| / max(|a|, |b|, 1e-3) over n parameters. */
+static double max_rel_diff(const float *a, const float *b, int n)
+{
+	double worst = 0;
+	for (int i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]), s = fmax(fmax(fabs(a[i]), fabs(b[i])), 1e-3);
+		worst = fmax(worst, d / s);
+	}
+	return worst;
+}
+
+/* Two shuffled epochs with dropout on 1, 2 and 3 replicas (batch 30: slices of 15 and of 10): the same weights. */
+static void test_dropout_same_for_any_replica_count(void **state)
+{
+	float one[DROPOUT_NPARAMS], many[DROPOUT_NPARAMS], no_dropout[DROPOUT_NPARAMS];
+	int64_t it1, itn;
+	struct fit_args a = { .layers = dropout_layers, .optimizer = "{sgd: {learning_rate: 0.5, momentum: 0.5}}",
+			      .replicas = 1, .batch = 30, .shuffle = 1, .epochs = 2 };
+	fit_with(&a, one, &it1);
+	assert_int_equal(it1, 10); /* 128 / 30: 5 steps per epoch, the last one of 8 */
+	for (a.replicas = 2; a.replicas <= 3; a.replicas++) {
+		fit_with(&a, many, &itn);
+		assert_int_equal(itn, it1);
+		double d = max_rel_diff(one, many, DROPOUT_NPARAMS);
+		if (d > 1e-5)
+			fail_msg("%d replicas: relative difference %.3g from one replica", a.replicas, d);
+	}
+	/* The masks matter: without dropout the weights are elsewhere (the comparison can fail). */
+	a.replicas = 1;
+	a.layers = "  - dense: {units: 16, activation: relu}\n  - dense: {units: 3, activation: softmax}\n";
+	fit_with(&a, no_dropout, &it1);
+	assert_true(max_rel_diff(one, no_dropout, DROPOUT_NPARAMS) > 1e-2);
 }
 
 static void test_ends_update(void **state)
@@ -199,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_accumulate_equals_big_batch),
 		cmocka_unit_test(test_ends_update),
+		cmocka_unit_test(test_dropout_same_for_any_replica_count),
 		cmocka_unit_test(test_class_weight_loss),
 		cmocka_unit_test(test_class_weight_read),
 	};
