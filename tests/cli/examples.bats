@@ -85,6 +85,7 @@ docs() {
 setup_file() {
 	common_setup
 	EX=$BATS_FILE_TMPDIR
+	export OMP_WAIT_POLICY=PASSIVE # as in setup
 	# A list that fails is reported by the first case.
 	(cd "$REPO" && python3 tests/tools/doc_examples.py list $(docs) >"$EX/examples.jsonl" 2>"$EX/list.err") || true
 	mkdir -p "$EX/bin" "$EX/base/runs"
@@ -111,6 +112,10 @@ setup() {
 	# mpirun as root, more ranks than cores
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+	# OpenMP threads that sleep when they wait: a loaded machine then slows
+	# a 2-thread example down by its share, not many times over (the
+	# numbers are the same).
+	export OMP_WAIT_POLICY=PASSIVE
 }
 
 # wait_checkpoint PID: waits until a checkpoint newer than ./.started exists
@@ -213,7 +218,7 @@ example() {
 # document DOC: runs the examples of DOC in a copy of the prepared
 # directory; fails when one of them fails, after running all.
 document() {
-	local doc=$1 dir ex reason failed=0 ran=0 start=$SECONDS
+	local doc=$1 dir ex reason took failed=0 ran=0 start=$SECONDS
 	[ -s "$EX/examples.jsonl" ] || {
 		echo "no examples listed (the first case says why)"
 		return 1
@@ -231,7 +236,10 @@ document() {
 			continue
 		fi
 		ran=$((ran + 1))
+		took=$SECONDS
 		(cd "$dir" && example "$ex") || failed=$((failed + 1))
+		took=$((SECONDS - took))
+		[ "$took" -lt 10 ] || echo "# $(jq -r '"\(.file):\(.line)"' <<<"$ex") took $took s" >&3
 	done
 	echo "# $doc: $ran of ${#examples[@]} examples run, $failed failed, in $((SECONDS - start)) s" >&3
 	[ "$failed" -eq 0 ]
