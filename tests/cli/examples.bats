@@ -8,10 +8,11 @@
 # in a scratch directory of its own, a copy of the one setup_file prepares:
 # a copy of models/, `dtrain` (this build) on PATH, stand-ins for the
 # made-up m.yaml and model.yaml (a small synthetic model), and the runs the
-# examples read: runs/fashion_mlp (the 10 epochs of models/fashion_mlp.yaml,
-# whose output also stands for `dtrain fit models/fashion_mlp.yaml` itself,
-# not run again), runs/fruit_csv and runs/diabetes_mlp. So no case depends
-# on another, and an example depends on the ones before it in its document
+# examples read: runs/fruit_csv, runs/diabetes_mlp and runs/fashion_mlp
+# (with DT_EXAMPLES=all the 10 epochs of models/fashion_mlp.yaml, whose
+# output also stands for `dtrain fit models/fashion_mlp.yaml` itself, not
+# run again; else a short run, see BASE_COMMAND). So no case depends on
+# another, and an example depends on the ones before it in its document
 # only where it reads what they wrote (a `file` block).
 #
 # A command must exit 0 (or the status its `exit N` tag gives; 141, SIGPIPE,
