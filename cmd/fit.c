@@ -111,6 +111,11 @@ static struct dt_ckpt *open_resume(const struct dt_app *a, const char *dir, int 
 	struct dt_ckpt *f;
 	dt_run_dir_file(&a->cfg, "latest.safetensors", path, sizeof(path));
 	*rc = DT_EXIT_FAIL;
+	if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		dt_error("cannot resume: the run directory '%s' is not a directory but a %s; set checkpoint.dir to "
+			 "the directory of the run", dir, S_ISREG(st.st_mode) ? "regular file" : "special file");
+		return NULL;
+	}
 	if (lstat(path, &st) < 0) {
 		dt_error("nothing to resume: '%s' holds no checkpoint (no latest.safetensors); run without --resume to "
 			 "start training", dir);
