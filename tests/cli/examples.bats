@@ -8,7 +8,7 @@
 # in a scratch directory of its own, a copy of the one setup_file prepares:
 # a copy of models/, `dtrain` (this build) on PATH, stand-ins for the
 # made-up m.yaml and model.yaml (a small synthetic model), and the runs the
-# examples read: runs/fruit_csv, runs/diabetes_mlp and runs/fashion_mlp
+# examples read: runs/m, runs/fruit_csv, runs/diabetes_mlp and runs/fashion_mlp
 # (with DT_EXAMPLES=all the 10 epochs of models/fashion_mlp.yaml, whose
 # output also stands for `dtrain fit models/fashion_mlp.yaml` itself, not
 # run again; else a short run, see BASE_COMMAND). So no case depends on
@@ -44,10 +44,11 @@
 load helpers
 
 # The examples each document holds (doc_examples.py list).
-COUNTS='README.md 31
+COUNTS='README.md 35
 man/dtrain-devices.1 3
 man/dtrain-evaluate.1 5
 man/dtrain-fit.1 13
+man/dtrain-inspect.1 6
 man/dtrain-predict.1 11
 man/dtrain-summary.1 4
 man/dtrain-time.1 5
@@ -104,6 +105,7 @@ setup_file() {
 	echo "# the runs of setup_file: $SECONDS s" >&3
 	PATH=$EX/bin:$PATH timeout 120 dtrain fit models/fruit_csv.yaml -q </dev/null >"$EX/fruit.out" 2>&1 || true
 	PATH=$EX/bin:$PATH timeout 120 dtrain fit models/diabetes_mlp.yaml -q </dev/null >"$EX/diabetes.out" 2>&1 || true
+	PATH=$EX/bin:$PATH timeout 120 dtrain fit m.yaml -q </dev/null >"$EX/m.out" 2>&1 || true
 }
 
 setup() {
@@ -163,11 +165,9 @@ skip_reason() {
 		echo "$tag"
 		return
 	done
-	if [ "$(jq -r .kind <<<"$ex")" = python ]; then
-		for m in $(jq -r '.modules[]' <<<"$ex"); do
-			python3 -c "import $m" 2>/dev/null || { echo "python3 has no module '$m' here"; return; }
-		done
-	fi
+	for m in $(jq -r '.modules[]' <<<"$ex"); do
+		python3 -c "import $m" 2>/dev/null || { echo "python3 has no module '$m' here"; return; }
+	done
 }
 
 # example EXAMPLE: runs EXAMPLE (a JSON line) in the current directory and
@@ -304,6 +304,7 @@ document() {
 @test "man/dtrain-devices.1" { document man/dtrain-devices.1; }
 @test "man/dtrain-evaluate.1" { document man/dtrain-evaluate.1; }
 @test "man/dtrain-fit.1" { document man/dtrain-fit.1; }
+@test "man/dtrain-inspect.1" { document man/dtrain-inspect.1; }
 @test "man/dtrain-predict.1" { document man/dtrain-predict.1; }
 @test "man/dtrain-summary.1" { document man/dtrain-summary.1; }
 @test "man/dtrain-time.1" { document man/dtrain-time.1; }

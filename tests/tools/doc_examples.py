@@ -139,7 +139,15 @@ def new_example(doc, line, kind, command, tags):
     return {"file": doc, "line": line, "kind": kind, "command": command,
             "tags": list(tags["kinds"]), "exit": tags["exit"] or 0,
             "expect": [], "expect_line": 0, "interrupt": False,
-            "output_file": redirect_target(command) if kind == "sh" else None}
+            "output_file": redirect_target(command) if kind == "sh" else None,
+            "modules": python_modules(command) if kind != "file" else []}
+
+
+def python_modules(code):
+    """The modules a python block, or a python3 -c '...' command, imports."""
+    if not re.match(r"\s*(python3\b|import\b|from\b)", code):
+        return []
+    return sorted(set(re.findall(r"(?:^|[;'\"])\s*(?:from|import)\s+(\w+)", code, re.M)))
 
 
 def quote_output(example, text, line):
@@ -208,7 +216,6 @@ def python_block(tags, lines, doc):
         statement, comment = split_comment(text)
         if statement.lstrip().startswith("print(") and comment:
             quote_output(ex, comment, n)
-    ex["modules"] = sorted(set(re.findall(r"^\s*(?:from|import)\s+(\w+)", code, re.M)))
     return ex
 
 
