@@ -97,15 +97,15 @@ setup_file() {
 	sed 's/name: m$/name: model/' "$EX/base/m.yaml" >"$EX/base/model.yaml"
 	# The runs, each trained once; a failure shows in the cases that read it.
 	cd "$EX/base"
-	local status=0
-	local run=$SHORT_RUN
+	export PATH=$EX/bin:$PATH
+	local run=$SHORT_RUN status=0 model
 	[ "${DT_EXAMPLES:-}" != all ] || run=$BASE_COMMAND
-	PATH=$EX/bin:$PATH timeout 600 $run </dev/null >"$EX/base.out" 2>&1 || status=$?
+	timeout 600 $run </dev/null >"$EX/base.out" 2>&1 || status=$?
 	echo "$status" >"$EX/base.status"
+	for model in models/fruit_csv.yaml models/diabetes_mlp.yaml m.yaml; do
+		timeout 120 dtrain fit "$model" -q </dev/null >>"$EX/runs.out" 2>&1 || true
+	done
 	echo "# the runs of setup_file: $SECONDS s" >&3
-	PATH=$EX/bin:$PATH timeout 120 dtrain fit models/fruit_csv.yaml -q </dev/null >"$EX/fruit.out" 2>&1 || true
-	PATH=$EX/bin:$PATH timeout 120 dtrain fit models/diabetes_mlp.yaml -q </dev/null >"$EX/diabetes.out" 2>&1 || true
-	PATH=$EX/bin:$PATH timeout 120 dtrain fit m.yaml -q </dev/null >"$EX/m.out" 2>&1 || true
 }
 
 setup() {
