@@ -14,6 +14,13 @@ enum { TAG_NOTICE = 7001, TAG_ABORT };
 static int started;
 static MPI_Comm abort_comm = MPI_COMM_NULL; /* the abort notices, apart from every other message */
 static int watch_first, watch_n, watch_tag; /* the ranks told of this rank's long waits */
+static volatile sig_atomic_t continued;     /* SIGCONTs received: stopped, then continued */
+
+static void on_sigcont(int sig)
+{
+	(void)sig;
+	continued++;
+}
 
 static int env_set(const char *name)
 {
@@ -47,8 +54,15 @@ int dt_mpi_start(int *rank, int *world)
 		/* Errors come back as codes (and a dead peer ends the job through mpirun). */
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 	}
-	if (abort_comm == MPI_COMM_NULL)
+	if (abort_comm == MPI_COMM_NULL) {
+		struct sigaction sa;
 		MPI_Comm_dup(MPI_COMM_WORLD, &abort_comm);
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_sigcont;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGCONT, &sa, NULL);
+	}
 	MPI_Comm_rank(MPI_COMM_WORLD, rank);
 	MPI_Comm_size(MPI_COMM_WORLD, world);
 	if (*world > 1)
@@ -173,6 +187,11 @@ static void tell_watchers(void)
 	}
 }
 
+int dt_mpi_stops(void)
+{
+	return continued;
+}
+
 double dt_mpi_grace(double timeout)
 {
 	return timeout < 20 ? timeout / 2 : 10;
@@ -291,12 +310,18 @@ static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *wha
 	double limit = g->timeout + g->grace + (g->rank < 2 ? g->rank : 2) * dt_mpi_grace(g->timeout);
 	double start = dt_mpi_now(), waited = 0, beat = g->timeout / 4;
 	char at[48], missing[256], silent[256];
-	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0;
+	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0, stops = dt_mpi_stops();
 
 	for (;;) {
 		MPI_Test(req, &done, MPI_STATUS_IGNORE);
 		if (done)
 			return;
+		if (dt_mpi_stops() != stops) {
+			/* This rank was stopped: the time it lost is its own, not the others' (they name it). */
+			stops = dt_mpi_stops();
+			start = dt_mpi_now();
+			beat = g->timeout / 4;
+		}
 		waited = dt_mpi_now() - start;
 		if (g->rank == 0)
 			poll_notices(g);
@@ -414,11 +439,16 @@ void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, double grace, con
 		     const char *peer)
 {
 	double start = dt_mpi_now(), waited, beat = timeout / 4;
-	int done = 0;
+	int done = 0, stops = dt_mpi_stops();
 	for (;;) {
 		MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
 		if (done)
 			return;
+		if (dt_mpi_stops() != stops) {
+			stops = dt_mpi_stops();
+			start = dt_mpi_now();
+			beat = timeout / 4;
+		}
 		waited = dt_mpi_now() - start;
 		if (waited > beat) {
 			tell_watchers();

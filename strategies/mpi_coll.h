@@ -26,7 +26,10 @@
  *   when rank 0 did not name anyone), the others twice as long; a group
  *   with `grace` set defers to an observer;
  * - an observer (a parameter server) is told by each waiting rank that it
- *   is alive (dt_mpi_watch), so that silence means stalled.
+ *   is alive (dt_mpi_watch), so that silence means stalled;
+ * - a rank that was itself stopped and is continued (SIGCONT) starts its
+ *   wait afresh: the time it lost is not the others' fault, and they name
+ *   it if it was too long.
  *
  * Only strategies/ calls MPI; core/ never does.
  */
@@ -62,6 +65,8 @@ const char *dt_mpi_host(void);
  * closer to the missing one, should name it first: timeout/2, at most 10 s.
  */
 double dt_mpi_grace(double timeout);
+/* How many times this process was continued after a stop (SIGCONT, counted from dt_mpi_start). */
+int dt_mpi_stops(void);
 /*
  * Called in every wait: when another rank has aborted the job (dt_mpi_abort),
  * this rank exits at once with status 1 and prints nothing (the other rank

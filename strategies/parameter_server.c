@@ -224,7 +224,7 @@ static void next_message(const struct dt_strategy *s, char *in, size_t size, dou
 	const struct ps *p = s->priv;
 	MPI_Request r;
 	double start = dt_mpi_now();
-	int flag = 0;
+	int flag = 0, stops = dt_mpi_stops();
 
 	MPI_Irecv(in, (int)size, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r);
 	for (;;) {
@@ -235,6 +235,12 @@ static void next_message(const struct dt_strategy *s, char *in, size_t size, dou
 		if (flag)
 			break;
 		now = dt_mpi_now();
+		if (dt_mpi_stops() != stops) {
+			/* This server was stopped: the workers' silence meanwhile is not theirs. */
+			stops = dt_mpi_stops();
+			for (int w = 0; w < p->workers; w++)
+				heard[w] = now;
+		}
 		if (now - start > 0.002)
 			dt_mpi_check_abort();
 		for (int w = 0; w < p->workers; w++) {
