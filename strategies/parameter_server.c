@@ -214,23 +214,51 @@ static void ps_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt
 }
 
 /*
- * A server: the next message from a worker into in (size bytes), its status in st.
- * Every message, an "alive" one too, dates its worker in heard; a worker not
- * gone that sent nothing for limit seconds stalled: the job is aborted, naming it.
+ * A server: aborts the job naming the workers not gone that sent nothing for
+ * limit seconds (a message that came but is not taken in yet counts).
+ */
+static void check_workers(const struct dt_strategy *s, double *heard, const char *gone, double limit)
+{
+	const struct ps *p = s->priv;
+	char names[256];
+	int len = 0, n = 0;
+	double now = dt_mpi_now();
+
+	for (int w = 0; w < p->workers; w++) {
+		int pending = 0;
+		if (gone[w] || now - heard[w] <= limit)
+			continue;
+		MPI_Iprobe(w, MPI_ANY_TAG, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
+		if (pending) {
+			heard[w] = now;
+			continue;
+		}
+		n++;
+		if (len < (int)sizeof(names) - 16)
+			len += snprintf(names + len, sizeof(names) - len, "%s%d", len ? ", " : "", w);
+	}
+	if (n)
+		dt_mpi_abort("%s: server rank %d timed out after %g s (distribute.timeout) waiting for worker %s %s, "
+			     "which sent nothing (dead, stopped or stuck); aborting the job", who, s->rank, s->timeout,
+			     n > 1 ? "ranks" : "rank", names);
+}
+
+/*
+ * A server: the next message from a worker into in (size bytes), its status
+ * in st. Every message, an "alive" one too, dates its worker in heard; the
+ * workers are checked while it waits and after each message (a stream of
+ * pushes from some workers must not hide a silent one).
  */
 static void next_message(const struct dt_strategy *s, char *in, size_t size, double *heard, const char *gone,
 			 double limit, MPI_Status *st)
 {
 	const struct ps *p = s->priv;
 	MPI_Request r;
-	double start = dt_mpi_now();
+	double start = dt_mpi_now(), now;
 	int flag = 0, stops = dt_mpi_stops();
 
 	MPI_Irecv(in, (int)size, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r);
 	for (;;) {
-		char names[256];
-		int len = 0, n = 0;
-		double now;
 		MPI_Test(&r, &flag, st);
 		if (flag)
 			break;
@@ -243,20 +271,11 @@ static void next_message(const struct dt_strategy *s, char *in, size_t size, dou
 		}
 		if (now - start > 0.002)
 			dt_mpi_check_abort();
-		for (int w = 0; w < p->workers; w++) {
-			if (gone[w] || now - heard[w] <= limit)
-				continue;
-			n++;
-			if (len < (int)sizeof(names) - 16)
-				len += snprintf(names + len, sizeof(names) - len, "%s%d", len ? ", " : "", w);
-		}
-		if (n)
-			dt_mpi_abort("%s: server rank %d timed out after %g s (distribute.timeout) waiting for worker %s %s, "
-				     "which sent nothing (dead, stopped or stuck); aborting the job", who, s->rank,
-				     s->timeout, n > 1 ? "ranks" : "rank", names);
+		check_workers(s, heard, gone, limit);
 		dt_mpi_backoff(now - start);
 	}
 	heard[st->MPI_SOURCE] = dt_mpi_now();
+	check_workers(s, heard, gone, limit);
 }
 
 /* A server's whole job: apply pushes, answer gathers, until every worker is done. */
