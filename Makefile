@@ -4,6 +4,8 @@
 #   make deps       install the missing Debian packages (apt-get, as root)
 #   make demo       deps + build + train models/fashion_mlp.yaml
 #   make check      deps + build + every test; ends with "N passed, N failed"
+#   make fuzz       clang + the libFuzzer harnesses of tests/fuzz/, each run FUZZ_S
+#                   seconds (default 60); a finding is kept in tests/fuzz/regress/
 #   make install    binary and man pages under PREFIX (default /usr/local)
 #   make device-kit build/device-kit.tar.xz: dtrain with CUDA, its tests and
 #                   libraries, bats, jq, Fashion-MNIST, for a bare GPU machine
@@ -28,6 +30,8 @@ DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
 DEPS_BENCH := python3-torch python3-numpy python3-sklearn libopenblas0-pthread time
+# Only for `make fuzz` (clang's libFuzzer and sanitizers; omp.h for clang).
+DEPS_FUZZ := clang libclang-rt-dev libomp-dev
 
 ifeq ($(V),1)
 Q :=
@@ -216,6 +220,40 @@ bench: all
 	$(Q)DTRAIN=$(BIN) /usr/bin/python3 tests/bench/diabetes.py
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
+
+# ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_NAME.c -> build/fuzz/fuzz_NAME ----
+# The library again, built by clang with coverage for libFuzzer, AddressSanitizer and
+# UndefinedBehaviorSanitizer (objects under build/fuzz/, no OpenMP: its pragmas are
+# ignored). tests/fuzz/run.sh runs each harness FUZZ_S seconds on its seeds.
+FUZZ_S ?= 60
+FUZZ_CC ?= clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wno-unused-parameter -I. $(PKG_CFLAGS) \
+	-DDT_VERSION='"$(VERSION)"' -DDT_CUDA_BUILT=0 -MMD -MP $(FUZZ_SAN)
+FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o)
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/libdtrain.a: $(FUZZ_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/libdtrain.a
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libdtrain.a $(PKG_LIBS) -ldnnl -lgomp -lm \
+		-lpthread -ldl
+
+.PHONY: fuzz fuzz-bins
+fuzz-bins: $(FUZZ_BIN)
+
+fuzz:
+	$(Q)$(MAKE) --no-print-directory deps PACKAGES="$(DEPS_FUZZ)"
+	$(Q)$(MAKE) --no-print-directory fuzz-bins
+	$(Q)tests/fuzz/run.sh $(FUZZ_S)
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5

@@ -47,6 +47,25 @@ static int has_word(const char *allowed, const char *word)
 	return 0;
 }
 
+/* getopt's short options: -h always, -q and -o FILE where their long forms are allowed. */
+static const char *short_options(const char *allowed, char *buf, size_t size)
+{
+	snprintf(buf, size, ":h%s%s", has_word(allowed, "quiet") ? "q" : "", has_word(allowed, "output") ? "o:" : "");
+	return buf;
+}
+
+/* inspect's options (--step, --dump LAYER, -o FILE) into o: 1 when c is one of them. */
+static int inspect_option(struct dt_opts *o, int c, const char *arg)
+{
+	if (c == 'S')
+		o->step = 1;
+	else if (c == 'D')
+		o->dump = arg;
+	else if (c == 'o')
+		o->output = arg;
+	return c == 'S' || c == 'D' || c == 'o';
+}
+
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
 {
 	static const struct option all[] = {
@@ -63,9 +82,13 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "all", no_argument, NULL, 'a' },
 		{ "header", no_argument, NULL, 'H' },
 		{ "data", no_argument, NULL, 'd' },
+		{ "step", no_argument, NULL, 'S' },
+		{ "dump", required_argument, NULL, 'D' },
+		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
+	char shorts[8];
 	int n = 0, c;
 
 	memset(o, 0, sizeof(*o));
@@ -76,7 +99,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	o->sets = dt_calloc(argc, sizeof(char *));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, has_word(allowed, "quiet") ? ":hq" : ":h", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, short_options(allowed, shorts, sizeof(shorts)), longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			fputs(usage, stdout);
@@ -118,6 +141,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			o->data = 1;
 			break;
 		default:
+			if (inspect_option(o, c, optarg))
+				break;
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);
 			return DT_EXIT_USAGE;
@@ -596,6 +621,10 @@ static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in
 {
 	char x[64], y[64];
 	int64_t classes = dt_shape_count(out);
+	if (!p->one_hot && p->src->num_classes > classes && classes > 1 && p->src->label_file[0])
+		return dt_error("'%s' record %lld: label %d is out of range (the model outputs %s: classes 0 to %lld)",
+				p->src->label_file, (long long)p->src->label_max_record, p->src->num_classes - 1,
+				dt_shape_format(out, 1, x, sizeof(x)), (long long)classes - 1);
 	if (!p->one_hot && p->src->num_classes > classes && classes > 1)
 		return dt_error("'%s' has %d classes but the model outputs %s", p->src->name, p->src->num_classes,
 				dt_shape_format(out, 1, x, sizeof(x)));
@@ -687,8 +716,8 @@ int dt_app_build(struct dt_app *a)
 		    (a->have_val && check_pipeline(&a->val, &in, &labels->label, &a->models[r].output) < 0) ||
 		    (a->have_test && check_pipeline(&a->test, &in, &labels->label, &a->models[r].output) < 0))
 			return DT_EXIT_USAGE;
-		if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, &a->models[r], &labels->label,
-				      src->num_classes, c->loss_node) < 0)
+		if (dt_objective_init(&a->trainer.objective, c->loss, &c->loss_args, c->from_logits, &a->models[r],
+				      &labels->label, src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();
 		if (c->errors && !dt_shape_equal(&labels->label, &a->models[r].output)) {
 			char out[64], lab[64];

@@ -22,6 +22,7 @@ int cmd_summary(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {
@@ -40,6 +41,9 @@ struct dt_opts {
 	int all;                /* predict --all */
 	int header;             /* predict --header */
 	int data;               /* time --data */
+	int step;               /* inspect --step */
+	const char *dump;       /* inspect --dump LAYER */
+	const char *output;     /* inspect -o FILE */
 };
 
 /*

@@ -111,6 +111,11 @@ static struct dt_ckpt *open_resume(const struct dt_app *a, const char *dir, int 
 	struct dt_ckpt *f;
 	dt_run_dir_file(&a->cfg, "latest.safetensors", path, sizeof(path));
 	*rc = DT_EXIT_FAIL;
+	if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		dt_error("cannot resume: the run directory '%s' is not a directory but a %s; set checkpoint.dir to "
+			 "the directory of the run", dir, S_ISREG(st.st_mode) ? "regular file" : "special file");
+		return NULL;
+	}
 	if (lstat(path, &st) < 0) {
 		dt_error("nothing to resume: '%s' holds no checkpoint (no latest.safetensors); run without --resume to "
 			 "start training", dir);
@@ -199,6 +204,11 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 		return DT_EXIT_FAIL;
 	if (a->have_test && a->strategy.is_chief) {
 		struct dt_metrics m;
+		/* Keras' fit ends with the weights' moving average in the model (finalize_variable_values). */
+		if (dt_optimizer_has_ema(&a->opts[0])) {
+			dt_optimizer_use_ema(&a->opts[0], &a->models[0]);
+			dt_note("the test set is evaluated with the moving average of the weights (use_ema)");
+		}
 		if (dt_evaluate(&a->trainer, &a->test, &m) < 0)
 			return DT_EXIT_FAIL;
 		print_test(a, o->json, o->quiet, &m, dt_pipeline_size(&a->test));

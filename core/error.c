@@ -36,16 +36,63 @@ void dt_error_capture(struct dt_error_capture *c)
 		c->set = 0;
 }
 
+/*
+ * text (n bytes) into buf (size bytes): as it is when it fits, else its start
+ * and its end around "...", cut between UTF-8 characters, so that a long
+ * value in the middle of a message leaves the message's end (the reason,
+ * the closing quote, the line:col of a place) readable.
+ */
+static void fit_text(char *buf, size_t size, const char *text, size_t n)
+{
+	size_t head, tail;
+	if (n < size) {
+		memcpy(buf, text, n + 1);
+		return;
+	}
+	head = (size - 4) * 2 / 3;
+	tail = size - 4 - head;
+	while (head > 0 && ((unsigned char)text[head] & 0xC0) == 0x80)
+		head--;
+	while (tail > 0 && ((unsigned char)text[n - tail] & 0xC0) == 0x80)
+		tail--;
+	memcpy(buf, text, head);
+	memcpy(buf + head, "...", 3);
+	memcpy(buf + head + 3, text + n - tail, tail);
+	buf[head + 3 + tail] = 0;
+}
+
+/* The message of fmt into buf (size bytes), shortened by fit_text when it is longer. */
+static void format_fit(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	va_list aq;
+	char *full;
+	int n;
+
+	va_copy(aq, ap);
+	n = vsnprintf(buf, size, fmt, aq);
+	va_end(aq);
+	if (n < 0 || (size_t)n < size)
+		return;
+	full = malloc((size_t)n + 1);
+	if (!full) {
+		memcpy(buf + size - 4, "...", 4);
+		return;
+	}
+	vsnprintf(full, (size_t)n + 1, fmt, ap);
+	fit_text(buf, size, full, (size_t)n);
+	free(full);
+}
+
 int dt_error_atv(const char *where, const char *fmt, va_list ap)
 {
 	if (capture) {
-		vsnprintf(capture->msg, sizeof(capture->msg), fmt, ap);
-		snprintf(capture->where, sizeof(capture->where), "%s", where);
+		format_fit(capture->msg, sizeof(capture->msg), fmt, ap);
+		fit_text(capture->where, sizeof(capture->where), where, strlen(where));
 		capture->set = 1;
 		return -1;
 	}
-	vsnprintf(last, sizeof(last), fmt, ap);
-	snprintf(last_where, sizeof(last_where), "%s", where);
+	format_fit(last, sizeof(last), fmt, ap);
+	fit_text(last_where, sizeof(last_where), where, strlen(where));
 	if (quiet)
 		return -1;
 	if (rank >= 0)

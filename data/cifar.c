@@ -159,12 +159,19 @@ static int cifar_names(struct dt_source *s, const char *dir, const char *file, i
 {
 	char *path = join(dir, file), line[256];
 	FILE *f = fopen(path, "r");
+	struct stat st;
 	char **names;
 	int n = 0;
 
 	if (!f) {
 		free(path);
 		return 0;
+	}
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		dt_error("cannot read '%s': not a regular file", path);
+		free(path);
+		return -1;
 	}
 	names = dt_calloc(classes, sizeof(char *));
 	while (fgets(line, sizeof(line), f)) {

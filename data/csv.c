@@ -52,7 +52,7 @@
 
 /* Lines of a gzip or plain stream, read a chunk at a time. */
 struct csv_lines {
-	gzFile gz;
+	struct dt_gz *gz;
 	const char *name;
 	char *chunk;          /* CSV_CHUNK bytes read ahead */
 	int64_t pos, have;    /* the unread bytes: chunk[pos .. have) */
@@ -82,8 +82,8 @@ static int csv_readline(struct csv_lines *l)
 				l->have = 0;
 				return -1;
 			}
-			l->eof = l->have < CSV_CHUNK; /* dt_gz_read reads less only at the end */
-			if (l->have == 0)
+			l->eof = l->have == 0; /* a short read may be the bytes before a cut: read on for its error */
+			if (l->eof)
 				break;
 		}
 		nl = memchr(l->chunk + l->pos, '\n', (size_t)(l->have - l->pos));
@@ -128,8 +128,7 @@ static int csv_getline(struct csv_lines *l)
 
 static void csv_lines_close(struct csv_lines *l)
 {
-	if (l->gz)
-		gzclose(l->gz);
+	dt_gz_close(l->gz);
 	free(l->chunk);
 	free(l->buf);
 	memset(l, 0, sizeof(*l));
@@ -232,7 +231,8 @@ static int csv_number(const char *s, float *out)
 struct csv_layout {
 	int ncols;     /* fields per row */
 	int label_col; /* -1: none (predict input of features only) */
-	char **names;  /* ncols header names, or NULL */
+	char **names;  /* ncols header names (NULL-terminated, pointers into name_text), or NULL */
+	char *name_text;
 	char delim;
 };
 
@@ -523,6 +523,28 @@ static void csv_close(struct dt_source *s)
 }
 
 /*
+ * Keeps the k fields of the header row as the column names, in one block of
+ * text: a header of millions of short names costs its bytes, not an
+ * allocation per name.
+ */
+static void csv_keep_names(struct csv_layout *L, char **fields, int k)
+{
+	size_t bytes = 0;
+	char *w;
+	for (int i = 0; i < k; i++)
+		bytes += strlen(fields[i]) + 1;
+	L->names = dt_malloc((size_t)(k + 1) * sizeof(char *));
+	L->name_text = w = dt_malloc(bytes);
+	for (int i = 0; i < k; i++) {
+		size_t n = strlen(fields[i]) + 1;
+		memcpy(w, fields[i], n);
+		L->names[i] = w;
+		w += n;
+	}
+	L->names[k] = NULL;
+}
+
+/*
  * Skips `skip` lines, reads the header (or the first row: then *pending)
  * and finds the label column. `header` is a csv_header. 0 or -1.
  */
@@ -563,11 +585,8 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 	else
 		names = header == CSV_HEADER_YES;
 	*pending = !names;
-	if (names) {
-		L->names = dt_calloc(k + 1, sizeof(char *));
-		for (int i = 0; i < k; i++)
-			L->names[i] = dt_strdup((*fields)[i]);
-	}
+	if (names)
+		csv_keep_names(L, *fields, k);
 	if (by_name && !names && header == CSV_HEADER_NO)
 		return dt_node_error(label, "label '%s' names a column but '%s' has no header (header: false); "
 				     "give the column's index", label->value, l->name);
@@ -594,10 +613,21 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 
 static void csv_free_names(struct csv_layout *L)
 {
-	for (int i = 0; L->names && L->names[i]; i++)
-		free(L->names[i]);
 	free(L->names);
+	free(L->name_text);
 	L->names = NULL;
+	L->name_text = NULL;
+}
+
+/*
+ * Rows of the first allocation: 1024, or fewer for wide rows, so that it
+ * takes about 4 MB at most; a row of n fields has n - 1 delimiters, so a
+ * wider one brings its bytes before its floats are allocated.
+ */
+static int64_t csv_first_rows(int ncols)
+{
+	int64_t rows = (1 << 20) / ncols;
+	return rows < 1 ? 1 : rows > 1024 ? 1024 : rows;
 }
 
 /*
@@ -684,7 +714,8 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 		}
 		pending = 0;
 		if (rows == rowcap) {
-			rowcap = rowcap ? 2 * rowcap : 1024;
+			/* Room for the rows read: the first allocation is no larger than the first row's text. */
+			rowcap = rowcap ? 2 * rowcap : csv_first_rows(L.ncols);
 			d->x = dt_realloc(d->x, (size_t)(rowcap * d->features) * sizeof(float));
 			d->y = dt_realloc(d->y, (size_t)rowcap * sizeof(float));
 			d->bad = dt_realloc(d->bad, (size_t)rowcap);
@@ -719,7 +750,12 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 		goto out;
 	}
 	if (good == 0) {
-		dt_error("'%s' has no readable row; the first: %s", s->name, d->bads[0].msg);
+		/* A line of counts before the header (sklearn's wine_data.csv) reads as a header of the wrong width. */
+		char hint[128] = "";
+		if (L.names && strstr(d->bads[0].msg, " fields, found "))
+			snprintf(hint, sizeof(hint), " (is line %lld a preamble, not the header? skip_rows: N skips N lines)",
+				 (long long)skip + 1);
+		dt_error("'%s' has no readable row; the first: %s%s", s->name, d->bads[0].msg, hint);
 		goto out;
 	}
 	s->count = rows;
@@ -873,11 +909,8 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	if (!header)
 		header = csv_is_header(c->fields, k, c->L.label_col);
 	csv_note_first_row(r->name, c->l.line, c->fields, k, header);
-	if (header) {
-		c->L.names = dt_calloc(k + 1, sizeof(char *));
-		for (int i = 0; i < k; i++)
-			c->L.names[i] = dt_strdup(c->fields[i]);
-	}
+	if (header)
+		csv_keep_names(&c->L, c->fields, k);
 	c->pending = !header;
 	return 0;
 }

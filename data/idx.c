@@ -8,11 +8,9 @@
  * A file must hold exactly what its header promises: fewer bytes is a
  * truncated file, more is trailing data, both are errors.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "core/pipeline/source.h"
 #include "reader.h"
@@ -20,7 +18,7 @@
 
 #define IDX_UBYTE 0x08
 #define IDX_MAX_RECORD INT32_MAX   /* bytes of one record */
-#define IDX_CHUNK (16 << 20)       /* first allocation, before the data proves larger */
+#define IDX_CHUNK (1 << 16)        /* first allocation, before the data proves larger */
 
 struct idx {
 	uint8_t *images; /* (count, record) */
@@ -50,30 +48,6 @@ static const char *idx_type_name(int code)
 	return NULL;
 }
 
-/* Reads up to n bytes; returns bytes read, or -1 after reporting a corrupt stream. */
-static int64_t idx_gzread(gzFile gz, const char *path, void *buf, int64_t n)
-{
-	int64_t got = 0;
-	while (got < n) {
-		unsigned chunk = n - got > (1 << 30) ? 1u << 30 : (unsigned)(n - got);
-		int k = gzread(gz, (uint8_t *)buf + got, chunk);
-		if (k < 0) {
-			int code;
-			const char *msg = gzerror(gz, &code);
-			size_t len = strlen(path);
-			if (code == Z_ERRNO)
-				return dt_error("cannot read '%s': %s", path, strerror(errno));
-			if (!strncmp(msg, path, len) && !strncmp(msg + len, ": ", 2))
-				msg += len + 2; /* zlib prefixes the path */
-			return dt_error("cannot read '%s': corrupt gzip stream: %s", path, msg);
-		}
-		if (k == 0)
-			break;
-		got += k;
-	}
-	return got;
-}
-
 /*
  * Reads the header and the data of one IDX file. Memory grows with the data
  * actually present, so a corrupt header that promises terabytes ends as a
@@ -86,17 +60,12 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 	uint32_t magic;
 	uint8_t extra;
 	int64_t k;
-	int code;
-	gzFile gz;
+	struct dt_gz *gz;
 
 	f->data = NULL;
-	errno = 0;
-	gz = gzopen(f->path, "rb");
-	if (!gz)
-		return dt_error("cannot open '%s': %s", f->path, errno ? strerror(errno) : "out of memory");
-	gzbuffer(gz, 1 << 18);
-
-	k = idx_gzread(gz, f->path, head, 4);
+	if (!(gz = dt_gz_open(f->path)))
+		return -1;
+	k = dt_gz_read(gz, f->path, head, 4);
 	if (k < 0)
 		goto fail;
 	if (k < 4) {
@@ -121,7 +90,7 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 		goto fail;
 	}
 
-	k = idx_gzread(gz, f->path, head + 4, 4 * f->ndim);
+	k = dt_gz_read(gz, f->path, head + 4, 4 * f->ndim);
 	if (k < 0)
 		goto fail;
 	if (k < 4 * f->ndim) {
@@ -150,7 +119,7 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 	cap = want < IDX_CHUNK ? want : IDX_CHUNK;
 	f->data = malloc(cap);
 	while (f->data) {
-		k = idx_gzread(gz, f->path, f->data + got, cap - got);
+		k = dt_gz_read(gz, f->path, f->data + got, cap - got);
 		if (k < 0)
 			goto fail;
 		got += k;
@@ -174,24 +143,19 @@ static int idx_load(struct idx_file *f, int min_ndim, int max_ndim, uint32_t exp
 		goto fail;
 	}
 	/* One more byte: trailing data is an error; at the end, zlib checks the gzip CRC. */
-	k = idx_gzread(gz, f->path, &extra, 1);
+	k = dt_gz_read(gz, f->path, &extra, 1);
 	if (k < 0)
 		goto fail;
 	if (k > 0) {
 		dt_error("'%s' has trailing data after the %u %s its header promises", f->path, f->dim[0], f->what);
 		goto fail;
 	}
-	gzerror(gz, &code);
-	if (code == Z_BUF_ERROR) {
-		dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer", f->path);
-		goto fail;
-	}
-	gzclose(gz);
+	dt_gz_close(gz);
 	return 0;
 fail:
 	free(f->data);
 	f->data = NULL;
-	gzclose(gz);
+	dt_gz_close(gz);
 	return -1;
 }
 
@@ -254,10 +218,14 @@ static int idx_open(struct dt_source *s, const struct dt_node *args)
 	else
 		s->sample = dt_shape_make(3, (int[]){ (int)im.dim[1], (int)im.dim[2], (int)im.dim[3] });
 	s->label = dt_shape_make(1, (int[]){ 1 });
-	for (int64_t i = 0; i < s->count; i++)
-		if (lb.data[i] > max)
+	for (int64_t i = 0; i < s->count; i++) {
+		if (lb.data[i] > max) {
 			max = lb.data[i];
+			s->label_max_record = i;
+		}
+	}
 	s->num_classes = max + 1 < 2 ? 2 : max + 1;
+	snprintf(s->label_file, sizeof(s->label_file), "%s", lb.path);
 
 	d = dt_calloc(1, sizeof(*d));
 	d->images = im.data;
@@ -302,32 +270,28 @@ const struct dt_source_type dt_idx_source = {
 
 /* ---- the stream reader: an images file read a chunk at a time (dtrain predict) ---- */
 
-struct idx_stream {
-	struct dt_record_stream s;
-	int64_t count, record;
-};
-
 static void idx_stream_close(struct dt_reader *r)
 {
-	struct idx_stream *c = r->priv;
+	struct dt_record_stream *c = r->priv;
 	if (!c)
 		return;
-	dt_record_stream_close(&c->s);
+	dt_record_stream_close(c);
 	free(c);
 	r->priv = NULL;
 }
 
 static int idx_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
 {
-	struct idx_stream *c = dt_calloc(1, sizeof(*c));
+	struct dt_record_stream *c = dt_calloc(1, sizeof(*c));
 	uint8_t head[4 + 4 * 4];
 	int dims[3], ndim;
 	int64_t k;
 
 	r->priv = c;
-	if (!(c->s.gz = dt_gz_open(path)))
+	c->noun = "image";
+	if (!(c->gz = dt_gz_open(path)))
 		return -1;
-	k = dt_gz_read(c->s.gz, r->name, head, 4);
+	k = dt_gz_read(c->gz, r->name, head, 4);
 	if (k < 0)
 		return -1;
 	if (k == 0)
@@ -335,9 +299,9 @@ static int idx_stream_open(struct dt_reader *r, const char *path, const struct d
 	ndim = head[3];
 	if (k < 4 || head[0] || head[1] || head[2] != IDX_UBYTE || ndim < 2 || ndim > 4)
 		return dt_error("'%s' is not an IDX images file (uint8, 2 to 4 dimensions)", r->name);
-	if (dt_gz_read(c->s.gz, r->name, head + 4, 4 * ndim) != 4 * ndim)
+	if (dt_gz_read(c->gz, r->name, head + 4, 4 * ndim) != 4 * ndim)
 		return dt_error("'%s' is truncated: the header of %d dimensions is cut short", r->name, ndim);
-	c->record = 1;
+	c->size = 1;
 	for (int i = 0; i < ndim; i++) {
 		const uint8_t *b = head + 4 + 4 * i;
 		uint32_t v = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
@@ -345,36 +309,30 @@ static int idx_stream_open(struct dt_reader *r, const char *path, const struct d
 			c->count = v;
 			continue;
 		}
-		if (v == 0 || v > IDX_MAX_RECORD / c->record)
+		if (v == 0 || v > IDX_MAX_RECORD / c->size)
 			return dt_error("'%s' has absurd dimension %u in its header (dimension %d)", r->name, v, i);
 		dims[i - 1] = (int)v;
-		c->record *= v;
+		c->size *= v;
 	}
-	if (o->sample.ndim) {
-		if (dt_record_stream_fit(r, o, c->record, "image") < 0)
-			return -1;
-	} else if (ndim == 3) {
+	if (o->sample.ndim)
+		return dt_record_stream_fit(r, o, c->size, "image");
+	/* The shape comes from the header: believe it once an image of that size is there. */
+	if (dt_record_stream_first(c, r) < 0)
+		return -1;
+	if (ndim == 3)
 		r->sample = dt_shape_make(3, (int[]){ dims[0], dims[1], 1 });
-	} else {
+	else
 		r->sample = dt_shape_make(ndim - 1, dims);
-	}
 	return 0;
 }
 
 static int idx_stream_next(struct dt_reader *r, int n, float *x)
 {
-	struct idx_stream *c = r->priv;
-	int64_t left = c->count - r->records;
+	struct dt_record_stream *c = r->priv;
 	const uint8_t *b;
-	if (n > left)
-		n = (int)left;
-	if (n <= 0)
-		return 0;
-	if (!(b = dt_record_stream_read(&c->s, r, n, c->record, c->count, "image")))
-		return -1;
-	for (int64_t i = 0; i < n * c->record; i++)
+	n = dt_record_stream_next(c, r, n, &b);
+	for (int64_t i = 0; i < n * c->size; i++)
 		x[i] = b[i];
-	r->records += n;
 	return n;
 }
 

@@ -25,7 +25,7 @@
 #include "sources.h"
 
 #define NPY_MAX_HEADER (1 << 20)
-#define NPY_CHUNK (16 << 20) /* first allocation, before the data proves larger */
+#define NPY_CHUNK (1 << 16) /* first allocation, before the data proves larger */
 
 enum npy_kind { NPY_F4, NPY_F8, NPY_U1, NPY_I1, NPY_I2, NPY_U2, NPY_I4, NPY_U4, NPY_I8, NPY_U8, NPY_B1 };
 
@@ -176,9 +176,11 @@ static int npy_parse_header(const char *name, const char *h, struct npy_array *a
 	a->count = a->dim[0];
 	a->record = 1;
 	for (int i = 1; i < a->ndim; i++) {
-		if (a->dim[i] == 0 || a->dim[i] > INT32_MAX / a->record)
-			return dt_error("'%s' has records of %lld elements or more; at most %d", name,
-					(long long)a->dim[i] * a->record, INT32_MAX);
+		if (a->dim[i] == 0)
+			return dt_error("'%s' has records of no values (dimension %d of its shape is 0)", name, i);
+		if (a->dim[i] > INT32_MAX / a->record)
+			return dt_error("'%s' has records of more than %d elements (dimension %d is %lld)", name, INT32_MAX,
+					i, (long long)a->dim[i]);
 		a->record *= a->dim[i];
 	}
 	if (a->record * a->itemsize > INT32_MAX)
@@ -187,7 +189,7 @@ static int npy_parse_header(const char *name, const char *h, struct npy_array *a
 }
 
 /* Reads the magic, version and header dict from gz. 0 or -1. */
-static int npy_read_header(gzFile gz, const char *name, struct npy_array *a)
+static int npy_read_header(struct dt_gz *gz, const char *name, struct npy_array *a)
 {
 	uint8_t head[12];
 	uint32_t hlen;
@@ -250,7 +252,7 @@ static int npy_load(struct npy_file *f, const char *path)
 {
 	int64_t want, got = 0, cap, k;
 	uint8_t extra;
-	gzFile gz = dt_gz_open(path);
+	struct dt_gz *gz = dt_gz_open(path);
 
 	snprintf(f->name, sizeof(f->name), "%s", dt_data_name(path));
 	if (!gz)
@@ -293,12 +295,12 @@ static int npy_load(struct npy_file *f, const char *path)
 			 (long long)f->a.count);
 		goto fail;
 	}
-	gzclose(gz);
+	dt_gz_close(gz);
 	return 0;
 fail:
 	free(f->data);
 	f->data = NULL;
-	gzclose(gz);
+	dt_gz_close(gz);
 	return -1;
 }
 
@@ -385,13 +387,16 @@ static int npy_open(struct dt_source *s, const struct dt_node *args)
 		int classes = 1;
 		for (int64_t i = 0; i < s->count && classes; i++) {
 			float v = npy_value(d->y.a.kind, d->y.data + i * d->y.a.itemsize);
-			if (!(v >= 0 && v == floorf(v) && v < (1 << 24)))
+			if (!(v >= 0 && v == floorf(v) && v < (1 << 24))) {
 				classes = 0;
-			else if (v > max)
+			} else if (v > max) {
 				max = v;
+				s->label_max_record = i;
+			}
 		}
 		if (classes)
 			s->num_classes = max + 1 < 2 ? 2 : (int)max + 1;
+		snprintf(s->label_file, sizeof(s->label_file), "%s", d->y.name);
 	}
 	rc = 0;
 out:
@@ -450,33 +455,30 @@ static int npy_stream_open(struct dt_reader *r, const char *path, const struct d
 	r->priv = c;
 	if (!(c->s.gz = dt_gz_open(path)) || npy_read_header(c->s.gz, r->name, &c->a) < 0)
 		return -1;
-	if (o->sample.ndim) {
-		if (dt_record_stream_fit(r, o, c->a.record, "sample") < 0)
-			return -1;
-	} else {
-		if (c->a.ndim - 1 > DT_MAX_SAMPLE_DIMS)
-			return dt_error("'%s' has %d dimensions per sample; at most %d", r->name, c->a.ndim - 1,
-					DT_MAX_SAMPLE_DIMS);
-		for (int i = 1; i < c->a.ndim; i++)
-			dims[i - 1] = (int)c->a.dim[i];
-		r->sample = c->a.ndim == 1 ? dt_shape_make(1, (int[]){ 1 }) : dt_shape_make(c->a.ndim - 1, dims);
-	}
+	c->s.noun = "record";
+	c->s.size = c->a.record * c->a.itemsize;
+	c->s.count = c->a.count;
+	if (o->sample.ndim)
+		return dt_record_stream_fit(r, o, c->a.record, "sample");
+	if (c->a.ndim - 1 > DT_MAX_SAMPLE_DIMS)
+		return dt_error("'%s' has %d dimensions per sample; at most %d", r->name, c->a.ndim - 1,
+				DT_MAX_SAMPLE_DIMS);
+	/* The shape comes from the header: believe it once a record of that size is there. */
+	if (dt_record_stream_first(&c->s, r) < 0)
+		return -1;
+	for (int i = 1; i < c->a.ndim; i++)
+		dims[i - 1] = (int)c->a.dim[i];
+	r->sample = c->a.ndim == 1 ? dt_shape_make(1, (int[]){ 1 }) : dt_shape_make(c->a.ndim - 1, dims);
 	return 0;
 }
 
 static int npy_stream_next(struct dt_reader *r, int n, float *x)
 {
 	struct npy_stream *c = r->priv;
-	int64_t left = c->a.count - r->records;
 	const uint8_t *b;
-	if (n > left)
-		n = (int)left;
-	if (n <= 0)
-		return 0;
-	if (!(b = dt_record_stream_read(&c->s, r, n, c->a.record * c->a.itemsize, c->a.count, "record")))
-		return -1;
-	npy_convert(&c->a, b, n * c->a.record, x);
-	r->records += n;
+	n = dt_record_stream_next(&c->s, r, n, &b);
+	if (n > 0)
+		npy_convert(&c->a, b, n * c->a.record, x);
 	return n;
 }
 

@@ -10,6 +10,13 @@
  * libpng reports errors by longjmp: every resource that must survive one is
  * either in the decoder (buffers) or freed by png_destroy_read_struct on the
  * setjmp path, so a corrupt file leaks nothing.
+ *
+ * Memory follows the bytes present, not the sizes a header declares: the
+ * pixel buffer grows as rows are decoded (an interlaced image, whose passes
+ * need every row at once, is first checked against its compressed bytes:
+ * deflate cannot expand a byte to more than 1032), and libpng skips the
+ * ancillary chunks dtrain does not use (text, ICC profiles, sPLT, ...)
+ * without allocating what their lengths declare.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +36,8 @@
 #define PNG_MAX_DECODED (1LL << 30)     /* bytes of decoded pixels */
 #define PNG_MAX_PIXELS (1LL << 26)      /* pixels of one image (its floats must fit too) */
 #define PNG_MAX_FILE (1LL << 30)
+#define PNG_DEFLATE_RATIO 1032          /* the most bytes deflate makes of one */
+#define PNG_FIRST_ROWS (1 << 16)        /* bytes of decoded rows before the data proves more */
 
 struct dt_png_decoder {
 	uint8_t *file;       /* the file's bytes */
@@ -80,6 +89,21 @@ static void *grow(void *p, size_t *cap, size_t need)
 	free(p);
 	*cap = need + need / 4;
 	return dt_malloc(*cap);
+}
+
+/* Room in d->pix for `need` bytes, keeping the bytes decoded so far; grows by doubling up to `total`. */
+static void grow_pix(struct dt_png_decoder *d, size_t need, size_t total)
+{
+	size_t cap = d->pix_cap;
+	if (need <= cap)
+		return;
+	cap = 2 * cap > need ? 2 * cap : need;
+	if (cap < PNG_FIRST_ROWS)
+		cap = PNG_FIRST_ROWS;
+	if (cap > total)
+		cap = total;
+	d->pix = dt_realloc(d->pix, cap);
+	d->pix_cap = cap;
 }
 
 static int fail(struct dt_png_decoder *d, const char *fmt, ...) DT_PRINTF(2, 3);
@@ -260,18 +284,40 @@ static void finish(struct dt_png_decoder *d, int h0, int w0, int nch, int bits, 
 	resize(d, d->tmp, h0, w0, c, out, h, w);
 }
 
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The bytes of the IDAT chunks in d->file (of a chunk cut short, those present). */
+static size_t idat_bytes(const struct dt_png_decoder *d)
+{
+	const uint8_t *p = d->file + 8;
+	size_t n = 0;
+	while (d->end - p >= 8) {
+		size_t len = be32(p), left = (size_t)(d->end - p) - 8;
+		if (!memcmp(p + 4, "IDAT", 4))
+			n += len < left ? len : left;
+		if (len >= left)
+			break;
+		p += 8 + len + (left - len >= 4 ? 4 : left - len);
+	}
+	return n;
+}
+
 /*
- * Decodes d->file. With out == NULL reads only the header into *h0, *w0 and
- * *nch0 (channels of the colour type). Otherwise converts to c channels and
- * writes (h, w, c) floats.
+ * Decodes d->file. *h0p, *w0p and *nch0 (when h0p is set) get the image's
+ * size and the channels of its colour type. With out set, converts to c
+ * channels and writes (h, w, c) floats; without, only decodes the pixels
+ * (proving the data is there).
  */
 static int decode(struct dt_png_decoder *d, int *h0p, int *w0p, int *nch0, int h, int w, int c, float *out)
 {
 	png_structp png;
 	png_infop info;
 	png_uint_32 w0, h0;
-	int bits, type, nch, obits;
-	size_t rowbytes;
+	int bits, type, interlace, nch, obits;
+	size_t rowbytes, stored;
 
 	png = png_create_read_struct(PNG_LIBPNG_VER_STRING, d, on_error, on_warning);
 	if (!png)
@@ -287,17 +333,19 @@ static int decode(struct dt_png_decoder *d, int *h0p, int *w0p, int *nch0, int h
 	}
 	png_set_read_fn(png, d, on_read);
 	png_set_user_limits(png, DT_PNG_MAX_SIDE, DT_PNG_MAX_SIDE);
+	/* Text, profiles and the other ancillary chunks but tRNS: skipped unread, whatever their lengths say. */
+	png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
+	png_set_chunk_malloc_max(png, (size_t)(d->end - d->file));
 	png_read_info(png, info);
-	png_get_IHDR(png, info, &w0, &h0, &bits, &type, NULL, NULL, NULL);
-	if (!out) {
+	png_get_IHDR(png, info, &w0, &h0, &bits, &type, &interlace, NULL, NULL);
+	if (h0p) {
 		int has_trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
 		*h0p = (int)h0;
 		*w0p = (int)w0;
 		*nch0 = type == PNG_COLOR_TYPE_GRAY ? 1 : type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
 			: type == PNG_COLOR_TYPE_RGB_ALPHA || (type == PNG_COLOR_TYPE_PALETTE && has_trns) ? 4 : 3;
-		png_destroy_read_struct(&png, &info, NULL);
-		return 0;
 	}
+	stored = png_get_rowbytes(png, info);
 
 	if (type == PNG_COLOR_TYPE_PALETTE)
 		png_set_palette_to_rgb(png);
@@ -314,21 +362,30 @@ static int decode(struct dt_png_decoder *d, int *h0p, int *w0p, int *nch0, int h
 		png_error(png, "unexpected pixel layout after expansion");
 	if ((long long)rowbytes * h0 > PNG_MAX_DECODED || (long long)w0 * h0 > PNG_MAX_PIXELS)
 		png_error(png, "the image is too large to decode (more than 2^26 pixels)");
+	/* The rows as stored (before expansion) cannot be more than deflate makes of the IDAT bytes. */
+	if ((unsigned long long)stored * h0 / PNG_DEFLATE_RATIO > idat_bytes(d))
+		png_error(png, "the image data is too short for its size (truncated)");
 
-	d->pix = grow(d->pix, &d->pix_cap, rowbytes * h0);
+	if (interlace == PNG_INTERLACE_NONE) {
+		/* Row by row, the buffer growing as they come. */
+		for (png_uint_32 y = 0; y < h0; y++) {
+			grow_pix(d, (size_t)(y + 1) * rowbytes, rowbytes * h0);
+			png_read_row(png, d->pix + y * rowbytes, NULL);
+		}
+	} else {
+		/* Every pass writes into every row: the whole buffer at once. */
+		grow_pix(d, rowbytes * h0, rowbytes * h0);
+	}
 	d->rows = grow(d->rows, &d->rows_cap, h0 * sizeof(png_bytep));
 	for (png_uint_32 y = 0; y < h0; y++)
 		d->rows[y] = d->pix + y * rowbytes;
-	png_read_image(png, d->rows);
+	if (interlace != PNG_INTERLACE_NONE)
+		png_read_image(png, d->rows);
 	png_read_end(png, NULL);
 	png_destroy_read_struct(&png, &info, NULL);
-	finish(d, (int)h0, (int)w0, nch, obits, c, out, h, w);
+	if (out)
+		finish(d, (int)h0, (int)w0, nch, obits, c, out, h, w);
 	return 0;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 static inline uint8_t paeth(int a, int b, int c)
@@ -345,7 +402,7 @@ static inline uint8_t paeth(int a, int b, int c)
  * place. Returns 1 when it decoded the image, 0 when libpng must (any other
  * kind of file, and every error, so that libpng's message is the one shown).
  */
-static int decode_fast(struct dt_png_decoder *d, int h, int w, int c, float *out)
+static int decode_fast(struct dt_png_decoder *d, int *h0p, int *w0p, int *nch0, int h, int w, int c, float *out)
 {
 	const uint8_t *p = d->file + 8, *end = d->end;
 	uint32_t w0, h0;
@@ -375,9 +432,9 @@ static int decode_fast(struct dt_png_decoder *d, int h, int w, int c, float *out
 	} else if (inflateReset(&d->z) != Z_OK) {
 		return 0;
 	}
-	d->pix = grow(d->pix, &d->pix_cap, total);
+	grow_pix(d, total < PNG_FIRST_ROWS ? total : PNG_FIRST_ROWS, total);
 	d->z.next_out = d->pix;
-	d->z.avail_out = (uInt)total;
+	d->z.avail_out = (uInt)(d->pix_cap < total ? d->pix_cap : total);
 	p += 25;
 	for (;;) {
 		uint32_t len;
@@ -399,10 +456,18 @@ static int decode_fast(struct dt_png_decoder *d, int h, int w, int c, float *out
 				int rc;
 				d->z.next_in = (Bytef *)(p + 8);
 				d->z.avail_in = len;
-				rc = inflate(&d->z, Z_NO_FLUSH);
+				for (;;) {
+					rc = inflate(&d->z, Z_NO_FLUSH);
+					if (rc != Z_OK || d->z.avail_out || d->z.total_out == total)
+						break;
+					/* The rows so far fill the buffer: it grows as the data proves more. */
+					grow_pix(d, d->z.total_out + 1, total);
+					d->z.next_out = d->pix + d->z.total_out;
+					d->z.avail_out = (uInt)((d->pix_cap < total ? d->pix_cap : total) - d->z.total_out);
+				}
 				if (rc == Z_STREAM_END)
 					done = 1;
-				else if (rc != Z_OK && !(rc == Z_BUF_ERROR && len == 0))
+				else if (rc != Z_OK && !(rc == Z_BUF_ERROR && d->z.avail_in == 0))
 					return 0;
 				if (!done && d->z.avail_out == 0 && d->z.avail_in)
 					return 0; /* more data than the image holds */
@@ -451,7 +516,13 @@ static int decode_fast(struct dt_png_decoder *d, int h, int w, int c, float *out
 		}
 		d->rows[y] = row;
 	}
-	finish(d, (int)h0, (int)w0, nch, 8, c, out, h, w);
+	if (h0p) {
+		*h0p = (int)h0;
+		*w0p = (int)w0;
+		*nch0 = nch;
+	}
+	if (out)
+		finish(d, (int)h0, (int)w0, nch, 8, c, out, h, w);
 	return 1;
 }
 
@@ -461,7 +532,7 @@ int dt_png_decoder_decode(struct dt_png_decoder *d, const char *path, int h, int
 	d->err[0] = 0;
 	if (read_file(d, path) < 0)
 		return -1;
-	if (decode_fast(d, h, w, c, out))
+	if (decode_fast(d, NULL, NULL, NULL, h, w, c, out))
 		return 0;
 	d->at = d->file;
 	return decode(d, NULL, NULL, NULL, h, w, c, out);
@@ -472,6 +543,10 @@ int dt_png_decoder_info(struct dt_png_decoder *d, const char *path, int *h, int 
 	d->err[0] = 0;
 	if (read_file(d, path) < 0)
 		return -1;
+	/* The pixels too: a size is believed once the data to fill it is there. */
+	if (decode_fast(d, h, w, c, 0, 0, 0, NULL))
+		return 0;
+	d->at = d->file;
 	return decode(d, h, w, c, 0, 0, 0, NULL);
 }
 

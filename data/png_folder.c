@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include "core/config/config.h"
 #include "core/error.h"
@@ -499,7 +498,7 @@ const struct dt_source_type dt_png_folder_source = {
  */
 
 struct png_stream {
-	gzFile gz;
+	struct dt_gz *gz;
 	struct dt_png_decoder *dec;
 	char *buf;         /* the current line */
 	size_t cap;
@@ -515,26 +514,21 @@ static int png_getline(struct dt_reader *r, struct png_stream *s)
 {
 	for (;;) {
 		size_t len = 0;
-		int code, got = 0;
+		int got = 0;
 		for (;;) {
+			int64_t k;
 			if (s->cap - len < 64) {
 				s->cap = s->cap ? 2 * s->cap : 4096;
 				s->buf = dt_realloc(s->buf, s->cap);
 			}
-			if (!gzgets(s->gz, s->buf + len, (int)(s->cap - len))) {
-				const char *msg = gzerror(s->gz, &code);
-				if (code == Z_ERRNO)
-					return dt_error("cannot read '%s': %s", r->name, strerror(errno));
-				if (code == Z_BUF_ERROR)
-					return dt_error("'%s' is truncated: its gzip stream ends before the gzip trailer",
-							r->name);
-				if (code != Z_OK)
-					return dt_error("cannot read '%s': corrupt gzip stream: %s", r->name, msg);
+			k = dt_gz_gets(s->gz, r->name, s->buf + len, (int64_t)(s->cap - len));
+			if (k < 0)
+				return -1;
+			if (k == 0)
 				break;
-			}
 			got = 1;
-			len += strlen(s->buf + len);
-			if (len > 0 && s->buf[len - 1] == '\n')
+			len += (size_t)k;
+			if (s->buf[len - 1] == '\n')
 				break;
 			if (len >= 1 << 20)
 				return dt_error("'%s', line %lld: longer than 1 MiB, not a path", r->name,
@@ -638,8 +632,7 @@ static void png_stream_close(struct dt_reader *r)
 	struct png_stream *s = r->priv;
 	if (!s)
 		return;
-	if (s->gz)
-		gzclose(s->gz);
+	dt_gz_close(s->gz);
 	dt_png_decoder_free(s->dec);
 	for (int k = 0; k < s->ncap; k++)
 		free(s->names[k]);

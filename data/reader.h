@@ -11,14 +11,13 @@
  * sample by its path (sample_name).
  *
  * Also here: the path-or-standard-input opening every format shares. A path
- * of "-" is standard input; zlib reads gzip or plain data from either.
+ * of "-" is standard input; gzip or plain data are read from either.
  */
 #ifndef DT_DATA_READER_H
 #define DT_DATA_READER_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <zlib.h>
 
 #include "core/config/config.h"
 #include "core/tensor.h"
@@ -97,24 +96,51 @@ void dt_reader_close(struct dt_reader *r);
 
 /* "<stdin>" for "-", else path. */
 const char *dt_data_name(const char *path);
-/* gzopen(path), or standard input for "-". NULL after an error naming the file. */
-gzFile dt_gz_open(const char *path);
+
+/*
+ * A byte stream read from a path or standard input ("-"), gzip or plain: a
+ * stream that starts with the gzip magic is inflated (one gzip member or
+ * several, one after another, as gzip(1) reads them), any other is read as it
+ * is. Stricter than zlib's gzread: bytes after the last gzip member that do
+ * not start another member are an error (gzread drops them silently), and a
+ * path that names a character or block device (/dev/zero), a socket or a
+ * directory is refused at open; regular files and pipes are read (standard
+ * input may also be any character device: a terminal, /dev/null).
+ */
+struct dt_gz;
+/* Opens path ("-": standard input). NULL after an error naming the file. */
+struct dt_gz *dt_gz_open(const char *path);
 /*
  * Reads up to n bytes; returns bytes read (less only at the end of the
- * stream), or -1 after an error naming `name` (a read error, a corrupt gzip
- * stream, a gzip stream cut before its trailer).
+ * stream, or before the end of a gzip stream cut short: the next read is
+ * then the error), or -1 after an error naming `name` (a read error, a
+ * corrupt gzip stream, a gzip stream cut before its trailer, trailing bytes
+ * after it).
  */
-int64_t dt_gz_read(gzFile gz, const char *name, void *buf, int64_t n);
+int64_t dt_gz_read(struct dt_gz *gz, const char *name, void *buf, int64_t n);
+/*
+ * Reads one line into buf, as fgets does: up to size - 1 bytes, through the
+ * newline when it comes first, NUL-terminated (the line itself may hold NUL
+ * bytes: the count tells its length). Returns the bytes stored, 0 at the end
+ * of the stream, or -1 after an error as dt_gz_read.
+ */
+int64_t dt_gz_gets(struct dt_gz *gz, const char *name, char *buf, int64_t size);
+void dt_gz_close(struct dt_gz *gz); /* accepts NULL */
 
 /*
  * What the readers of fixed-size binary records (NPY, IDX) share: the open
- * stream and a buffer for the chunk, grown as needed. `noun` is what the
- * file holds, for the errors ("image", "sample", "record").
+ * stream, a buffer for the chunk that grows as bytes arrive (never to what a
+ * header promises before those bytes are there), and the checks at both
+ * ends: a file cut short, and bytes after the records the header promises.
  */
 struct dt_record_stream {
-	gzFile gz;
+	struct dt_gz *gz;
+	const char *noun; /* what a record is, for the errors: "image", "record" */
+	int64_t size;     /* bytes of one record */
+	int64_t count;    /* records the header promises */
 	uint8_t *buf;
-	int cap; /* records buf holds */
+	int64_t cap;      /* bytes buf holds */
+	int ahead;        /* records at the start of buf read by dt_record_stream_first, not handed out yet */
 };
 /*
  * Checks that records of `values` values fit the model's input o->sample
@@ -122,12 +148,21 @@ struct dt_record_stream {
  */
 int dt_record_stream_fit(struct dt_reader *r, const struct dt_reader_opts *o, int64_t values, const char *noun);
 /*
- * The next n records of `size` bytes (count in the file, r->records read so
- * far), in the stream's buffer; NULL after an error naming the file and the
- * first record cut short.
+ * Reads the first record ahead, so that a header whose records are larger
+ * than the stream is an error here, before anything is sized by it: a reader
+ * that takes the sample shape from its header calls it at open. A stream
+ * whose header promises no record is an error too (it cannot tell a shape
+ * then). 0, or -1 after an error naming the file.
  */
-const uint8_t *dt_record_stream_read(struct dt_record_stream *s, const struct dt_reader *r, int n, int64_t size,
-				     int64_t count, const char *noun);
+int dt_record_stream_first(struct dt_record_stream *s, const struct dt_reader *r);
+/*
+ * The next records, up to n, in the stream's buffer (*out, valid until the
+ * next call); adds them to r->records. Returns how many; 0 at the end. -1
+ * after an error naming the file: the record cut short, or bytes after the
+ * last record (checked when the last record is read, or at the first call
+ * when the header promises none).
+ */
+int dt_record_stream_next(struct dt_record_stream *s, struct dt_reader *r, int n, const uint8_t **out);
 /* Closes the stream and frees the buffer. */
 void dt_record_stream_close(struct dt_record_stream *s);
 

@@ -298,7 +298,7 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 	shard = (size_t)n * sizeof(float);
 	last = dt_calloc(p->workers, sizeof(int64_t));
 	in = dt_malloc(shard + 1);
-	out = dt_malloc(sizeof(struct reply_header) + 3 * shard);
+	out = dt_malloc(sizeof(struct reply_header) + (1 + DT_OPT_MAX_SLOTS) * shard);
 	gone = dt_calloc(p->workers, 1);
 	heard = dt_calloc(p->workers, sizeof(double));
 	for (int w = 0; w < p->workers; w++)
@@ -333,7 +333,7 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 			memcpy(out, &h, sizeof(h));
 			memcpy(out + len, m->params + lo, shard);
 			len += shard;
-			for (int i = 0; i < 2; i++) {
+			for (int i = 0; i < DT_OPT_MAX_SLOTS; i++) {
 				if (o->slots[i])
 					memcpy(out + len, o->slots[i] + lo, shard);
 				else
@@ -369,7 +369,7 @@ static int gather_shards(struct dt_strategy *s, struct dt_model *replicas, struc
 	struct dt_model *m = &replicas[0];
 	for (int k = 0; k < p->servers; k++) {
 		int64_t n = p->hi[k] - p->lo[k];
-		size_t shard = (size_t)n * sizeof(float), len = sizeof(struct reply_header) + 3 * shard;
+		size_t shard = (size_t)n * sizeof(float), len = sizeof(struct reply_header) + (1 + DT_OPT_MAX_SLOTS) * shard;
 		char *buf, peer[64];
 		struct reply_header h;
 		MPI_Request r[2];
@@ -382,7 +382,7 @@ static int gather_shards(struct dt_strategy *s, struct dt_model *replicas, struc
 		dt_mpi_wait_all(r, 2, s->timeout, dt_mpi_grace(s->timeout), who, "the chief's gathering of the shards", peer);
 		memcpy(&h, buf, sizeof(h));
 		memcpy(m->params + p->lo[k], buf + sizeof(h), shard);
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < DT_OPT_MAX_SLOTS; i++)
 			if (opts[0].slots[i])
 				memcpy(opts[0].slots[i] + p->lo[k], buf + sizeof(h) + (size_t)(i + 1) * shard, shard);
 		opts[0].iterations = h.version;

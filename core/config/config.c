@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "core/config/config.h"
@@ -447,16 +448,28 @@ static struct dt_node *parse_root(struct dt_doc *d, const char *file, const char
 	return root;
 }
 
-/* The whole file in a malloc'd buffer; NULL with errno set when it cannot be read. */
-static char *read_file(const char *path, size_t *len)
+/*
+ * The whole file in a malloc'd buffer; NULL with *why saying what went wrong
+ * when it cannot be read. A device, socket or directory is refused: only a
+ * regular file or a pipe ends (/dev/zero never does).
+ */
+static char *read_file(const char *path, size_t *len, const char **why)
 {
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	size_t n = 0, cap = 0;
+	struct stat st;
 	int err;
 
-	if (!f)
+	if (!f) {
+		*why = strerror(errno);
 		return NULL;
+	}
+	if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+		*why = S_ISDIR(st.st_mode) ? "it is a directory" : "it is a device or socket, not a file";
+		fclose(f);
+		return NULL;
+	}
 	for (;;) {
 		if (n == cap) {
 			cap = cap ? 2 * cap : 4096;
@@ -471,7 +484,7 @@ static char *read_file(const char *path, size_t *len)
 	fclose(f);
 	if (err) {
 		free(buf);
-		errno = err;
+		*why = strerror(err);
 		return NULL;
 	}
 	*len = n;
@@ -521,11 +534,12 @@ struct dt_doc *dt_doc_load(const char *path)
 {
 	struct dt_doc *d;
 	size_t len;
-	char *text = read_file(path, &len);
+	const char *why = NULL;
+	char *text = read_file(path, &len, &why);
 	char *dir;
 
 	if (!text) {
-		error_at("dtrain", 0, 0, "cannot open '%s': %s", path, strerror(errno));
+		error_at("dtrain", 0, 0, "cannot open '%s': %s", path, why);
 		return NULL;
 	}
 	dir = dir_of(path);
@@ -669,6 +683,7 @@ int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key)
 {
 	int i = map_find(map, key);
 	struct dt_node *n = i < 0 ? NULL : map->items[i], *root;
+	const char *why = NULL;
 	size_t len;
 	char *path, *text, *dir;
 
@@ -677,9 +692,9 @@ int dt_doc_include(struct dt_doc *d, struct dt_node *map, const char *key)
 	if (n->kind != DT_NODE_SCALAR)
 		return dt_node_error(n, "expected a file name or a mapping for '%s', got a sequence", key);
 	path = join_path(n->dir, n->value);
-	text = read_file(path, &len);
+	text = read_file(path, &len, &why);
 	if (!text) {
-		dt_node_error(n, "cannot open '%s': %s", path, strerror(errno));
+		dt_node_error(n, "cannot open '%s': %s", path, why);
 		free(path);
 		return -1;
 	}
@@ -974,6 +989,11 @@ int dt_node_int(const struct dt_node *n, int64_t min, int64_t max, int64_t *out)
 int dt_node_float(const struct dt_node *n, double min, double max, double *out)
 {
 	return node_float(n, NULL, min, max, 0, out);
+}
+
+int dt_node_float_key(const struct dt_node *n, const char *key, double min, double max, double *out)
+{
+	return node_float(n, key, min, max, 0, out);
 }
 
 int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out)

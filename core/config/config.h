@@ -101,6 +101,8 @@ int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *ou
 /* Parse a scalar node itself (for sequence items): same rules as the getters, but 0 or -1, messages say "value". */
 int dt_node_int(const struct dt_node *n, int64_t min, int64_t max, int64_t *out);
 int dt_node_float(const struct dt_node *n, double min, double max, double *out);
+/* dt_node_float for the value of `key` read from its node (not its map): messages name the key. */
+int dt_node_float_key(const struct dt_node *n, const char *key, double min, double max, double *out);
 int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out);
 
 /*

@@ -189,15 +189,8 @@ double dt_logs_get(const struct dt_logs *logs, const char *name)
 	return NAN;
 }
 
-/*
- * Forward (and with train, backward) of replica r on rows [begin, end) of the
- * host batch; adds its loss sum, correct count and errors to sums (all but
- * DT_SUM_SAMPLES). The gradient is
- * scaled by 1/(b->n * group), b->n the whole global batch and group the
- * batches accumulated into one update (1 without accumulation).
- */
-static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
-			 int train, const struct dt_step_ctx *ctx, double sums[DT_NSUMS], int group)
+void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
+			     int train, const struct dt_step_ctx *ctx, double sums[DT_NSUMS], int group)
 {
 	struct dt_model *m = &t->models[r];
 	int n = end - begin;
@@ -241,6 +234,12 @@ static void replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, 
 	}
 }
 
+uint64_t dt_trainer_step_key(const struct dt_trainer *t, int epoch, int64_t step)
+{
+	/* step * DT_MAX_REPLICAS is the key replica 0 always had: one_device's masks did not change. */
+	return dt_hash64(dt_hash64(t->seed, (uint64_t)epoch), (uint64_t)step * DT_MAX_REPLICAS);
+}
+
 static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[DT_NSUMS])
 {
 	double n = sums[DT_SUM_SAMPLES], values = n * t->objective.outputs;
@@ -267,7 +266,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, struct dt_metrics *
 			return -1;
 		/* Inference on replica 0, in chunks of its batch capacity. */
 		for (int k = 0; k < b->n; k += m->max_batch)
-			replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
+			dt_trainer_replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
 		sums[DT_SUM_SAMPLES] += b->n;
 		if (step == 0) {
 			dt_test_crash_point("evaluate");
@@ -349,14 +348,12 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 			/*
 			 * One key for all replicas, and each its first row in the
 			 * global batch: a sample's dropout mask is the same for any
-			 * replica count. (step * DT_MAX_REPLICAS is the key replica 0
-			 * always had: one_device's masks did not change.)
+			 * replica count.
 			 */
-			uint64_t key = dt_hash64(dt_hash64(t->seed, (uint64_t)epoch), (uint64_t)step * DT_MAX_REPLICAS);
 			int begin, end;
 			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
-			struct dt_step_ctx ctx = { .training = 1, .key = key, .first_row = begin };
-			replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
+			struct dt_step_ctx ctx = { .training = 1, .key = dt_trainer_step_key(t, epoch, step), .first_row = begin };
+			dt_trainer_replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
 			sums[DT_SUM_SAMPLES] += end - begin;
 			if (t->trace)
 				for (int i = begin; i < end; i++)

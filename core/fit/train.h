@@ -202,6 +202,19 @@ void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_
  */
 int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps);
 /*
+ * Forward (and with train, backward and the regularizers) of replica r on
+ * rows [begin, end) of the host batch b; adds its loss sum (with its share
+ * of the penalty when training), correct count and errors to sums (all but
+ * DT_SUM_SAMPLES). The gradient is scaled by 1/(b->n * group), b->n the
+ * whole global batch and group the batches accumulated into one update (1
+ * without accumulation). One training step of fit is this on every replica,
+ * then the strategy's apply_gradients; dtrain inspect runs it too.
+ */
+void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end, int train,
+			     const struct dt_step_ctx *ctx, double sums[DT_NSUMS], int group);
+/* The randomness (dropout keys) of global step `step` of `epoch`: the same for every replica. */
+uint64_t dt_trainer_step_key(const struct dt_trainer *t, int epoch, int64_t step);
+/*
  * Trains from (initial_epoch, initial_step) to epochs. 0; -1 after an error;
  * DT_FIT_INTERRUPTED after SIGINT or SIGTERM (with dt_fit_signals_install()):
  * the current step finished and saver 0 wrote a checkpoint.

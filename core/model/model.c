@@ -365,8 +365,13 @@ struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const 
 struct dt_tensor dt_model_forward(struct dt_model *m, int n, const struct dt_step_ctx *ctx)
 {
 	struct dt_tensor y = dt_model_input(m, n);
-	for (int i = 0; i < m->nlayers; i++)
+	if (m->observe)
+		m->observe(m->observe_arg, m, -1, &y);
+	for (int i = 0; i < m->nlayers; i++) {
 		y = dt_model_forward_layer(m, i, n, ctx);
+		if (m->observe)
+			m->observe(m->observe_arg, m, i, &y);
+	}
 	return y;
 }
 

@@ -28,6 +28,13 @@ struct dt_model {
 	float *params, *grads;        /* (nparams) and (ntrainable), on dev */
 	float **acts;                 /* acts[i]: input of layer i (i = 0..nlayers), max_batch samples */
 	float **dacts;                /* gradient w.r.t. acts[i], i >= 1 */
+	/*
+	 * Optional (dtrain inspect): dt_model_forward calls observe with the
+	 * input (layer -1) and then with each layer's output y (n, out) as soon
+	 * as that layer has run. NULL: off.
+	 */
+	void (*observe)(void *arg, const struct dt_model *m, int layer, const struct dt_tensor *y);
+	void *observe_arg;
 };
 
 /*

@@ -56,7 +56,7 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 	}
 	s->kind = (enum dt_schedule_kind)kind;
 	if (kind == DT_SCHEDULE_CONSTANT)
-		return dt_node_float(args, 0, DT_MAX_LEARNING_RATE, &s->initial);
+		return dt_node_float_key(args, name, 0, DT_MAX_LEARNING_RATE, &s->initial);
 	if (dt_node_expect(args, DT_NODE_MAP, name) < 0)
 		return -1;
 	switch (s->kind) {
@@ -133,7 +133,7 @@ int dt_schedule_read(struct dt_schedule *s, const struct dt_node *n, double def)
 	if (!n)
 		return 0;
 	if (n->kind == DT_NODE_SCALAR)
-		return dt_node_float(n, 0, DT_MAX_LEARNING_RATE, &s->initial);
+		return dt_node_float_key(n, "learning_rate", 0, DT_MAX_LEARNING_RATE, &s->initial);
 	if (dt_node_expect(n, DT_NODE_MAP, "learning_rate") < 0)
 		return -1;
 	for (int i = 0; i < n->n; i++) {

@@ -263,7 +263,8 @@ int dt_pipeline_one_hot(const struct dt_pipeline *p, const struct dt_pipeline_wo
 		float c = w->yraw[i];
 		if (!(c >= 0 && c < p->one_hot && c == floorf(c)))
 			return dt_error("label %g of record %lld in '%s' is not a class index below %d", c,
-					(long long)w->idx[i], p->src->name, p->one_hot);
+					(long long)w->idx[i], p->src->label_file[0] ? p->src->label_file : p->src->name,
+					p->one_hot);
 		y[(int64_t)i * p->one_hot + (int)c] = 1;
 	}
 	return 0;

@@ -40,6 +40,13 @@ struct dt_source {
 	struct dt_shape label;   /* shape of one y: (1,) for a class index, (C,) for a vector */
 	int num_classes;         /* classes when labels are class indices, else 0 */
 	/*
+	 * Where the largest class index is, for the error when the model has
+	 * fewer outputs: the file that holds the labels and the record, or ""
+	 * when the format does not say (then errors name `name`).
+	 */
+	char label_file[512];
+	int64_t label_max_record;
+	/*
 	 * Class names (num_classes malloc'd strings in a malloc'd array, freed
 	 * by dt_source_close) when the format knows them: CSV label strings, PNG folder names,
 	 * CIFAR's meta file. NULL otherwise. Checkpoints store them for predict.

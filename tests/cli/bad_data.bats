@@ -241,3 +241,106 @@ fails_naming() {
 		--set data.test.format=idx --set data.test.images=cut.idx --set data.test.labels=labels.idx
 	fails_naming cut.idx "is truncated"
 }
+
+@test "a gzip stream followed by bytes that are no gzip member" {
+	{
+		cat images.idx.gz
+		printf 'garbage after the gzip trailer'
+	} >tail.idx.gz
+	fit_idx tail.idx.gz labels.idx
+	fails_naming tail.idx.gz "trailing bytes after its gzip stream"
+}
+
+@test "control: a gzip file of two members reads as one stream, as gzip -d does" {
+	head -c 100 images.idx | gzip -n >two.idx.gz
+	tail -c +101 images.idx | gzip -n >>two.idx.gz
+	fit_idx two.idx.gz labels.idx
+	status_is 0
+}
+
+# predict_idx INPUT [ARGS...]: predict on INPUT with the checkpoint of a run on images.idx.
+predict_idx() {
+	local input=$1
+	shift
+	if [ ! -f "$TMP/run/latest.safetensors" ]; then
+		fit_idx images.idx labels.idx --set checkpoint.enabled=true --set checkpoint.dir="$TMP/run"
+		status_is 0
+	fi
+	run --separate-stderr "$DTRAIN" predict -q "$MODELS/tiny_idx.yaml" "$input" --checkpoint "$TMP/run/latest.safetensors" \
+		--set data.train.images=images.idx --set data.train.labels=labels.idx "$@"
+}
+
+@test "predict: trailing data after the promised images" {
+	predict_idx images.idx
+	status_is 0
+	[ "${#lines[@]}" -eq 12 ]
+	{
+		cat images.idx
+		printf 'x'
+	} >long.idx
+	predict_idx long.idx
+	not_crashed
+	status_is 1
+	stderr_has "'long.idx' has trailing data after the 12 images its header promises"
+}
+
+@test "predict: bytes after a header that promises no image" {
+	{
+		printf '\000\000\010\003'
+		be32 0
+		be32 4
+		be32 4
+		printf 'extra'
+	} >zero.idx
+	predict_idx zero.idx --set "model.input_shape=[4, 4, 1]"
+	not_crashed
+	status_is 1
+	stderr_has "'zero.idx' has trailing data after the 0 images its header promises"
+}
+
+@test "predict: a gzip bomb after the promised images is refused without inflating it" {
+	{
+		cat images.idx
+		head -c 200000000 /dev/zero
+	} | gzip -1n >bomb.idx.gz
+	SECONDS=0
+	predict_idx bomb.idx.gz
+	not_crashed
+	status_is 1
+	stderr_has "'bomb.idx.gz' has trailing data"
+	[ "$SECONDS" -lt 10 ]
+}
+
+# idx_labels_with N AT VALUE: an IDX1 file of N labels cycling 0, 1, 2, with VALUE at record AT.
+idx_labels_with() {
+	idx_labels "$1" >lab.tmp
+	printf "\\$(printf '%03o' "$3")" | dd of=lab.tmp bs=1 seek=$((8 + $2)) conv=notrunc 2>/dev/null
+	cat lab.tmp
+}
+
+@test "a label beyond the model's outputs names the labels file and the record (IDX)" {
+	idx_labels_with 12 7 200 >big-label.idx
+	fit_idx images.idx big-label.idx
+	not_crashed
+	[ "$status" -ne 0 ]
+	stderr_has "'big-label.idx' record 7: label 200 is out of range" "classes 0 to 2"
+	[[ $stderr != *"'images.idx'"* ]]
+}
+
+@test "a label beyond the model's outputs names the labels file and the record (NPY)" {
+	# x: (12, 4, 4) uint8 zeros; y: (12,) int64 labels 0, 1, 2, ... with 200 at record 9.
+	python3 -c '
+import struct
+def npy(path, descr, shape, data):
+    h = "{\"descr\": \"%s\", \"fortran_order\": False, \"shape\": %s, }" % (descr, shape)
+    h += " " * (117 - len(h)) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+npy("x.npy", "|u1", "(12, 4, 4)", bytes(12 * 16))
+npy("y.npy", "<i8", "(12,)", struct.pack("<12q", *[200 if i == 9 else i % 3 for i in range(12)]))
+'
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" \
+		--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}"
+	not_crashed
+	[ "$status" -ne 0 ]
+	stderr_has "'$TMP/y.npy' record 9: label 200 is out of range" "classes 0 to 2"
+}

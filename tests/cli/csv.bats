@@ -115,6 +115,19 @@ setup() {
 	stderr_has "'$TMP/pre.csv' has no rows after the 7 lines of skip_rows"
 }
 
+@test "a preamble line of counts taken for a header: the error suggests skip_rows" {
+	# scikit-learn's wine_data.csv starts so: samples, features, then the class names
+	printf '4,2,class_0,class_1\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n' >wine.csv
+	model wine.csv "label: -1"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 1
+	stderr_has "'$TMP/wine.csv' has no readable row; the first: row 2: expected 4 fields, found 3" \
+		"(is line 1 a preamble, not the header? skip_rows: N skips N lines)"
+	model wine.csv "label: -1" "skip_rows: 1"
+	count_samples
+	[ "$samples" -eq 4 ]
+}
+
 @test "a UTF-8 byte-order mark before the header: the label is found by name" {
 	printf '\357\273\277kind,f1,f2\na,1,2\nb,3,4\na,5,6\n' >bom.csv
 	model bom.csv "label: kind"

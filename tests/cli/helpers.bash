@@ -93,3 +93,16 @@ idx_labels() {
 events() {
 	jq -c --arg e "$1" 'select(.event == $e)' <<<"$output"
 }
+
+# need_mpi: skip when Open MPI's launcher is missing.
+need_mpi() {
+	command -v mpirun >/dev/null || skip "no mpirun (openmpi-bin)"
+}
+
+# mpi N ARGS...: ARGS under mpirun with N ranks on this host, as root if need be.
+mpi() {
+	local n=$1
+	shift
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+		timeout 120 mpirun --oversubscribe -np "$n" "$@"
+}

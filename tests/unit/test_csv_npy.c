@@ -537,6 +537,9 @@ static void test_npy_errors(void **state)
 	char *head = dt_test_write_file(".npy", "\x93NUMPY\x01\x00\x40\x00{'descr'", 17);
 	char *empty = write_text(".npy", "");
 	char *y3d = write_npy(3, "<f4", "False", "(3, 2, 1)", d, sizeof(d));
+	/* A dimension past INT64_MAX (strtoll's LLONG_MAX) after another: the message multiplied them (fuzz). */
+	char *wide = write_npy(1, "<i1", "False", "(5, 7, 48888888888888888888888888888888)", d, sizeof(d));
+	char *flat = write_npy(1, "<f4", "False", "(3, 0)", d, 0);
 	FILE *fp = fopen(more, "a");
 
 	fputs("junk", fp);
@@ -554,6 +557,10 @@ static void test_npy_errors(void **state)
 	expect_npy_error(head, y3, (const char *[]){ head, "truncated", NULL });
 	expect_npy_error(empty, y3, (const char *[]){ empty, "is empty", NULL });
 	expect_npy_error(good, y3d, (const char *[]){ y3d, "3 dimensions", NULL });
+	expect_npy_error(wide, y3, (const char *[]){ wide, "more than 2147483647 elements", "dimension 2", NULL });
+	expect_npy_error(flat, y3, (const char *[]){ flat, "records of no values", NULL });
+	drop(wide);
+	drop(flat);
 	drop(y3);
 	drop(y2);
 	drop(good);

@@ -1,7 +1,8 @@
 /*
  * Data sources: IDX files written to temporary files (raw and gzip), every
  * way they can be wrong, the synthetic generator, and Fashion-MNIST when it
- * is installed.
+ * is installed. Also the byte stream every format reads through
+ * (data/reader.h: dt_gz_*).
  */
 #include "helpers.h"
 
@@ -9,6 +10,7 @@
 
 #include "core/config/config.h"
 #include "core/pipeline/source.h"
+#include "data/reader.h"
 #include "data/sources.h"
 
 #define FASHION "/usr/share/datasets/fashion-mnist/"
@@ -541,6 +543,97 @@ static void test_fashion_mnist_test(void **state)
 	check_fashion(FASHION "t10k-images-idx3-ubyte.gz", FASHION "t10k-labels-idx1-ubyte.gz", 10000, 9);
 }
 
+/* The whole stream of path through dt_gz_read, in chunks of `chunk` bytes; its length, or -1. */
+static int64_t gz_slurp(const char *path, uint8_t *out, int64_t cap, int64_t chunk)
+{
+	struct dt_gz *g = dt_gz_open(path);
+	int64_t got = 0, k;
+	if (!g)
+		return -1;
+	while (got < cap && (k = dt_gz_read(g, path, out + got, chunk < cap - got ? chunk : cap - got)) > 0)
+		got += k;
+	dt_gz_close(g);
+	return k < 0 ? -1 : got;
+}
+
+static void test_gz_stream(void **state)
+{
+	uint8_t text[5000], out[6000], *z;
+	char *plain, *gz, *two, *garbage, *cut, line[64];
+	size_t size;
+	FILE *f;
+	struct dt_gz *g;
+
+	for (int i = 0; i < 5000; i++)
+		text[i] = (uint8_t)(i % 61 == 60 ? '\n' : 'a' + i % 26);
+	plain = dt_test_write_file(".txt", text, sizeof(text));
+	gz = write_gzip(text, sizeof(text));
+	f = fopen(gz, "rb");
+	z = malloc(1 << 16);
+	size = fread(z, 1, 1 << 16, f);
+	fclose(f);
+
+	/* Plain and gzip read the same bytes, whatever the chunks. */
+	for (int64_t chunk = 1; chunk <= 8192; chunk *= 8) {
+		assert_int_equal(gz_slurp(plain, out, sizeof(out), chunk), 5000);
+		assert_memory_equal(out, text, 5000);
+		assert_int_equal(gz_slurp(gz, out, sizeof(out), chunk), 5000);
+		assert_memory_equal(out, text, 5000);
+	}
+	/* Two members are one stream, as gzip -d reads them. */
+	{
+		uint8_t *zz = malloc(2 * size);
+		memcpy(zz, z, size);
+		memcpy(zz + size, z, size);
+		two = dt_test_write_file(".gz", zz, 2 * size);
+		free(zz);
+		assert_int_equal(gz_slurp(two, out, sizeof(out), 4096), sizeof(out));
+		assert_memory_equal(out + 5000, text, 1000);
+	}
+	/* Bytes after the member that start no other: an error, where gzread drops them. */
+	{
+		uint8_t *zz = malloc(size + 3);
+		memcpy(zz, z, size);
+		memcpy(zz + size, "xyz", 3);
+		garbage = dt_test_write_file(".gz", zz, size + 3);
+		free(zz);
+		assert_int_equal(gz_slurp(garbage, out, sizeof(out), 4096), -1);
+		assert_error_contains("trailing bytes after its gzip stream");
+	}
+	/* Cut short: the bytes before the cut come first, then the error. */
+	cut = dt_test_write_file(".gz", z, size - 4);
+	g = dt_gz_open(cut);
+	assert_non_null(g);
+	assert_int_equal(dt_gz_read(g, cut, out, sizeof(out)), 5000);
+	assert_int_equal(dt_gz_read(g, cut, out, 1), -1);
+	assert_error_contains("truncated");
+	dt_gz_close(g);
+
+	/* Lines, as fgets: through the newline, or size - 1 bytes. */
+	g = dt_gz_open(gz);
+	assert_int_equal(dt_gz_gets(g, gz, line, sizeof(line)), 61);
+	assert_int_equal(line[60], '\n');
+	assert_int_equal(dt_gz_gets(g, gz, line, 11), 10);
+	assert_int_equal(dt_gz_gets(g, gz, line, sizeof(line)), 51);
+	assert_memory_equal(line, text + 71, 51);
+	dt_gz_close(g);
+
+	/* Devices and directories are refused at open; a missing file names itself. */
+	assert_null(dt_gz_open("/dev/zero"));
+	assert_error_contains("'/dev/zero': it is a character device");
+	assert_null(dt_gz_open("/"));
+	assert_error_contains("it is a directory");
+	assert_null(dt_gz_open("/nonexistent/dtrain"));
+	assert_error_contains("cannot open '/nonexistent/dtrain'");
+
+	free(z);
+	drop(plain);
+	drop(gz);
+	drop(two);
+	drop(garbage);
+	drop(cut);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -563,6 +656,7 @@ int main(void)
 		cmocka_unit_test(test_synthetic_errors),
 		cmocka_unit_test(test_fashion_mnist_train),
 		cmocka_unit_test(test_fashion_mnist_test),
+		cmocka_unit_test(test_gz_stream),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
