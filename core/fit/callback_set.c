@@ -56,6 +56,13 @@ static int install_fit_callbacks(struct dt_callback_set *set, struct dt_trainer 
 		dt_tensorboard_init(&set->tensorboard, &cbc->tensorboard_cfg, env->dir);
 		dt_trainer_add_callback(t, &set->tensorboard.cb);
 	}
+	if (cfg->plot && env->chief) {
+		if (dt_mkdir_p(env->dir) < 0)
+			return -1;
+		dt_plot_callback_init(&set->plot, env->dir);
+		set->have_plot = 1;
+		dt_trainer_add_callback(t, &set->plot.cb);
+	}
 	return 0;
 }
 
@@ -146,6 +153,8 @@ void dt_callback_set_release(struct dt_callback_set *set)
 	dt_early_stopping_release(&set->early);
 	dt_csv_logger_release(&set->csv);
 	dt_tensorboard_release(&set->tensorboard);
+	if (set->have_plot)
+		dt_plot_callback_release(&set->plot);
 	if (set->have_ckpt)
 		dt_checkpointer_release(&set->ckpt);
 	for (int i = 0; i < set->nmcs; i++)
