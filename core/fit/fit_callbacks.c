@@ -702,14 +702,19 @@ static int csv_state_load(struct dt_callback *cb, struct dt_trainer *t, const ch
 	return 0;
 }
 
+void dt_callback_path(const char *run_dir, const char *name, char *buf, size_t size)
+{
+	if (name[0] == '/')
+		snprintf(buf, size, "%s", name);
+	else
+		snprintf(buf, size, "%s/%s", run_dir, name);
+}
+
 int dt_csv_logger_init(struct dt_csv_logger *c, const struct dt_csv_logger_config *cfg, const char *run_dir)
 {
 	const char *name = cfg && cfg->filename ? cfg->filename : "history.csv";
 	memset(c, 0, sizeof(*c));
-	if (name[0] == '/')
-		snprintf(c->path, sizeof(c->path), "%s", name);
-	else
-		snprintf(c->path, sizeof(c->path), "%s/%s", run_dir, name);
+	dt_callback_path(run_dir, name, c->path, sizeof(c->path));
 	snprintf(c->sep, sizeof(c->sep), "%s", cfg && cfg->separator ? cfg->separator : ",");
 	c->append = cfg ? cfg->append : 0;
 	c->cb.name = "csv_logger";

@@ -155,6 +155,8 @@ struct dt_csv_logger {
 	long offset;                /* bytes of the file after the latest row */
 	int resumed;                /* state_load gave an offset: truncate there, no header */
 };
+/* Where a callback writes name: name itself when absolute, else run_dir/name. */
+void dt_callback_path(const char *run_dir, const char *name, char *buf, size_t size);
 /* The file is cfg->filename, or history.csv, relative to run_dir. 0 or -1. */
 int dt_csv_logger_init(struct dt_csv_logger *c, const struct dt_csv_logger_config *cfg, const char *run_dir);
 void dt_csv_logger_release(struct dt_csv_logger *c);

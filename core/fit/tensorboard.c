@@ -257,10 +257,7 @@ int dt_tensorboard_init(struct dt_tensorboard *tb, const struct dt_tensorboard_c
 {
 	const char *dir = cfg && cfg->log_dir ? cfg->log_dir : "logs";
 	memset(tb, 0, sizeof(*tb));
-	if (dir[0] == '/')
-		snprintf(tb->log_dir, sizeof(tb->log_dir), "%s", dir);
-	else
-		snprintf(tb->log_dir, sizeof(tb->log_dir), "%s/%s", run_dir, dir);
+	dt_callback_path(run_dir, dir, tb->log_dir, sizeof(tb->log_dir));
 	tb->update_freq = cfg ? cfg->update_freq : 0;
 	tb->cb.name = "tensorboard";
 	tb->cb.priv = tb;

@@ -1,11 +1,10 @@
 /*
  * The tensorboard callback's pieces: CRC-32C against its published check
  * values, its TFRecord mask, the protobuf varint, one Event's exact bytes, a
- * record's frame, and the callback's arguments in fit.callbacks.
+ * record's frame (its arguments in fit.callbacks: test_fit_callbacks).
  */
 #include "helpers.h"
 
-#include "core/fit/fit_callbacks.h"
 #include "core/fit/tensorboard.h"
 
 static void test_crc32c(void **state)
@@ -92,45 +91,6 @@ static void test_record_frame(void **state)
 	assert_int_equal(buf[21] | buf[22] << 8 | buf[23] << 16 | (uint32_t)buf[24] << 24, crc);
 }
 
-static struct dt_doc *doc;
-
-static int parse(struct dt_callbacks_config *c, const char *yaml)
-{
-	dt_doc_free(doc);
-	doc = dt_doc_parse("m.yaml", yaml, ".");
-	assert_non_null(doc);
-	return dt_callbacks_config_read(c, dt_node_get(dt_doc_root(doc), "callbacks"));
-}
-
-static void test_config(void **state)
-{
-	struct dt_callbacks_config c;
-	assert_int_equal(parse(&c, "callbacks: [tensorboard]\n"), 0);
-	assert_true(c.tensorboard);
-	assert_string_equal(c.tensorboard_cfg.log_dir, "logs");
-	assert_int_equal(c.tensorboard_cfg.update_freq, 0);
-	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {log_dir: tb, update_freq: 50}}]\n"), 0);
-	assert_string_equal(c.tensorboard_cfg.log_dir, "tb");
-	assert_int_equal(c.tensorboard_cfg.update_freq, 50);
-	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {update_freq: batch}}]\n"), 0);
-	assert_int_equal(c.tensorboard_cfg.update_freq, 1);
-	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {update_freq: epoch}}]\n"), 0);
-	assert_int_equal(c.tensorboard_cfg.update_freq, 0);
-	dt_error_set_quiet(1);
-	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {update_freq: 0}}]\n"), -1);
-	assert_error_contains("'update_freq' must be 'epoch', 'batch' or a number of batches");
-	assert_string_equal(dt_cfg_last_where(), "m.yaml:1:41");
-	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {log_dri: x}}]\n"), -1);
-	assert_error_contains("did you mean 'log_dir'");
-	assert_int_equal(parse(&c, "callbacks: [tensorboard, tensorboard]\n"), -1);
-	assert_error_contains("listed twice");
-	assert_int_equal(parse(&c, "callbacks: [tensorbord]\n"), -1);
-	assert_error_contains("did you mean 'tensorboard'");
-	dt_error_set_quiet(0);
-	dt_doc_free(doc);
-	doc = NULL;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -138,7 +98,6 @@ int main(void)
 		cmocka_unit_test(test_varint),
 		cmocka_unit_test(test_event_bytes),
 		cmocka_unit_test(test_record_frame),
-		cmocka_unit_test(test_config),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
