@@ -2,7 +2,8 @@
 # fit.callbacks' tensorboard: event files read back by an independent reader
 # (tests/tools/read_tfevents.py: the TFRecord frames, their masked CRC-32C and
 # the protobuf Events, always) and by the tensorboard package's own reader
-# when build/venv has it. The blobs model: 25 training steps per epoch.
+# when build/venv has it (make ref-venv). The blobs model: 25 training
+# steps per epoch.
 
 load helpers
 
@@ -97,7 +98,7 @@ PY
 
 @test "tensorboard: the tensorboard package reads the scalars (build/venv)" {
 	local py=$REPO/build/venv/bin/python
-	[ -x "$py" ] && "$py" -c 'import tensorboard' 2>/dev/null || skip "no tensorboard package in build/venv"
+	[ -x "$py" ] && "$py" -c 'import tensorboard' 2>/dev/null || skip "no tensorboard package in build/venv (make ref-venv)"
 	fit_blobs --set 'fit.callbacks=[csv_logger, {tensorboard: {update_freq: 25}}]' --set fit.epochs=2
 	"$py" - "$TMP/run" <<'PY'
 import csv, struct, sys
