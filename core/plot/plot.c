@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
+#include "core/fit/fit_callbacks.h"
 #include "core/plot/font.h"
 #include "core/plot/plot.h"
 
@@ -494,7 +495,11 @@ static int plot_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const st
 	return dt_plot_write(p->path, &p->history, 1, 0, 0, panels, &np);
 }
 
-/* The history as {"cols": [...], "epochs": [...], "values": [[...], ...]}, null for NaN. */
+/*
+ * The history as {"cols": [...], "epochs": [...], "values": [[...], ...]}:
+ * each value a string that reads back exactly (cJSON's numbers may not),
+ * null for NaN.
+ */
 static char *plot_state_save(struct dt_callback *cb, const struct dt_trainer *t)
 {
 	const struct dt_history *h = &((struct dt_plot_callback *)cb->priv)->history;
@@ -509,13 +514,36 @@ static char *plot_state_save(struct dt_callback *cb, const struct dt_trainer *t)
 		cJSON_AddItemToArray(epochs, cJSON_CreateNumber(h->epochs[r]));
 		for (int i = 0; i < h->ncols; i++) {
 			double v = h->values[(size_t)r * h->ncols + i];
-			cJSON_AddItemToArray(row, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+			char num[40];
+			dt_format_repr(v, num, sizeof(num));
+			cJSON_AddItemToArray(row, isfinite(v) ? cJSON_CreateString(num) : cJSON_CreateNull());
 		}
 		cJSON_AddItemToArray(values, row);
 	}
 	s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;
+}
+
+/* The n values of one saved row into v: strings of numbers, null for NaN. 0, or -1 when it is not that. */
+static int state_row(const cJSON *row, int n, double *v)
+{
+	if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != n)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		const cJSON *x = cJSON_GetArrayItem(row, i);
+		char *end;
+		if (cJSON_IsNull(x)) {
+			v[i] = NAN;
+			continue;
+		}
+		if (!cJSON_IsString(x))
+			return -1;
+		v[i] = strtod(x->valuestring, &end);
+		if (end == x->valuestring || *end)
+			return -1;
+	}
+	return 0;
 }
 
 static int plot_state_load(struct dt_callback *cb, struct dt_trainer *t, const char *json)
@@ -539,12 +567,7 @@ static int plot_state_load(struct dt_callback *cb, struct dt_trainer *t, const c
 	dt_history_init(&p->history, name);
 	for (int r = 0; ok && r < cJSON_GetArraySize(values); r++) {
 		const cJSON *row = cJSON_GetArrayItem(values, r), *e = cJSON_GetArrayItem(epochs, r);
-		ok = cJSON_IsNumber(e) && cJSON_IsArray(row) && cJSON_GetArraySize(row) == n;
-		for (int i = 0; ok && i < n; i++) {
-			const cJSON *x = cJSON_GetArrayItem(row, i);
-			ok = cJSON_IsNumber(x) || cJSON_IsNull(x);
-			v[i] = cJSON_IsNumber(x) ? x->valuedouble : NAN;
-		}
+		ok = cJSON_IsNumber(e) && state_row(row, n, v) == 0;
 		if (ok)
 			dt_history_add(&p->history, e->valueint, names, v, n);
 	}
