@@ -44,17 +44,15 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 	static const char *const metrics[] = { "accuracy", "acc", "mae", "mean_absolute_error", "rmse",
 					       "root_mean_squared_error", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
-	int loss;
 	if (!s)
 		return dt_cfg_require(root, "compile", "the config");
 	if (dt_node_expect(s, DT_NODE_MAP, "compile") < 0 || dt_cfg_check_keys(s, "compile", keys) < 0 ||
 	    dt_cfg_require(s, "loss", "compile") < 0 ||
-	    dt_cfg_enum(s, "loss", dt_loss_names, 0, &loss) < 0 ||
+	    dt_loss_config_read(&c->loss, &c->loss_args, s) < 0 ||
 	    dt_cfg_bool(s, "from_logits", 0, &c->from_logits) < 0 ||
 	    dt_cfg_enum(s, "precision", dt_precision_names, DT_PRECISION_FP32, &c->precision) < 0 ||
 	    dt_optimizer_config_read(&c->optimizer, s) < 0)
 		return -1;
-	c->loss = (enum dt_loss)loss;
 	c->loss_node = dt_node_get(s, "loss");
 	c->precision_node = dt_node_get(s, "precision");
 	list = dt_node_get(s, "metrics");

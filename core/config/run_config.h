@@ -32,6 +32,7 @@ struct dt_run_config {
 
 	/* compile */
 	enum dt_loss loss;
+	struct dt_loss_args loss_args; /* compile.loss's arguments (Keras' defaults when none) */
 	int from_logits;
 	int accuracy;                /* metrics: [accuracy] */
 	int errors;                  /* metrics: [mae] or [rmse] (Keras' long names too): report both */
