@@ -165,7 +165,7 @@ bad:
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
-					    "class_weight", "callbacks", "max_memory", NULL };
+					    "class_weight", "callbacks", "max_memory", "plot", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
@@ -174,7 +174,8 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
 	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||
-	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0)
+	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0 ||
+	    dt_cfg_bool(s, "plot", 0, &c->plot) < 0)
 		return -1;
 	c->accumulate_steps = (int)accumulate;
 	c->class_weight = dt_node_get(s, "class_weight");

@@ -57,6 +57,7 @@ struct dt_run_config {
 	uint64_t seed;
 	int64_t steps_per_epoch;     /* 0: the whole training set */
 	int threads;                 /* 0: all cores */
+	int plot;                    /* fit.plot: rewrite RUN_DIR/curves.png at each epoch's end */
 	int accumulate_steps;        /* 1: an update per batch */
 	int64_t max_memory;          /* bytes the model may take on a device; 0: the device's memory */
 	const struct dt_node *max_memory_node; /* fit.max_memory or NULL */
