@@ -44,11 +44,12 @@
 load helpers
 
 # The examples each document holds (doc_examples.py list).
-COUNTS='README.md 35
+COUNTS='README.md 36
 man/dtrain-devices.1 3
 man/dtrain-evaluate.1 5
 man/dtrain-fit.1 13
 man/dtrain-inspect.1 6
+man/dtrain-plot.1 3
 man/dtrain-predict.1 11
 man/dtrain-summary.1 4
 man/dtrain-time.1 5
@@ -100,7 +101,8 @@ setup_file() {
 	export PATH=$EX/bin:$PATH
 	local run=$SHORT_RUN status=0 model
 	[ "${DT_EXAMPLES:-}" != all ] || run=$BASE_COMMAND
-	timeout 600 $run </dev/null >"$EX/base.out" 2>&1 || status=$?
+	# (csv_logger: the history.csv that dtrain plot draws; it prints nothing)
+	timeout 600 $run --set 'fit.callbacks=[csv_logger]' </dev/null >"$EX/base.out" 2>&1 || status=$?
 	echo "$status" >"$EX/base.status"
 	for model in models/fruit_csv.yaml models/diabetes_mlp.yaml m.yaml; do
 		timeout 120 dtrain fit "$model" -q </dev/null >>"$EX/runs.out" 2>&1 || true
@@ -305,6 +307,7 @@ document() {
 @test "man/dtrain-evaluate.1" { document man/dtrain-evaluate.1; }
 @test "man/dtrain-fit.1" { document man/dtrain-fit.1; }
 @test "man/dtrain-inspect.1" { document man/dtrain-inspect.1; }
+@test "man/dtrain-plot.1" { document man/dtrain-plot.1; }
 @test "man/dtrain-predict.1" { document man/dtrain-predict.1; }
 @test "man/dtrain-summary.1" { document man/dtrain-summary.1; }
 @test "man/dtrain-time.1" { document man/dtrain-time.1; }
