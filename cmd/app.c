@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "core/cuda/cuda.h"
 #include "core/error.h"
+#include "core/fit/progress.h"
 #include "data/sources.h"
 #include "layers/layers.h"
 
@@ -578,24 +579,30 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 	return 0;
 }
 
+/* m as the logs of an epoch without validation: what dt_logs_pairs lists. */
+static int metric_pairs(const struct dt_app *a, const struct dt_metrics *m, struct dt_metric_pair *out)
+{
+	struct dt_logs logs = { .loss = m->loss, .accuracy = m->accuracy, .has_accuracy = a->trainer.accuracy,
+				.mae = m->mae, .rmse = m->rmse, .has_errors = a->trainer.errors,
+				.metrics = &a->trainer.metrics };
+	memcpy(logs.metric, m->metric, sizeof(logs.metric));
+	return dt_logs_pairs(&logs, 0, out);
+}
+
 void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, struct cJSON *o)
 {
-	cJSON_AddNumberToObject(o, "loss", m->loss);
-	if (a->trainer.accuracy)
-		cJSON_AddNumberToObject(o, "accuracy", m->accuracy);
-	if (a->trainer.errors) {
-		cJSON_AddNumberToObject(o, "mae", m->mae);
-		cJSON_AddNumberToObject(o, "rmse", m->rmse);
-	}
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = metric_pairs(a, m, pairs);
+	for (int i = 0; i < n; i++)
+		cJSON_AddNumberToObject(o, pairs[i].name, pairs[i].value);
 }
 
 void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f)
 {
-	if (a->trainer.accuracy)
-		fprintf(f, " - accuracy: %.4f", m->accuracy);
-	fprintf(f, " - loss: %.4f", m->loss);
-	if (a->trainer.errors)
-		fprintf(f, " - mae: %.4f - rmse: %.4f", m->mae, m->rmse);
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = metric_pairs(a, m, pairs);
+	for (int i = 0; i < n; i++)
+		fprintf(f, " - %s: %.4f", pairs[i].name, pairs[i].value);
 	fputc('\n', f);
 }
 
@@ -738,6 +745,11 @@ int dt_app_build(struct dt_app *a)
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}
 	a->strategy.type->broadcast(&a->strategy, a->models, a->opts);
+	a->trainer.metrics = c->metrics;
+	if (dt_metric_set_layout(&a->trainer.metrics, a->trainer.objective.accuracy, dt_shape_count(&a->models[0].output),
+				 a->trainer.objective.threshold, a->trainer.objective.accuracy == DT_ACC_SPARSE,
+				 a->trainer.objective.input == DT_LOSS_LOGITS) < 0)
+		return DT_EXIT_USAGE;
 	a->trainer.strategy = &a->strategy;
 	a->trainer.models = a->models;
 	a->trainer.opts = a->opts;

@@ -65,7 +65,7 @@ int cmd_evaluate(int argc, char **argv)
 	struct dt_ckpt *c = NULL;
 	struct dt_class_map classes = { 0 };
 	char path[4096], **names = NULL;
-	struct dt_metrics m;
+	struct dt_metrics m = { .stats = NULL };
 	struct dt_preprocess pp = { 0 };
 	int rc;
 

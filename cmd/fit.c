@@ -203,7 +203,7 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 	if (rc < 0)
 		return DT_EXIT_FAIL;
 	if (a->have_test && a->strategy.is_chief) {
-		struct dt_metrics m;
+		struct dt_metrics m = { .stats = NULL };
 		if (dt_evaluate(&a->trainer, &a->test, &m) < 0)
 			return DT_EXIT_FAIL;
 		print_test(a, o->json, o->quiet, &m, dt_pipeline_size(&a->test));

@@ -37,6 +37,10 @@ struct dt_backend {
 	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
 				 const struct dt_tensor *target, float threshold);
 	void (*error_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
+	void (*confusion)(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+			  float threshold, struct dt_tensor *counts);
+	void (*auc_histogram)(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column,
+			      int sparse, int sigmoid, int num_thresholds, struct dt_tensor *hist);
 	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,
 				 const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
 	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);

@@ -98,6 +98,25 @@ int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
  * over every element (the sums behind MAE and RMSE).
  */
 void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
+/*
+ * The batch's confusion matrix into counts (floats on pred's device, whole
+ * numbers, overwritten): (C, C) for sparse and categorical kinds, C the
+ * columns of pred (N, C), row the true class and column the argmax; (2, 2)
+ * over every element for binary (pred > threshold against target > 0.5).
+ * Sparse labels outside [0, C) count nowhere.
+ */
+void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+		     float threshold, struct dt_tensor *counts);
+/*
+ * The batch's histogram behind Keras' AUC of num_thresholds thresholds into
+ * hist (2 * (num_thresholds + 1) floats on pred's device, overwritten):
+ * negatives by bucket, then positives by bucket (dt_auc_slot in
+ * core/rows.h). column: the column of pred (N, C) scored, or -1 for every
+ * column (Keras' multi_label: false flattening); sparse: target holds class
+ * indices (N, 1); sigmoid: pred holds logits.
+ */
+void dt_op_auc_histogram(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column, int sparse,
+			 int sigmoid, int num_thresholds, struct dt_tensor *hist);
 
 extern const char *const dt_optimizer_names[];
 

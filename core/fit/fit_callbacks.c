@@ -128,14 +128,16 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 	return 0;
 }
 
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val)
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val,
+			      const struct dt_metric_set *metrics)
 {
 	if (c->early_stopping &&
-	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val) < 0)
+	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val,
+			     metrics) < 0)
 		return -1;
 	if (c->reduce_lr_on_plateau &&
 	    dt_monitor_check(c->plateau.where, "reduce_lr_on_plateau", c->plateau.monitor, has_accuracy, has_errors,
-			     has_val) < 0)
+			     has_val, metrics) < 0)
 		return -1;
 	return 0;
 }

@@ -1,0 +1,266 @@
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/model/metric.h"
+
+const char *const dt_metric_kind_names[] = { "precision", "recall", "f1_score", "auc", NULL };
+
+static const char *const average_names[] = { "macro", "micro", "weighted", NULL };
+static const char *const curve_names[] = { "ROC", "PR", NULL };
+
+static int kind_of(const char *name)
+{
+	for (int k = 0; dt_metric_kind_names[k]; k++)
+		if (!strcmp(name, dt_metric_kind_names[k]))
+			return k;
+	return -1;
+}
+
+int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
+{
+	static const char *const conf_keys[] = { "class_id", "average", NULL };
+	static const char *const auc_keys[] = { "class_id", "curve", "num_thresholds", NULL };
+	const struct dt_node *args = NULL;
+	const char *name;
+	struct dt_metric *m;
+	int kind, same = 0, v;
+	int64_t i64;
+
+	if (item->kind == DT_NODE_MAP && item->n == 1) {
+		name = item->key_nodes[0]->value;
+		args = item->items[0];
+	} else if (item->kind == DT_NODE_SCALAR) {
+		name = item->value;
+	} else {
+		return 0;
+	}
+	kind = kind_of(name);
+	if (kind < 0)
+		return 0;
+	if (s->n == DT_MAX_METRICS)
+		return dt_node_error(item, "more than %d metrics", DT_MAX_METRICS);
+	if (args && args->kind == DT_NODE_SCALAR && !args->value[0])
+		args = NULL; /* "auc:" with nothing after it */
+	if (args && (dt_node_expect(args, DT_NODE_MAP, name) < 0 ||
+		     dt_cfg_check_keys(args, name, kind == DT_METRIC_AUC ? auc_keys : conf_keys) < 0))
+		return -1;
+	m = &s->m[s->n];
+	memset(m, 0, sizeof(*m));
+	m->kind = (enum dt_metric_kind)kind;
+	m->node = item;
+	if (dt_cfg_int(args, "class_id", -1, 0, 1 << 20, &i64) < 0)
+		return -1;
+	m->class_id = (int)i64;
+	if (dt_cfg_enum(args, "average", average_names, DT_AVERAGE_MACRO, &v) < 0)
+		return -1;
+	m->average = (enum dt_metric_average)v;
+	m->has_average = dt_node_get(args, "average") != NULL;
+	if (dt_cfg_enum(args, "curve", curve_names, DT_CURVE_ROC, &v) < 0)
+		return -1;
+	m->curve = (enum dt_auc_curve)v;
+	if (dt_cfg_int(args, "num_thresholds", 200, 2, 1 << 20, &i64) < 0)
+		return -1;
+	m->num_thresholds = (int)i64;
+	for (int i = 0; i < s->n; i++)
+		same += s->m[i].kind == m->kind;
+	if (same)
+		snprintf(m->name, sizeof(m->name), "%s_%d", name, same);
+	else
+		snprintf(m->name, sizeof(m->name), "%s", name);
+	if (kind != DT_METRIC_AUC)
+		s->confusion = 1;
+	s->n++;
+	return 1;
+}
+
+int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t columns, float threshold,
+			 int sparse, int sigmoid)
+{
+	s->kind = kind;
+	s->columns = columns;
+	s->classes = kind == DT_ACC_BINARY ? 2 : (int)columns;
+	s->threshold = threshold;
+	s->sparse = sparse;
+	s->sigmoid = sigmoid;
+	s->nstats = s->confusion ? (int64_t)s->classes * s->classes : 0;
+	for (int i = 0; i < s->n; i++) {
+		struct dt_metric *m = &s->m[i];
+		/* A binary model's classes are 0 and 1; an AUC scores a column of the output. */
+		int64_t limit = m->kind == DT_METRIC_AUC ? (columns > 1 ? columns : 1) : s->classes;
+		if (m->class_id >= limit)
+			return dt_node_error(m->node, "'%s' has class_id %d, but the model has %lld %s (0 to %lld)",
+					     dt_metric_kind_names[m->kind], m->class_id, (long long)limit,
+					     m->kind == DT_METRIC_AUC ? "outputs" : "classes", (long long)limit - 1);
+		if (m->kind == DT_METRIC_AUC) {
+			m->offset = s->nstats;
+			s->nstats += 2 * ((int64_t)m->num_thresholds + 1);
+		}
+	}
+	return 0;
+}
+
+int64_t dt_metric_scratch(const struct dt_metric_set *s)
+{
+	int64_t n = s->confusion ? (int64_t)s->classes * s->classes : 0;
+	for (int i = 0; i < s->n; i++)
+		if (s->m[i].kind == DT_METRIC_AUC && 2 * ((int64_t)s->m[i].num_thresholds + 1) > n)
+			n = 2 * ((int64_t)s->m[i].num_thresholds + 1);
+	return n;
+}
+
+/* Adds the first n floats of scratch (device) to stats (host). */
+static void add_scratch(const struct dt_tensor *scratch, int64_t n, double *stats, float *host)
+{
+	struct dt_tensor part = dt_tensor_flat(scratch->data, scratch->dev, n);
+	dt_op_to_host(&part, host);
+	for (int64_t i = 0; i < n; i++)
+		stats[i] += host[i];
+}
+
+void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor *pred,
+			  const struct dt_tensor *target, struct dt_tensor *scratch, double *stats)
+{
+	float *host;
+	if (s->nstats == 0 || dt_tensor_rows(pred) == 0)
+		return;
+	host = dt_calloc((size_t)dt_tensor_count(scratch), sizeof(float));
+	if (s->confusion) {
+		int64_t n = (int64_t)s->classes * s->classes;
+		struct dt_tensor cm = dt_tensor_flat(scratch->data, scratch->dev, n);
+		dt_op_confusion(s->kind, pred, target, s->threshold, &cm);
+		add_scratch(scratch, n, stats, host);
+	}
+	for (int i = 0; i < s->n; i++) {
+		const struct dt_metric *m = &s->m[i];
+		int64_t n = 2 * ((int64_t)m->num_thresholds + 1);
+		int64_t column = m->class_id >= 0 ? m->class_id : s->columns == 1 ? 0 : -1;
+		struct dt_tensor hist;
+		if (m->kind != DT_METRIC_AUC)
+			continue;
+		hist = dt_tensor_flat(scratch->data, scratch->dev, n);
+		dt_op_auc_histogram(pred, target, column, s->sparse, s->sigmoid, m->num_thresholds, &hist);
+		add_scratch(scratch, n, stats + m->offset, host);
+	}
+	free(host);
+}
+
+static double div0(double a, double b) { return b != 0 ? a / b : 0; }
+
+void dt_confusion_class(const double *cm, int c, int k, double *precision, double *recall, double *f1,
+			double *support)
+{
+	double tp = cm[(int64_t)k * c + k], row = 0, col = 0;
+	for (int j = 0; j < c; j++) {
+		row += cm[(int64_t)k * c + j];
+		col += cm[(int64_t)j * c + k];
+	}
+	*precision = div0(tp, col);
+	*recall = div0(tp, row);
+	*f1 = div0(2 * *precision * *recall, *precision + *recall);
+	*support = row;
+}
+
+static double pick(enum dt_metric_kind kind, double p, double r, double f)
+{
+	return kind == DT_METRIC_PRECISION ? p : kind == DT_METRIC_RECALL ? r : f;
+}
+
+double dt_confusion_average(const double *cm, int c, enum dt_metric_kind kind, enum dt_metric_average average)
+{
+	double sum = 0, total = 0, tp = 0;
+	for (int k = 0; k < c; k++) {
+		double p, r, f, support;
+		dt_confusion_class(cm, c, k, &p, &r, &f, &support);
+		tp += cm[(int64_t)k * c + k];
+		total += support;
+		sum += average == DT_AVERAGE_WEIGHTED ? support * pick(kind, p, r, f) : pick(kind, p, r, f);
+	}
+	if (average == DT_AVERAGE_MICRO) /* every prediction is one class: micro P = R = F1 = the hits' share */
+		return div0(tp, total);
+	return average == DT_AVERAGE_WEIGHTED ? div0(sum, total) : sum / c;
+}
+
+double dt_auc_value(const double *hist, int n, enum dt_auc_curve curve)
+{
+	const double *neg = hist, *pos = hist + n + 1;
+	double *tp = dt_calloc((size_t)n, sizeof(double)), *fp = dt_calloc((size_t)n, sizeof(double));
+	double P = 0, N = 0, auc = 0, above_p = 0, above_n = 0;
+
+	for (int k = 0; k <= n; k++) {
+		P += pos[k];
+		N += neg[k];
+	}
+	/* At threshold i the positives predicted are the buckets above i. */
+	for (int i = n - 1; i >= 0; i--) {
+		above_p += pos[i + 1];
+		above_n += neg[i + 1];
+		tp[i] = above_p;
+		fp[i] = above_n;
+	}
+	for (int i = 0; i + 1 < n; i++) {
+		if (curve == DT_CURVE_ROC) {
+			double tpr0 = div0(tp[i], P), tpr1 = div0(tp[i + 1], P);
+			double fpr0 = div0(fp[i], N), fpr1 = div0(fp[i + 1], N);
+			auc += (fpr0 - fpr1) * (tpr0 + tpr1) / 2;
+		} else {
+			double dtp = tp[i] - tp[i + 1], p0 = tp[i] + fp[i], p1 = tp[i + 1] + fp[i + 1];
+			double dp = p0 - p1, slope = div0(dtp, dp > 0 ? dp : 0), intercept = tp[i + 1] - slope * p1;
+			double ratio = p0 > 0 && p1 > 0 ? div0(p0, p1) : 1;
+			double fn1 = P - tp[i + 1];
+			auc += div0(slope * (dtp + intercept * log(ratio)), tp[i + 1] + fn1);
+		}
+	}
+	free(tp);
+	free(fp);
+	return auc;
+}
+
+double dt_metric_value(const struct dt_metric_set *s, int i, const double *stats)
+{
+	const struct dt_metric *m = &s->m[i];
+	double p, r, f, support;
+	if (m->kind == DT_METRIC_AUC)
+		return dt_auc_value(stats + m->offset, m->num_thresholds, m->curve);
+	/* A binary model's are the positive class's (Keras' Precision, Recall, F1Score), unless averaged. */
+	if (m->class_id >= 0 || (s->kind == DT_ACC_BINARY && !m->has_average)) {
+		dt_confusion_class(stats, s->classes, m->class_id >= 0 ? m->class_id : 1, &p, &r, &f, &support);
+		return pick(m->kind, p, r, f);
+	}
+	return dt_confusion_average(stats, s->classes, m->kind, m->average);
+}
+
+int dt_metric_find(const struct dt_metric_set *s, const char *name, int *index)
+{
+	if (!s)
+		return 0;
+	for (int i = 0; i < s->n; i++)
+		if (!strcmp(s->m[i].name, name)) {
+			if (index)
+				*index = i;
+			return 1;
+		}
+	return 0;
+}
+
+int dt_metric_is_table_name(const char *name)
+{
+	for (int k = 0; dt_metric_kind_names[k]; k++) {
+		size_t len = strlen(dt_metric_kind_names[k]);
+		const char *rest = name + len;
+		if (strncmp(name, dt_metric_kind_names[k], len))
+			continue;
+		if (!*rest)
+			return 1;
+		if (*rest == '_' && isdigit((unsigned char)rest[1])) {
+			while (isdigit((unsigned char)*++rest))
+				;
+			if (!*rest)
+				return 1;
+		}
+	}
+	return 0;
+}
