@@ -1,0 +1,227 @@
+#!/usr/bin/env bats
+# compile.metrics beyond accuracy: precision, recall, f1_score and auc,
+# computed over the whole epoch from confusion counts and threshold
+# histograms. Checked against scikit-learn (and a NumPy copy of Keras' AUC
+# formulas) on the predictions dtrain predict prints, across replicas and MPI
+# ranks, through a resume, as monitors, and their config errors.
+# Needs /usr/bin/python3 with numpy and sklearn (python3-sklearn); the
+# comparisons skip without them.
+
+load helpers
+
+setup() {
+	common_setup
+	export OMP_NUM_THREADS=1
+	cd "$TMP"
+}
+
+PY=/usr/bin/python3
+
+need_sklearn() {
+	$PY -c 'import numpy, sklearn' 2>/dev/null || skip "no numpy and scikit-learn for /usr/bin/python3 (python3-sklearn)"
+}
+
+# gen_csv CLASSES: train.csv and test.csv, two features and a label column.
+gen_csv() {
+	$PY - "$1" <<-'EOF'
+		import sys
+		import numpy as np
+		k = int(sys.argv[1])
+		rng = np.random.default_rng(3)
+		for name, n in (("train", 800), ("test", 400)):
+		    y = rng.integers(0, k, n)
+		    x = rng.normal(size=(n, 2)) + np.stack([np.cos(y * 2.1), np.sin(y * 2.1)], 1) * 1.2
+		    with open(name + ".csv", "w") as f:
+		        f.write("x1,x2,label\n")
+		        for a, b, c in zip(x[:, 0], x[:, 1], y):
+		            f.write(f"{a:.6f},{b:.6f},{c}\n")
+	EOF
+}
+
+# model UNITS ACTIVATION LOSS METRICS: m.yaml on train.csv and test.csv.
+model() {
+	cat >m.yaml <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 8, activation: relu}
+		    - dense: {units: $1, activation: $2}
+		compile:
+		  optimizer: {adam: {learning_rate: 0.02}}
+		  loss: $3
+		  metrics: $4
+		data:
+		  train: {format: csv, path: train.csv, label: label}
+		  test: {format: csv, path: test.csv, label: label}
+		  batch_size: 32
+		fit: {epochs: 3, seed: 1}
+		checkpoint: {dir: run}
+	EOF
+}
+
+@test "binary: auc (ROC, PR), precision, recall and f1_score match scikit-learn and Keras' formulas on the predictions" {
+	need_sklearn
+	gen_csv 2
+	model 1 sigmoid binary_crossentropy \
+		'[accuracy, {auc: {num_thresholds: 10000}}, {auc: {curve: PR}}, auc, precision, recall, f1_score]'
+	"$DTRAIN" fit m.yaml -q
+	"$DTRAIN" evaluate m.yaml --json 2>/dev/null >eval.json
+	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
+	run $PY - <<-'EOF'
+		import json
+		import numpy as np
+		from sklearn import metrics as M
+		e = json.load(open("eval.json"))
+		p = np.array([json.loads(l)["probabilities"][1] for l in open("pred.json")])
+		y = np.loadtxt("test.csv", delimiter=",", skiprows=1)[:, 2].astype(int)
+
+		def keras_auc(y, p, n, curve):
+		    t = np.array([-1e-7] + [i / (n - 1) for i in range(1, n - 1)] + [1 + 1e-7], dtype=np.float32)
+		    pp = p.astype(np.float32)[None, :] > t[:, None]
+		    tp = (pp & (y == 1)).sum(1).astype(float); fp = (pp & (y == 0)).sum(1).astype(float)
+		    fn = (y == 1).sum() - tp; tn = (y == 0).sum() - fp
+		    if curve == "ROC":
+		        tpr = tp / (tp + fn); fpr = fp / (fp + tn)
+		        return np.sum((fpr[:-1] - fpr[1:]) * (tpr[:-1] + tpr[1:]) / 2)
+		    dtp = tp[:-1] - tp[1:]; q = tp + fp; dq = q[:-1] - q[1:]
+		    slope = np.divide(dtp, dq, out=np.zeros_like(dtp), where=dq > 0)
+		    icpt = tp[1:] - slope * q[1:]
+		    ratio = np.where((q[:-1] > 0) & (q[1:] > 0), np.divide(q[:-1], q[1:], out=np.ones_like(dtp), where=q[1:] > 0), 1)
+		    den = tp[1:] + fn[1:]
+		    return np.sum(np.divide(slope * (dtp + icpt * np.log(ratio)), den, out=np.zeros_like(dtp), where=den > 0))
+
+		yhat = (p > 0.5).astype(int)
+		want = {
+		    "auc": M.roc_auc_score(y, p),
+		    "auc_1": keras_auc(y, p, 200, "PR"),
+		    "auc_2": keras_auc(y, p, 200, "ROC"),
+		    "precision": M.precision_score(y, yhat),
+		    "recall": M.recall_score(y, yhat),
+		    "f1_score": M.f1_score(y, yhat),
+		    "accuracy": M.accuracy_score(y, yhat),
+		}
+		bad = 0
+		for k, v in want.items():
+		    print(f"{k}: dtrain {e[k]:.6f} reference {v:.6f}")
+		    bad |= abs(e[k] - v) > 1e-3
+		# A model better than chance, so that the comparison means something.
+		bad |= not 0.7 < e["auc"] < 1
+		raise SystemExit(int(bad))
+	EOF
+	echo "$output"
+	status_is 0
+}
+
+@test "multi-class: macro, micro and weighted averages and class_id match scikit-learn" {
+	need_sklearn
+	gen_csv 3
+	model 3 softmax sparse_categorical_crossentropy '[accuracy, f1_score, {f1_score: {average: weighted}},
+		{precision: {average: micro}}, {precision: {class_id: 2}}, {recall: {average: macro}},
+		{auc: {class_id: 1, num_thresholds: 10000}}]'
+	"$DTRAIN" fit m.yaml -q
+	"$DTRAIN" evaluate m.yaml --json 2>/dev/null >eval.json
+	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
+	run $PY - <<-'EOF'
+		import json
+		import numpy as np
+		from sklearn import metrics as M
+		e = json.load(open("eval.json"))
+		p = np.array([json.loads(l)["probabilities"] for l in open("pred.json")])
+		y = np.loadtxt("test.csv", delimiter=",", skiprows=1)[:, 2].astype(int)
+		yhat = p.argmax(1)
+		want = {
+		    "f1_score": M.f1_score(y, yhat, average="macro"),
+		    "f1_score_1": M.f1_score(y, yhat, average="weighted"),
+		    "precision": M.precision_score(y, yhat, average="micro"),
+		    "precision_1": M.precision_score(y, yhat, labels=[2], average=None)[0],
+		    "recall": M.recall_score(y, yhat, average="macro"),
+		    "auc": M.roc_auc_score(y == 1, p[:, 1]),
+		}
+		bad = 0
+		for k, v in want.items():
+		    print(f"{k}: dtrain {e[k]:.6f} scikit-learn {v:.6f}")
+		    bad |= abs(e[k] - v) > 1e-3
+		raise SystemExit(int(bad))
+	EOF
+	echo "$output"
+	status_is 0
+}
+
+# blobs_metrics DIR ARGS...: blobs with auc and f1_score, --json epoch lines in DIR.json.
+blobs_metrics() {
+	local dir=$1
+	shift
+	"$DTRAIN" fit "$MODELS/blobs.yaml" -q --json --set fit.epochs=2 --set checkpoint.dir="$TMP/$dir" \
+		--set 'compile.metrics=[accuracy, auc, f1_score, {recall: {class_id: 1}}]' "$@" >"$TMP/$dir.json"
+}
+
+# same_metrics A B: the epochs' auc, f1_score and recall (and val_) are the same numbers.
+same_metrics() {
+	local f='select(.event == "epoch") | [.auc, .f1_score, .recall, .val_auc, .val_f1_score, .val_recall]'
+	jq -c "$f" "$TMP/$1.json" >"$TMP/$1.m"
+	jq -c "$f" "$TMP/$2.json" >"$TMP/$2.m"
+	[ "$(wc -l <"$TMP/$1.m")" -eq 2 ] && ! grep -q null "$TMP/$1.m"
+	diff "$TMP/$1.m" "$TMP/$2.m"
+}
+
+@test "mirrored replicas and 2 MPI ranks report the metrics of one device" {
+	blobs_metrics one
+	blobs_metrics mir2 --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+	same_metrics one mir2
+	need_mpi
+	mpi 2 "$DTRAIN" fit "$MODELS/blobs.yaml" -q --json --set fit.epochs=2 --set checkpoint.dir="$TMP/mpi2" \
+		--set 'compile.metrics=[accuracy, auc, f1_score, {recall: {class_id: 1}}]' >"$TMP/mpi2.json"
+	same_metrics one mpi2
+}
+
+@test "a run killed mid-epoch and resumed reports the metrics of an uninterrupted one" {
+	cp "$MODELS/resume.yaml" m.yaml
+	local set='compile.metrics=[accuracy, auc, f1_score, {recall: {class_id: 1}}]'
+	mkdir ref cut
+	(cd ref && "$DTRAIN" fit ../m.yaml -q --json --set "$set" --set checkpoint.dir=run >../ref.json)
+	(cd cut && DTRAIN_TEST_CRASH_AT=step:10 "$DTRAIN" fit ../m.yaml -q --set "$set" --set checkpoint.dir=run) || true
+	# The step-7 checkpoint holds the counts of its 7 steps.
+	safetensors_header cut/run/latest.safetensors | jq -e '.__metadata__.metric_stats | fromjson | length > 9' >/dev/null
+	(cd cut && "$DTRAIN" fit ../m.yaml -q --json --set "$set" --set checkpoint.dir=run --resume >../cut.json)
+	jq -c 'select(.event == "epoch") | [.epoch, .auc, .f1_score, .recall, .val_auc]' ref.json >a
+	jq -c 'select(.event == "epoch") | [.epoch, .auc, .f1_score, .recall, .val_auc]' cut.json >b
+	diff a b
+}
+
+@test "val_auc as the monitor of early_stopping and model_checkpoint: mode auto is max" {
+	blobs_metrics mon --set 'fit.callbacks=[{early_stopping: {monitor: val_auc, patience: 1}},
+		{model_checkpoint: {filepath: "best-{epoch}", monitor: val_f1_score, save_best_only: true}}]' \
+		--set 'checkpoint.save_best={monitor: val_auc}'
+	[ -f "$TMP/mon/best-1.safetensors" ]
+	safetensors_header "$TMP/mon/best.safetensors" | jq -e '.__metadata__.monitor == "val_auc"' >/dev/null
+	# The best value is the highest val_auc of the epochs.
+	local best
+	best=$(jq -s '[.[] | select(.event == "epoch") | .val_auc] | max' "$TMP/mon.json")
+	safetensors_header "$TMP/mon/best.safetensors" |
+		jq -e --argjson b "$best" '(.__metadata__.monitor_value | tonumber) - $b | fabs < 1e-9' >/dev/null
+}
+
+@test "metric config errors name file:line:col" {
+	cp "$MODELS/blobs.yaml" m.yaml
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{auc: {num_thresholds: 1}}]'
+	status_is 2
+	stderr_has "--set:1:" "num_thresholds"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{auc: {curv: PR}}]'
+	status_is 2
+	stderr_has "'curv'" "curve"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{f1_score: {average: mean}}]'
+	status_is 2
+	stderr_has "'mean'" "macro" "micro" "weighted"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{precision: {class_id: 3}}]'
+	status_is 2
+	stderr_has "--set:1:" "class_id 3" "0 to 2"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[precison]'
+	status_is 2
+	stderr_has "did you mean 'precision'"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'fit.callbacks=[{early_stopping: {monitor: val_auc}}]'
+	status_is 2
+	stderr_has "--set:1:" "'val_auc'" "compile.metrics has no metric named 'auc'"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[auc]' \
+		--set 'fit.callbacks=[{early_stopping: {monitor: val_auc_1}}]'
+	status_is 2
+	stderr_has "no metric named 'auc_1'"
+}
