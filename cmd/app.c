@@ -86,6 +86,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "step", no_argument, NULL, 'S' },
 		{ "dump", required_argument, NULL, 'D' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "report", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0])];
@@ -140,6 +141,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			break;
 		case 'd':
 			o->data = 1;
+			break;
+		case 'R':
+			o->report = 1;
 			break;
 		default:
 			if (inspect_option(o, c, optarg))

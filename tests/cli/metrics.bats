@@ -225,3 +225,51 @@ same_metrics() {
 	status_is 2
 	stderr_has "no metric named 'auc_1'"
 }
+
+@test "evaluate --report: per-class scores, averages and the confusion matrix of scikit-learn, with class names" {
+	need_sklearn
+	gen_csv 3
+	# Named classes (sorted as the indices were): the report shows the names.
+	sed -i -e '2,$s/,0$/,ant/' -e '2,$s/,1$/,bee/' -e '2,$s/,2$/,cat/' train.csv test.csv
+	model 3 softmax sparse_categorical_crossentropy '[accuracy]'
+	"$DTRAIN" fit m.yaml -q
+	run --separate-stderr "$DTRAIN" evaluate m.yaml --report
+	status_is 0
+	[[ $output == *precision*recall*f1-score*support* ]]
+	[[ $output == *"macro avg"* && $output == *"weighted avg"* ]]
+	[[ $output == *"confusion matrix (rows: true class, columns: predicted class)"* ]]
+	[[ $(grep -c '^ *cat ' <<<"$output") -eq 2 ]]
+	"$DTRAIN" evaluate m.yaml --report --json 2>/dev/null >eval.json
+	jq -e '.report.classes | map(.class) == ["ant", "bee", "cat"]' eval.json >/dev/null
+	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
+	run $PY - <<-'EOF'
+		import json
+		import numpy as np
+		from sklearn import metrics as M
+		r = json.load(open("eval.json"))["report"]
+		p = np.array([json.loads(l)["probabilities"] for l in open("pred.json")])
+		names = ["ant", "bee", "cat"]
+		y = np.array([names.index(l.strip().split(",")[2]) for l in open("test.csv").readlines()[1:]])
+		yhat = p.argmax(1)
+		bad = r["confusion_matrix"] != M.confusion_matrix(y, yhat).tolist()
+		want = M.classification_report(y, yhat, output_dict=True)
+		for k in range(3):
+		    for key, ref in (("precision", "precision"), ("recall", "recall"), ("f1_score", "f1-score"), ("support", "support")):
+		        bad |= abs(r["classes"][k][key] - want[str(k)][ref]) > 1e-6
+		for ours, theirs in (("macro_avg", "macro avg"), ("weighted_avg", "weighted avg")):
+		    for key, ref in (("precision", "precision"), ("recall", "recall"), ("f1_score", "f1-score")):
+		        bad |= abs(r[ours][key] - want[theirs][ref]) > 1e-6
+		bad |= abs(r["accuracy"] - want["accuracy"]) > 1e-6
+		print(json.dumps(r), want)
+		raise SystemExit(int(bad))
+	EOF
+	status_is 0
+}
+
+@test "evaluate --report refuses a regression model" {
+	cp "$MODELS/blobs.yaml" m.yaml
+	run --separate-stderr "$DTRAIN" evaluate m.yaml --report --set compile.loss=mean_squared_error \
+		--set 'model.layers=[{dense: {units: 1}}]' --set 'data.test={format: csv, path: x.csv}'
+	status_is 2
+	stderr_has "--set:1:" "--report counts classes" "regression loss"
+}
