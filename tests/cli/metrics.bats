@@ -189,8 +189,11 @@ same_metrics() {
 
 @test "val_auc as the monitor of early_stopping and model_checkpoint: mode auto is max" {
 	blobs_metrics mon --set 'fit.callbacks=[{early_stopping: {monitor: val_auc, patience: 1}},
-		{model_checkpoint: {filepath: "best-{epoch}", monitor: val_f1_score, save_best_only: true}}]' \
+		{model_checkpoint: {filepath: "best-{epoch}", monitor: val_f1_score, save_best_only: true}},
+		{csv_logger: {filename: log.csv}}]' \
 		--set 'checkpoint.save_best={monitor: val_auc}'
+	# csv_logger has their columns, sorted as Keras sorts the logs.
+	[ "$(head -1 "$TMP/mon/log.csv")" = "epoch,accuracy,auc,f1_score,loss,recall,val_accuracy,val_auc,val_f1_score,val_loss,val_recall" ]
 	[ -f "$TMP/mon/best-1.safetensors" ]
 	safetensors_header "$TMP/mon/best.safetensors" | jq -e '.__metadata__.monitor == "val_auc"' >/dev/null
 	# The best value is the highest val_auc of the epochs.
