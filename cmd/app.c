@@ -55,8 +55,11 @@ static const char *short_options(const char *allowed, char *buf, size_t size)
 	return buf;
 }
 
-/* inspect's options (--step, --dump LAYER, -o FILE) into o: 1 when c is one of them. */
-static int inspect_option(struct dt_opts *o, int c, const char *arg)
+/*
+ * The options of one subcommand each (inspect's --step, --dump LAYER, -o
+ * FILE; evaluate's --report) into o: 1 when c is one of them.
+ */
+static int own_option(struct dt_opts *o, int c, const char *arg)
 {
 	if (c == 'S')
 		o->step = 1;
@@ -64,7 +67,9 @@ static int inspect_option(struct dt_opts *o, int c, const char *arg)
 		o->dump = arg;
 	else if (c == 'o')
 		o->output = arg;
-	return c == 'S' || c == 'D' || c == 'o';
+	else if (c == 'R')
+		o->report = 1;
+	return c == 'S' || c == 'D' || c == 'o' || c == 'R';
 }
 
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
@@ -142,11 +147,8 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		case 'd':
 			o->data = 1;
 			break;
-		case 'R':
-			o->report = 1;
-			break;
 		default:
-			if (inspect_option(o, c, optarg))
+			if (own_option(o, c, optarg))
 				break;
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);

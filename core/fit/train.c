@@ -108,8 +108,11 @@ void dt_trainer_init(struct dt_trainer *t)
 	if (t->metrics.nstats) {
 		int64_t n = dt_metric_scratch(&t->metrics);
 		t->metric_scratch = dt_calloc(s->nreplicas, sizeof(float *));
-		for (int r = 0; r < s->nreplicas; r++)
+		t->metric_host = dt_calloc(s->nreplicas, sizeof(float *));
+		for (int r = 0; r < s->nreplicas; r++) {
 			t->metric_scratch[r] = dt_device_alloc(s->devices[r], n);
+			t->metric_host[r] = dt_calloc((size_t)n, sizeof(float));
+		}
 	}
 	if (t->accumulate_steps < 1)
 		t->accumulate_steps = 1;
@@ -151,6 +154,10 @@ void dt_trainer_release(struct dt_trainer *t)
 		dt_device_free(t->strategy->devices[r], t->metric_scratch[r]);
 	free(t->metric_scratch);
 	t->metric_scratch = NULL;
+	for (int r = 0; t->metric_host && r < t->strategy->nreplicas; r++)
+		free(t->metric_host[r]);
+	free(t->metric_host);
+	t->metric_host = NULL;
 	free(t->reduce_buf);
 	t->reduce_buf = NULL;
 	free(t->initial_stats);
@@ -258,7 +265,7 @@ void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch 
 	}
 	if (stats && t->metrics.nstats) {
 		struct dt_tensor scratch = dt_tensor_flat(t->metric_scratch[r], m->dev, dt_metric_scratch(&t->metrics));
-		dt_metric_accumulate(&t->metrics, &pred, &y, &scratch, stats);
+		dt_metric_accumulate(&t->metrics, &pred, &y, &scratch, t->metric_host[r], stats);
 	}
 	if (train) {
 		dt_model_backward(m, n);

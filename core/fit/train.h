@@ -176,6 +176,7 @@ struct dt_trainer {
 	float **accum;                    /* per replica, ntrainable: the gradients accumulated so far */
 	struct dt_shape label;
 	float **metric_scratch;           /* per replica, on its device, dt_metric_scratch floats */
+	float **metric_host;              /* per replica, their copy in host memory */
 	double *reduce_buf;               /* 2 + DT_NSUMS + metrics.nstats: the per-step all-reduce */
 };
 

@@ -112,7 +112,7 @@ int64_t dt_metric_scratch(const struct dt_metric_set *s)
 	return n;
 }
 
-/* Adds the first n floats of scratch (device) to stats (host). */
+/* Adds the first n floats of scratch (device) to stats (host), through host. */
 static void add_scratch(const struct dt_tensor *scratch, int64_t n, double *stats, float *host)
 {
 	struct dt_tensor part = dt_tensor_flat(scratch->data, scratch->dev, n);
@@ -122,12 +122,10 @@ static void add_scratch(const struct dt_tensor *scratch, int64_t n, double *stat
 }
 
 void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor *pred,
-			  const struct dt_tensor *target, struct dt_tensor *scratch, double *stats)
+			  const struct dt_tensor *target, struct dt_tensor *scratch, float *host, double *stats)
 {
-	float *host;
 	if (s->nstats == 0 || dt_tensor_rows(pred) == 0)
 		return;
-	host = dt_calloc((size_t)dt_tensor_count(scratch), sizeof(float));
 	if (s->confusion) {
 		int64_t n = (int64_t)s->classes * s->classes;
 		struct dt_tensor cm = dt_tensor_flat(scratch->data, scratch->dev, n);
@@ -145,7 +143,6 @@ void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor 
 		dt_op_auc_histogram(pred, target, column, s->sparse, s->sigmoid, m->num_thresholds, &hist);
 		add_scratch(scratch, n, stats + m->offset, host);
 	}
-	free(host);
 }
 
 static double div0(double a, double b) { return b != 0 ? a / b : 0; }
@@ -187,35 +184,32 @@ double dt_confusion_average(const double *cm, int c, enum dt_metric_kind kind, e
 double dt_auc_value(const double *hist, int n, enum dt_auc_curve curve)
 {
 	const double *neg = hist, *pos = hist + n + 1;
-	double *tp = dt_calloc((size_t)n, sizeof(double)), *fp = dt_calloc((size_t)n, sizeof(double));
-	double P = 0, N = 0, auc = 0, above_p = 0, above_n = 0;
+	double P = 0, N = 0, auc = 0, tp1, fp1;
 
 	for (int k = 0; k <= n; k++) {
 		P += pos[k];
 		N += neg[k];
 	}
-	/* At threshold i the positives predicted are the buckets above i. */
-	for (int i = n - 1; i >= 0; i--) {
-		above_p += pos[i + 1];
-		above_n += neg[i + 1];
-		tp[i] = above_p;
-		fp[i] = above_n;
-	}
-	for (int i = 0; i + 1 < n; i++) {
+	/*
+	 * At threshold i the predicted positives are the buckets above i:
+	 * walking down from the last threshold, (tp0, fp0) are threshold i's
+	 * counts and (tp1, fp1) those of i + 1.
+	 */
+	tp1 = pos[n];
+	fp1 = neg[n];
+	for (int i = n - 2; i >= 0; i--) {
+		double tp0 = tp1 + pos[i + 1], fp0 = fp1 + neg[i + 1];
 		if (curve == DT_CURVE_ROC) {
-			double tpr0 = div0(tp[i], P), tpr1 = div0(tp[i + 1], P);
-			double fpr0 = div0(fp[i], N), fpr1 = div0(fp[i + 1], N);
-			auc += (fpr0 - fpr1) * (tpr0 + tpr1) / 2;
+			auc += (div0(fp0, N) - div0(fp1, N)) * (div0(tp0, P) + div0(tp1, P)) / 2;
 		} else {
-			double dtp = tp[i] - tp[i + 1], p0 = tp[i] + fp[i], p1 = tp[i + 1] + fp[i + 1];
-			double dp = p0 - p1, slope = div0(dtp, dp > 0 ? dp : 0), intercept = tp[i + 1] - slope * p1;
+			double dtp = tp0 - tp1, p0 = tp0 + fp0, p1 = tp1 + fp1;
+			double dp = p0 - p1, slope = div0(dtp, dp > 0 ? dp : 0), intercept = tp1 - slope * p1;
 			double ratio = p0 > 0 && p1 > 0 ? div0(p0, p1) : 1;
-			double fn1 = P - tp[i + 1];
-			auc += div0(slope * (dtp + intercept * log(ratio)), tp[i + 1] + fn1);
+			auc += div0(slope * (dtp + intercept * log(ratio)), P); /* tp + fn is every positive */
 		}
+		tp1 = tp0;
+		fp1 = fp0;
 	}
-	free(tp);
-	free(fp);
 	return auc;
 }
 

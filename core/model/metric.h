@@ -77,11 +77,12 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 
 /*
  * Adds the statistics of one batch, pred (N, C) against target, to stats
- * (s->nstats doubles on the host), through scratch: a float vector on
- * pred's device of dt_metric_scratch(s) entries.
+ * (s->nstats doubles on the host), through scratch, a float vector on
+ * pred's device, and host, one in host memory, each of dt_metric_scratch(s)
+ * entries. Allocates nothing.
  */
 void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor *pred,
-			  const struct dt_tensor *target, struct dt_tensor *scratch, double *stats);
+			  const struct dt_tensor *target, struct dt_tensor *scratch, float *host, double *stats);
 int64_t dt_metric_scratch(const struct dt_metric_set *s);
 
 /* The value of metric i from the epoch's summed statistics. */
