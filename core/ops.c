@@ -163,6 +163,14 @@ void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *targ
 	backend(pred)->error_sums(pred, target, sums);
 }
 
+int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k)
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	DT_ASSERT(sparse ? dt_tensor_cols(target) == 1 : dt_tensor_cols(target) == dt_tensor_cols(pred));
+	same_device(pred, target);
+	return backend(pred)->count_top_k(pred, target, sparse, k);
+}
+
 void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
 		     float threshold, struct dt_tensor *counts)
 {

@@ -99,6 +99,12 @@ int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
  */
 void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
 /*
+ * Rows of pred (N, C) whose true class (target (N, 1) class indices with
+ * sparse, else the argmax of target (N, C)) is among the k highest outputs
+ * (dt_top_k_row): top_k_categorical_accuracy's count.
+ */
+int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k);
+/*
  * The batch's confusion matrix into counts (floats on pred's device, whole
  * numbers, overwritten): (C, C) for sparse and categorical kinds, C the
  * columns of pred (N, C), row the true class and column the argmax; (2, 2)

@@ -281,6 +281,24 @@ static inline DT_HOST_DEVICE int64_t dt_confusion_cell(enum dt_accuracy kind, co
 }
 
 /*
+ * 1 when the true class of row r (a class index with sparse, else the
+ * argmax of the target row) is among the k highest of pred's row: fewer
+ * than k columns score strictly higher (ties count in, as tf.math.in_top_k).
+ * A class index outside [0, c) is not.
+ */
+static inline DT_HOST_DEVICE int64_t dt_top_k_row(const float *p, const float *t, int sparse, int64_t k, int64_t r,
+						  int64_t c)
+{
+	const float *pr = p + r * c;
+	int64_t truth = sparse ? (int64_t)t[r] : dt_argmax_row(t + r * c, c), above = 0;
+	if (truth < 0 || truth >= c)
+		return 0;
+	for (int64_t j = 0; j < c; j++)
+		above += pr[j] > pr[truth];
+	return above < k;
+}
+
+/*
  * Keras' AUC thresholds: n of them, -epsilon, i / (n - 1) for 0 < i < n - 1,
  * 1 + epsilon, as float32. The bucket of a prediction v is the number of
  * thresholds it exceeds (0 .. n): the histogram of buckets gives the

@@ -42,7 +42,9 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
 	static const char *const metrics[] = { "accuracy", "acc", "mae", "mean_absolute_error", "rmse",
-					       "root_mean_squared_error", "precision", "recall", "f1_score", "auc", NULL };
+					       "root_mean_squared_error", "precision", "recall", "f1_score", "auc",
+					       "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
+					       "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	int loss;
 	if (!s)
@@ -71,7 +73,8 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 				continue;
 			if (it->kind == DT_NODE_MAP && it->n == 1)
 				return dt_node_error(it, "unknown metric '%s' (metrics with arguments: precision, recall, "
-						     "f1_score, auc)", it->key_nodes[0]->value);
+						     "f1_score, auc, binary_accuracy, top_k_categorical_accuracy, "
+						     "sparse_top_k_categorical_accuracy)", it->key_nodes[0]->value);
 			if (dt_node_expect(it, DT_NODE_SCALAR, "a metric") < 0)
 				return -1;
 			if (!strcmp(it->value, "accuracy") || !strcmp(it->value, "acc")) {
@@ -89,7 +92,9 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 			if (close)
 				return dt_node_error(it, "unknown metric '%s'; did you mean '%s'?", it->value, close);
 			return dt_node_error(it, "unknown metric '%s' (expected: accuracy, mae, rmse, precision, recall, "
-					     "f1_score or auc; the loss is always reported)", it->value);
+					     "f1_score, auc, binary_accuracy, categorical_accuracy, "
+					     "sparse_categorical_accuracy, top_k_categorical_accuracy or "
+					     "sparse_top_k_categorical_accuracy; the loss is always reported)", it->value);
 		}
 	}
 	return 0;

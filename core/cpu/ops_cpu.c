@@ -325,6 +325,14 @@ static void cpu_error_sums(const struct dt_tensor *predt, const struct dt_tensor
 	sums[1] = s;
 }
 
+static int64_t cpu_count_top_k(const struct dt_tensor *predt, const struct dt_tensor *targett, int sparse, int64_t k)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), hits = 0;
+	for (int64_t r = 0; r < rows; r++)
+		hits += dt_top_k_row(predt->data, targett->data, sparse, k, r, c);
+	return hits;
+}
+
 static void cpu_confusion(enum dt_accuracy kind, const struct dt_tensor *predt, const struct dt_tensor *targett,
 			  float threshold, struct dt_tensor *countst)
 {
@@ -452,6 +460,7 @@ const struct dt_backend dt_cpu_backend = {
 	.loss = cpu_loss,
 	.count_correct = cpu_count_correct,
 	.error_sums = cpu_error_sums,
+	.count_top_k = cpu_count_top_k,
 	.confusion = cpu_confusion,
 	.auc_histogram = cpu_auc_histogram,
 	.optimizer_update = cpu_optimizer_update,

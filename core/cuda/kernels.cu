@@ -499,6 +499,30 @@ static void cuda_error_sums(const struct dt_tensor *pred, const struct dt_tensor
 	sums[1] = g->host_acc[1];
 }
 
+__global__ void k_count_top_k(const float *p, const float *t, int sparse, int64_t k, int64_t rows, int64_t c,
+			      unsigned long long *out)
+{
+	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+	unsigned long long n = r < rows ? (unsigned long long)dt_top_k_row(p, t, sparse, k, r, c) : 0;
+	n = block_sum(n);
+	if (threadIdx.x == 0)
+		atomicAdd(out, n);
+}
+
+static int64_t cuda_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	if (rows == 0)
+		return 0;
+	acc_clear(g);
+	k_count_top_k<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(pred->data, target->data, sparse, k, rows, c,
+									    g->count);
+	DT_CUDA_LAUNCH_CHECK();
+	acc_read(g);
+	return (int64_t)*g->host_count;
+}
+
 /* Whole-number counts in float: atomic adds of 1 are exact in any order below 2^24. */
 __global__ void k_confusion(enum dt_accuracy kind, const float *p, const float *t, float threshold, int64_t rows,
 			    int64_t c, int64_t per_row, float *counts)
@@ -646,6 +670,7 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->loss = cuda_loss;
 	b->count_correct = cuda_count_correct;
 	b->error_sums = cuda_error_sums;
+	b->count_top_k = cuda_count_top_k;
 	b->confusion = cuda_confusion;
 	b->auc_histogram = cuda_auc_histogram;
 	b->optimizer_update = cuda_optimizer_update;

@@ -7,7 +7,11 @@
 #include "core/error.h"
 #include "core/model/metric.h"
 
-const char *const dt_metric_kind_names[] = { "precision", "recall", "f1_score", "auc", NULL };
+const char *const dt_metric_kind_names[] = { "precision", "recall", "f1_score", "auc", "binary_accuracy",
+					     "categorical_accuracy", "sparse_categorical_accuracy",
+					     "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", NULL };
+
+static int is_count(enum dt_metric_kind kind) { return kind >= DT_METRIC_BINARY_ACCURACY; }
 
 static const char *const average_names[] = { "macro", "micro", "weighted", NULL };
 static const char *const curve_names[] = { "ROC", "PR", NULL };
@@ -24,6 +28,9 @@ int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 {
 	static const char *const conf_keys[] = { "class_id", "average", NULL };
 	static const char *const auc_keys[] = { "class_id", "curve", "num_thresholds", NULL };
+	static const char *const binary_keys[] = { "threshold", NULL }, *const top_k_keys[] = { "k", NULL };
+	static const char *const no_keys[] = { NULL };
+	const char *const *keys;
 	const struct dt_node *args = NULL;
 	const char *name;
 	struct dt_metric *m;
@@ -45,8 +52,9 @@ int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 		return dt_node_error(item, "more than %d metrics", DT_MAX_METRICS);
 	if (args && args->kind == DT_NODE_SCALAR && !args->value[0])
 		args = NULL; /* "auc:" with nothing after it */
-	if (args && (dt_node_expect(args, DT_NODE_MAP, name) < 0 ||
-		     dt_cfg_check_keys(args, name, kind == DT_METRIC_AUC ? auc_keys : conf_keys) < 0))
+	keys = kind == DT_METRIC_AUC ? auc_keys : !is_count(kind) ? conf_keys : kind == DT_METRIC_BINARY_ACCURACY ?
+		binary_keys : kind >= DT_METRIC_TOP_K ? top_k_keys : no_keys;
+	if (args && (dt_node_expect(args, DT_NODE_MAP, name) < 0 || dt_cfg_check_keys(args, name, keys) < 0))
 		return -1;
 	m = &s->m[s->n];
 	memset(m, 0, sizeof(*m));
@@ -65,13 +73,22 @@ int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 	if (dt_cfg_int(args, "num_thresholds", 200, 2, 1 << 20, &i64) < 0)
 		return -1;
 	m->num_thresholds = (int)i64;
+	{
+		double th;
+		if (dt_cfg_float(args, "threshold", 0.5, 0, 1, &th) < 0)
+			return -1;
+		m->threshold = (float)th;
+	}
+	if (dt_cfg_int(args, "k", 5, 1, 1 << 20, &i64) < 0)
+		return -1;
+	m->k = (int)i64;
 	for (int i = 0; i < s->n; i++)
 		same += s->m[i].kind == m->kind;
 	if (same)
 		snprintf(m->name, sizeof(m->name), "%s_%d", name, same);
 	else
 		snprintf(m->name, sizeof(m->name), "%s", name);
-	if (kind != DT_METRIC_AUC)
+	if (kind != DT_METRIC_AUC && !is_count(m->kind))
 		s->confusion = 1;
 	s->n++;
 	return 1;
@@ -99,13 +116,28 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 			m->offset = s->nstats;
 			s->nstats += 2 * ((int64_t)m->num_thresholds + 1);
 		}
+		if (is_count(m->kind)) {
+			m->offset = s->nstats;
+			s->nstats += 2;
+		}
+		/* The labels each reads: class indices for the sparse ones, rows like the output for the others. */
+		if ((m->kind == DT_METRIC_SPARSE_CATEGORICAL_ACCURACY || m->kind == DT_METRIC_SPARSE_TOP_K) && !sparse)
+			return dt_node_error(m->node, "'%s' needs class-index labels (a sparse_categorical_crossentropy "
+					     "model); use '%s'", m->name, m->kind == DT_METRIC_SPARSE_TOP_K ?
+					     "top_k_categorical_accuracy" : "categorical_accuracy");
+		if ((m->kind == DT_METRIC_CATEGORICAL_ACCURACY || m->kind == DT_METRIC_TOP_K ||
+		     m->kind == DT_METRIC_BINARY_ACCURACY) && sparse)
+			return dt_node_error(m->node, "'%s' needs labels shaped like the output, but the model's labels "
+					     "are class indices; use '%s'", m->name,
+					     m->kind == DT_METRIC_TOP_K ? "sparse_top_k_categorical_accuracy" :
+					     "sparse_categorical_accuracy");
 	}
 	return 0;
 }
 
 int64_t dt_metric_scratch(const struct dt_metric_set *s)
 {
-	int64_t n = s->confusion ? (int64_t)s->classes * s->classes : 0;
+	int64_t n = s->confusion ? (int64_t)s->classes * s->classes : 1;
 	for (int i = 0; i < s->n; i++)
 		if (s->m[i].kind == DT_METRIC_AUC && 2 * ((int64_t)s->m[i].num_thresholds + 1) > n)
 			n = 2 * ((int64_t)s->m[i].num_thresholds + 1);
@@ -119,6 +151,32 @@ static void add_scratch(const struct dt_tensor *scratch, int64_t n, double *stat
 	dt_op_to_host(&part, host);
 	for (int64_t i = 0; i < n; i++)
 		stats[i] += host[i];
+}
+
+/* Adds an accuracy's hits and predictions counted in the batch to hits[0], hits[1]. */
+static void count_hits(const struct dt_metric *m, const struct dt_tensor *pred, const struct dt_tensor *target,
+		       double *hits)
+{
+	int64_t rows = dt_tensor_rows(pred);
+	switch (m->kind) {
+	case DT_METRIC_BINARY_ACCURACY:
+		hits[0] += (double)dt_op_count_correct(DT_ACC_BINARY, pred, target, m->threshold);
+		hits[1] += (double)dt_tensor_count(pred);
+		return;
+	case DT_METRIC_CATEGORICAL_ACCURACY:
+		hits[0] += (double)dt_op_count_correct(DT_ACC_CATEGORICAL, pred, target, 0.5f);
+		break;
+	case DT_METRIC_SPARSE_CATEGORICAL_ACCURACY:
+		hits[0] += (double)dt_op_count_correct(DT_ACC_SPARSE, pred, target, 0.5f);
+		break;
+	case DT_METRIC_TOP_K:
+	case DT_METRIC_SPARSE_TOP_K:
+		hits[0] += (double)dt_op_count_top_k(pred, target, m->kind == DT_METRIC_SPARSE_TOP_K, m->k);
+		break;
+	default:
+		DT_BUG("metric kind %d counts no hits", (int)m->kind);
+	}
+	hits[1] += (double)rows;
 }
 
 void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor *pred,
@@ -137,6 +195,10 @@ void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor 
 		int64_t n = 2 * ((int64_t)m->num_thresholds + 1);
 		int64_t column = m->class_id >= 0 ? m->class_id : s->columns == 1 ? 0 : -1;
 		struct dt_tensor hist;
+		if (is_count(m->kind)) {
+			count_hits(m, pred, target, stats + m->offset);
+			continue;
+		}
 		if (m->kind != DT_METRIC_AUC)
 			continue;
 		hist = dt_tensor_flat(scratch->data, scratch->dev, n);
@@ -219,6 +281,8 @@ double dt_metric_value(const struct dt_metric_set *s, int i, const double *stats
 	double p, r, f, support;
 	if (m->kind == DT_METRIC_AUC)
 		return dt_auc_value(stats + m->offset, m->num_thresholds, m->curve);
+	if (is_count(m->kind))
+		return div0(stats[m->offset], stats[m->offset + 1]);
 	/* A binary model's are the positive class's (Keras' Precision, Recall, F1Score), unless averaged. */
 	if (m->class_id >= 0 || (s->kind == DT_ACC_BINARY && !m->has_average)) {
 		dt_confusion_class(stats, s->classes, m->class_id >= 0 ? m->class_id : 1, &p, &r, &f, &support);

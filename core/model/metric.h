@@ -1,14 +1,16 @@
 /*
  * The metrics of compile.metrics beyond accuracy, MAE and RMSE: precision,
- * recall, F1 and AUC (Keras 3's Precision, Recall, F1Score, AUC), each
- * computed over a whole epoch from sufficient statistics, never as a mean
- * of per-batch values.
+ * recall, F1 and AUC (Keras 3's Precision, Recall, F1Score, AUC) and the
+ * named accuracies (binary, categorical, sparse categorical, top-k and its
+ * sparse form), each computed over a whole epoch from sufficient
+ * statistics, never as a mean of per-batch values.
  *
  * The statistics are one vector of whole-number counts per pass: the
  * confusion matrix (classes x classes, row the true class, column the
  * prediction; 2 x 2 for a binary model) when any metric or the evaluation
  * report needs it, then for each AUC the histogram of its predictions over
- * Keras' thresholds (dt_op_auc_histogram). The vector is summed over steps,
+ * Keras' thresholds (dt_op_auc_histogram), and for each accuracy its hits
+ * and the predictions counted. The vector is summed over steps,
  * replicas and MPI ranks like the loss sums, and stored in checkpoints, so
  * a metric is exact whatever the batch, replica count or resume point.
  * Sums of counts stay exact in double up to 2^53.
@@ -24,9 +26,14 @@
 #include "core/ops.h"
 
 #define DT_MAX_METRICS 16
-#define DT_METRIC_NAME 32
+#define DT_METRIC_NAME 48
 
-enum dt_metric_kind { DT_METRIC_PRECISION, DT_METRIC_RECALL, DT_METRIC_F1, DT_METRIC_AUC };
+enum dt_metric_kind {
+	DT_METRIC_PRECISION, DT_METRIC_RECALL, DT_METRIC_F1, DT_METRIC_AUC,
+	/* hits over a count: */
+	DT_METRIC_BINARY_ACCURACY, DT_METRIC_CATEGORICAL_ACCURACY, DT_METRIC_SPARSE_CATEGORICAL_ACCURACY,
+	DT_METRIC_TOP_K, DT_METRIC_SPARSE_TOP_K
+};
 enum dt_metric_average { DT_AVERAGE_MACRO, DT_AVERAGE_MICRO, DT_AVERAGE_WEIGHTED };
 enum dt_auc_curve { DT_CURVE_ROC, DT_CURVE_PR };
 
@@ -41,7 +48,9 @@ struct dt_metric {
 	int has_average;             /* average was given (a binary model's default is the positive class) */
 	enum dt_auc_curve curve;     /* auc */
 	int num_thresholds;          /* auc: Keras' default 200 */
-	int64_t offset;              /* auc: its histogram's first slot in the statistics */
+	float threshold;             /* binary_accuracy: 0.5 */
+	int k;                       /* top_k: 5 */
+	int64_t offset;              /* auc: its histogram's first slot in the statistics; accuracies: hits, count */
 	const struct dt_node *node;  /* its place in the config, for errors */
 };
 

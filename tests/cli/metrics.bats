@@ -62,7 +62,8 @@ model() {
 	need_sklearn
 	gen_csv 2
 	model 1 sigmoid binary_crossentropy \
-		'[accuracy, {auc: {num_thresholds: 10000}}, {auc: {curve: PR}}, auc, precision, recall, f1_score]'
+		'[accuracy, {auc: {num_thresholds: 10000}}, {auc: {curve: PR}}, auc, precision, recall, f1_score,
+		{binary_accuracy: {threshold: 0.3}}]'
 	"$DTRAIN" fit m.yaml -q
 	"$DTRAIN" evaluate m.yaml --json 2>/dev/null >eval.json
 	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
@@ -98,6 +99,7 @@ model() {
 		    "recall": M.recall_score(y, yhat),
 		    "f1_score": M.f1_score(y, yhat),
 		    "accuracy": M.accuracy_score(y, yhat),
+		    "binary_accuracy": M.accuracy_score(y, p > 0.3),
 		}
 		bad = 0
 		for k, v in want.items():
@@ -116,7 +118,8 @@ model() {
 	gen_csv 3
 	model 3 softmax sparse_categorical_crossentropy '[accuracy, f1_score, {f1_score: {average: weighted}},
 		{precision: {average: micro}}, {precision: {class_id: 2}}, {recall: {average: macro}},
-		{auc: {class_id: 1, num_thresholds: 10000}}]'
+		{auc: {class_id: 1, num_thresholds: 10000}}, sparse_categorical_accuracy,
+		{sparse_top_k_categorical_accuracy: {k: 2}}]'
 	"$DTRAIN" fit m.yaml -q
 	"$DTRAIN" evaluate m.yaml --json 2>/dev/null >eval.json
 	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
@@ -135,6 +138,8 @@ model() {
 		    "precision_1": M.precision_score(y, yhat, labels=[2], average=None)[0],
 		    "recall": M.recall_score(y, yhat, average="macro"),
 		    "auc": M.roc_auc_score(y == 1, p[:, 1]),
+		    "sparse_categorical_accuracy": M.accuracy_score(y, yhat),
+		    "sparse_top_k_categorical_accuracy": M.top_k_accuracy_score(y, p, k=2),
 		}
 		bad = 0
 		for k, v in want.items():
@@ -144,6 +149,17 @@ model() {
 	EOF
 	echo "$output"
 	status_is 0
+}
+
+@test "categorical accuracies on one-hot labels: categorical_accuracy is accuracy, top-k of every class is 1" {
+	"$DTRAIN" fit "$MODELS/blobs.yaml" -q --set data.one_hot=true --set fit.epochs=2 \
+		--set compile.loss=categorical_crossentropy --set checkpoint.dir="$TMP/oh" --json \
+		--set 'compile.metrics=[accuracy, categorical_accuracy, top_k_categorical_accuracy,
+			{top_k_categorical_accuracy: {k: 1}}, {binary_accuracy: {threshold: 0.4}}]' >oh.json
+	jq -e 'select(.event == "epoch" or .event == "test") | .categorical_accuracy == .accuracy and
+		.top_k_categorical_accuracy == 1 and .top_k_categorical_accuracy_1 == .accuracy and
+		.binary_accuracy > 0 and .binary_accuracy < 1' oh.json >/dev/null
+	[ "$(jq -s '[.[] | select(.event == "epoch" or .event == "test")] | length' oh.json)" -eq 3 ]
 }
 
 # blobs_metrics DIR ARGS...: blobs with auc and f1_score, --json epoch lines in DIR.json.
@@ -217,6 +233,12 @@ same_metrics() {
 	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{precision: {class_id: 3}}]'
 	status_is 2
 	stderr_has "--set:1:" "class_id 3" "0 to 2"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{sparse_top_k_categorical_accuracy: {k: 0}}]'
+	status_is 2
+	stderr_has "--set:1:" "'k'"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[categorical_accuracy]'
+	status_is 2
+	stderr_has "--set:1:" "class indices" "use 'sparse_categorical_accuracy'"
 	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[precison]'
 	status_is 2
 	stderr_has "did you mean 'precision'"

@@ -406,6 +406,10 @@ static void test_metric_counts(void **state)
 	dt_op_confusion(DT_ACC_BINARY, &pred.c, &onehot.c, 0.4f, &cm2.c);
 	dt_op_confusion(DT_ACC_BINARY, &pred.g, &onehot.g, 0.4f, &cm2.g);
 	expect_equal("confusion binary", &cm2);
+	for (int k = 1; k <= C; k += 3) {
+		assert_int_equal(dt_op_count_top_k(&pred.g, &sparse.g, 1, k), dt_op_count_top_k(&pred.c, &sparse.c, 1, k));
+		assert_int_equal(dt_op_count_top_k(&pred.g, &onehot.g, 0, k), dt_op_count_top_k(&pred.c, &onehot.c, 0, k));
+	}
 	dt_op_auc_histogram(&pred.c, &sparse.c, -1, 1, 0, T, &hist.c);
 	dt_op_auc_histogram(&pred.g, &sparse.g, -1, 1, 0, T, &hist.g);
 	expect_equal("auc histogram sparse, every column", &hist);

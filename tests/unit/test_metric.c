@@ -131,6 +131,29 @@ static void test_ops_count(void **state)
 		assert_float_equal(hist[i], wanth[i], 0);
 }
 
+static void test_top_k(void **state)
+{
+	/* Row 0: class 2 ranks second; row 1: class 0 ties the highest (ties count in); row 2: class 1 ranks third. */
+	float p[9] = { .5f, .1f, .4f, .4f, .4f, .2f, .5f, .1f, .4f }, t[3] = { 2, 0, 1 };
+	float oh[9] = { 0, 0, 1, 1, 0, 0, 0, 1, 0 };
+	struct dt_tensor P = mat(p, 3, 3), T = mat(t, 3, 1), OH = mat(oh, 3, 3);
+	assert_int_equal(dt_op_count_top_k(&P, &T, 1, 1), 1);
+	assert_int_equal(dt_op_count_top_k(&P, &T, 1, 2), 2);
+	assert_int_equal(dt_op_count_top_k(&P, &T, 1, 3), 3);
+	assert_int_equal(dt_op_count_top_k(&P, &OH, 0, 2), 2);
+	/* The hits and count of the accuracies, summed over batches. */
+	struct dt_metric_set s = { .n = 1 };
+	double stats[2] = { 0 };
+	s.m[0] = (struct dt_metric){ .kind = DT_METRIC_SPARSE_TOP_K, .k = 2, .class_id = -1 };
+	assert_int_equal(dt_metric_set_layout(&s, DT_ACC_SPARSE, 3, 0.5f, 1, 0), 0);
+	assert_int_equal(s.nstats, 2);
+	dt_metric_accumulate(&s, &P, &T, NULL, NULL, stats);
+	dt_metric_accumulate(&s, &P, &T, NULL, NULL, stats);
+	assert_float_equal(stats[0], 4, 0);
+	assert_float_equal(stats[1], 6, 0);
+	assert_float_equal(dt_metric_value(&s, 0, stats), 2.0 / 3, 1e-12);
+}
+
 static struct dt_doc *doc;
 
 /* Reads the metrics of `yaml` (a sequence) into s; the rc of the first failing read, else 0. */
@@ -205,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_auc_closed_forms),
 		cmocka_unit_test(test_auc_buckets),
 		cmocka_unit_test(test_ops_count),
+		cmocka_unit_test(test_top_k),
 		cmocka_unit_test(test_names_and_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
