@@ -38,6 +38,7 @@ struct dt_backend {
 				 const struct dt_tensor *target, float threshold);
 	void (*error_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
 	int64_t (*count_top_k)(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k);
+	void (*regression_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums);
 	void (*confusion)(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
 			  float threshold, struct dt_tensor *counts);
 	void (*auc_histogram)(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column,

@@ -171,6 +171,16 @@ int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *
 	return backend(pred)->count_top_k(pred, target, sparse, k);
 }
 
+void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums)
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	same_count(pred, target);
+	DT_ASSERT(dt_tensor_count(sums) == 4 * dt_tensor_cols(pred));
+	same_device(pred, target);
+	same_device(pred, sums);
+	backend(pred)->regression_sums(pred, target, sums);
+}
+
 void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
 		     float threshold, struct dt_tensor *counts)
 {

@@ -105,6 +105,13 @@ void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *targ
  */
 int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k);
 /*
+ * Per column j of pred and target (both (N, C)), the batch's sums behind
+ * r2_score, mean_squared_error and mean_absolute_percentage_error into
+ * sums[4j .. 4j+3] (4C floats on pred's device, overwritten; see
+ * dt_regression_column in core/rows.h).
+ */
+void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums);
+/*
  * The batch's confusion matrix into counts (floats on pred's device, whole
  * numbers, overwritten): (C, C) for sparse and categorical kinds, C the
  * columns of pred (N, C), row the true class and column the argmax; (2, 2)

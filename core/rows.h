@@ -299,6 +299,29 @@ static inline DT_HOST_DEVICE int64_t dt_top_k_row(const float *p, const float *t
 }
 
 /*
+ * The sums behind R^2, MSE and MAPE of column j of p and t (rows, c), in
+ * double, in row order, stored as float: out[0] sum t, out[1] sum t^2,
+ * out[2] sum (t - p)^2, out[3] sum |t - p| / max(|t|, epsilon) (Keras'
+ * mean_absolute_percentage_error before its factor 100).
+ */
+static inline DT_HOST_DEVICE void dt_regression_column(const float *p, const float *t, int64_t rows, int64_t c,
+						       int64_t j, float out[4])
+{
+	double s = 0, s2 = 0, d2 = 0, ape = 0;
+	for (int64_t r = 0; r < rows; r++) {
+		double y = t[r * c + j], d = y - p[r * c + j], a = fabs(y);
+		s += y;
+		s2 += y * y;
+		d2 += d * d;
+		ape += fabs(d) / (a > DT_CLIP_EPS ? a : DT_CLIP_EPS);
+	}
+	out[0] = (float)s;
+	out[1] = (float)s2;
+	out[2] = (float)d2;
+	out[3] = (float)ape;
+}
+
+/*
  * Keras' AUC thresholds: n of them, -epsilon, i / (n - 1) for 0 < i < n - 1,
  * 1 + epsilon, as float32. The bucket of a prediction v is the number of
  * thresholds it exceeds (0 .. n): the histogram of buckets gives the

@@ -40,8 +40,8 @@ int dt_monitor_greater(enum dt_monitor_mode mode, const char *name)
 		return 0;
 	if (!strncmp(name, "val_", 4))
 		name += 4;
-	/* The metrics of the table all grow better: auc, precision, recall, f1_score and their _N forms. */
-	return strstr(name, "acc") || dt_metric_is_table_name(name);
+	/* The metrics of the table grow better (auc, precision, r2_score, ...), but the errors mse and mape. */
+	return strstr(name, "acc") || dt_metric_name_greater(name);
 }
 
 int dt_monitor_check(const struct dt_node *where, const char *what, const char *name, int accuracy, int errors,

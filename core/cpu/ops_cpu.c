@@ -333,6 +333,14 @@ static int64_t cpu_count_top_k(const struct dt_tensor *predt, const struct dt_te
 	return hits;
 }
 
+static void cpu_regression_sums(const struct dt_tensor *predt, const struct dt_tensor *targett,
+				struct dt_tensor *sumst)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
+	for (int64_t j = 0; j < c; j++)
+		dt_regression_column(predt->data, targett->data, rows, c, j, sumst->data + 4 * j);
+}
+
 static void cpu_confusion(enum dt_accuracy kind, const struct dt_tensor *predt, const struct dt_tensor *targett,
 			  float threshold, struct dt_tensor *countst)
 {
@@ -461,6 +469,7 @@ const struct dt_backend dt_cpu_backend = {
 	.count_correct = cpu_count_correct,
 	.error_sums = cpu_error_sums,
 	.count_top_k = cpu_count_top_k,
+	.regression_sums = cpu_regression_sums,
 	.confusion = cpu_confusion,
 	.auc_histogram = cpu_auc_histogram,
 	.optimizer_update = cpu_optimizer_update,

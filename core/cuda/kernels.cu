@@ -523,6 +523,20 @@ static int64_t cuda_count_top_k(const struct dt_tensor *pred, const struct dt_te
 	return (int64_t)*g->host_count;
 }
 
+/* A thread per column, over the rows in order: the CPU's sums, bit for bit. */
+__global__ void k_regression_sums(const float *p, const float *t, int64_t rows, int64_t c, float *sums)
+{
+	GRID_LOOP(j, c) dt_regression_column(p, t, rows, c, j, sums + 4 * j);
+}
+
+static void cuda_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	k_regression_sums LAUNCH(g, c)(pred->data, target->data, rows, c, sums->data);
+	DT_CUDA_LAUNCH_CHECK();
+}
+
 /* Whole-number counts in float: atomic adds of 1 are exact in any order below 2^24. */
 __global__ void k_confusion(enum dt_accuracy kind, const float *p, const float *t, float threshold, int64_t rows,
 			    int64_t c, int64_t per_row, float *counts)
@@ -671,6 +685,7 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->count_correct = cuda_count_correct;
 	b->error_sums = cuda_error_sums;
 	b->count_top_k = cuda_count_top_k;
+	b->regression_sums = cuda_regression_sums;
 	b->confusion = cuda_confusion;
 	b->auc_histogram = cuda_auc_histogram;
 	b->optimizer_update = cuda_optimizer_update;

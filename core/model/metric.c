@@ -9,9 +9,21 @@
 
 const char *const dt_metric_kind_names[] = { "precision", "recall", "f1_score", "auc", "binary_accuracy",
 					     "categorical_accuracy", "sparse_categorical_accuracy",
-					     "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", NULL };
+					     "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy",
+					     "mean_squared_error", "mean_absolute_percentage_error", "r2_score", NULL };
 
-static int is_count(enum dt_metric_kind kind) { return kind >= DT_METRIC_BINARY_ACCURACY; }
+/* Keras' short names: the logs use the name as written, as Keras does. */
+static const struct { const char *alias; enum dt_metric_kind kind; } aliases[] = {
+	{ "mse", DT_METRIC_MSE },
+	{ "mape", DT_METRIC_MAPE },
+};
+
+static int is_count(enum dt_metric_kind kind)
+{
+	return kind >= DT_METRIC_BINARY_ACCURACY && kind <= DT_METRIC_SPARSE_TOP_K;
+}
+
+static int is_regression(enum dt_metric_kind kind) { return kind >= DT_METRIC_MSE; }
 
 static const char *const average_names[] = { "macro", "micro", "weighted", NULL };
 static const char *const curve_names[] = { "ROC", "PR", NULL };
@@ -21,6 +33,9 @@ static int kind_of(const char *name)
 	for (int k = 0; dt_metric_kind_names[k]; k++)
 		if (!strcmp(name, dt_metric_kind_names[k]))
 			return k;
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (!strcmp(name, aliases[i].alias))
+			return (int)aliases[i].kind;
 	return -1;
 }
 
@@ -52,8 +67,8 @@ int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 		return dt_node_error(item, "more than %d metrics", DT_MAX_METRICS);
 	if (args && args->kind == DT_NODE_SCALAR && !args->value[0])
 		args = NULL; /* "auc:" with nothing after it */
-	keys = kind == DT_METRIC_AUC ? auc_keys : !is_count(kind) ? conf_keys : kind == DT_METRIC_BINARY_ACCURACY ?
-		binary_keys : kind >= DT_METRIC_TOP_K ? top_k_keys : no_keys;
+	keys = kind == DT_METRIC_AUC ? auc_keys : is_regression(kind) ? no_keys : !is_count(kind) ? conf_keys :
+		kind == DT_METRIC_BINARY_ACCURACY ? binary_keys : kind >= DT_METRIC_TOP_K ? top_k_keys : no_keys;
 	if (args && (dt_node_expect(args, DT_NODE_MAP, name) < 0 || dt_cfg_check_keys(args, name, keys) < 0))
 		return -1;
 	m = &s->m[s->n];
@@ -82,14 +97,18 @@ int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 	if (dt_cfg_int(args, "k", 5, 1, 1 << 20, &i64) < 0)
 		return -1;
 	m->k = (int)i64;
+	/* Keras numbers a repeated name: auc, auc_1; mse and mean_squared_error are two names. */
 	for (int i = 0; i < s->n; i++)
-		same += s->m[i].kind == m->kind;
+		same += !strncmp(s->m[i].name, name, strlen(name)) &&
+			(!s->m[i].name[strlen(name)] || s->m[i].name[strlen(name)] == '_') && s->m[i].kind == m->kind;
 	if (same)
 		snprintf(m->name, sizeof(m->name), "%s_%d", name, same);
 	else
 		snprintf(m->name, sizeof(m->name), "%s", name);
-	if (kind != DT_METRIC_AUC && !is_count(m->kind))
+	if (kind != DT_METRIC_AUC && !is_count(m->kind) && !is_regression(m->kind))
 		s->confusion = 1;
+	if (is_regression(m->kind))
+		s->regression = 1;
 	s->n++;
 	return 1;
 }
@@ -104,6 +123,10 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 	s->sparse = sparse;
 	s->sigmoid = sigmoid;
 	s->nstats = s->confusion ? (int64_t)s->classes * s->classes : 0;
+	if (s->regression) {
+		s->regression_offset = s->nstats;
+		s->nstats += 4 * columns + 1;
+	}
 	for (int i = 0; i < s->n; i++) {
 		struct dt_metric *m = &s->m[i];
 		/* A binary model's classes are 0 and 1; an AUC scores a column of the output. */
@@ -126,11 +149,11 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 					     "model); use '%s'", m->name, m->kind == DT_METRIC_SPARSE_TOP_K ?
 					     "top_k_categorical_accuracy" : "categorical_accuracy");
 		if ((m->kind == DT_METRIC_CATEGORICAL_ACCURACY || m->kind == DT_METRIC_TOP_K ||
-		     m->kind == DT_METRIC_BINARY_ACCURACY) && sparse)
+		     m->kind == DT_METRIC_BINARY_ACCURACY || is_regression(m->kind)) && sparse)
 			return dt_node_error(m->node, "'%s' needs labels shaped like the output, but the model's labels "
 					     "are class indices; use '%s'", m->name,
 					     m->kind == DT_METRIC_TOP_K ? "sparse_top_k_categorical_accuracy" :
-					     "sparse_categorical_accuracy");
+					     is_regression(m->kind) ? "one-hot labels" : "sparse_categorical_accuracy");
 	}
 	return 0;
 }
@@ -138,6 +161,8 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 int64_t dt_metric_scratch(const struct dt_metric_set *s)
 {
 	int64_t n = s->confusion ? (int64_t)s->classes * s->classes : 1;
+	if (s->regression && 4 * s->columns > n)
+		n = 4 * s->columns;
 	for (int i = 0; i < s->n; i++)
 		if (s->m[i].kind == DT_METRIC_AUC && 2 * ((int64_t)s->m[i].num_thresholds + 1) > n)
 			n = 2 * ((int64_t)s->m[i].num_thresholds + 1);
@@ -189,6 +214,13 @@ void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor 
 		struct dt_tensor cm = dt_tensor_flat(scratch->data, scratch->dev, n);
 		dt_op_confusion(s->kind, pred, target, s->threshold, &cm);
 		add_scratch(scratch, n, stats, host);
+	}
+	if (s->regression) {
+		int64_t n = 4 * s->columns;
+		struct dt_tensor sums = dt_tensor_flat(scratch->data, scratch->dev, n);
+		dt_op_regression_sums(pred, target, &sums);
+		add_scratch(scratch, n, stats + s->regression_offset, host);
+		stats[s->regression_offset + n] += (double)dt_tensor_rows(pred);
 	}
 	for (int i = 0; i < s->n; i++) {
 		const struct dt_metric *m = &s->m[i];
@@ -275,6 +307,31 @@ double dt_auc_value(const double *hist, int n, enum dt_auc_curve curve)
 	return auc;
 }
 
+/*
+ * From the sums r (4 per output, then the rows n): the mean squared error
+ * and 100 x the mean relative error over every output, and R^2, the mean
+ * over the outputs of 1 - SS_res / SS_tot (Keras' R2Score with
+ * class_aggregation uniform_average; an output whose labels do not vary
+ * scores 0).
+ */
+static double regression_value(const struct dt_metric_set *s, enum dt_metric_kind kind, const double *r)
+{
+	double n = r[4 * s->columns], sum = 0;
+	for (int64_t j = 0; j < s->columns; j++) {
+		const double *c = r + 4 * j;
+		double ss_tot = c[1] - div0(c[0] * c[0], n);
+		if (kind == DT_METRIC_MSE)
+			sum += c[2];
+		else if (kind == DT_METRIC_MAPE)
+			sum += c[3];
+		else
+			sum += ss_tot > 0 ? 1 - c[2] / ss_tot : 0;
+	}
+	if (kind == DT_METRIC_R2)
+		return sum / (double)s->columns;
+	return div0(kind == DT_METRIC_MAPE ? 100 * sum : sum, n * (double)s->columns);
+}
+
 double dt_metric_value(const struct dt_metric_set *s, int i, const double *stats)
 {
 	const struct dt_metric *m = &s->m[i];
@@ -283,6 +340,8 @@ double dt_metric_value(const struct dt_metric_set *s, int i, const double *stats
 		return dt_auc_value(stats + m->offset, m->num_thresholds, m->curve);
 	if (is_count(m->kind))
 		return div0(stats[m->offset], stats[m->offset + 1]);
+	if (is_regression(m->kind))
+		return regression_value(s, m->kind, stats + s->regression_offset);
 	/* A binary model's are the positive class's (Keras' Precision, Recall, F1Score), unless averaged. */
 	if (m->class_id >= 0 || (s->kind == DT_ACC_BINARY && !m->has_average)) {
 		dt_confusion_class(stats, s->classes, m->class_id >= 0 ? m->class_id : 1, &p, &r, &f, &support);
@@ -304,21 +363,38 @@ int dt_metric_find(const struct dt_metric_set *s, const char *name, int *index)
 	return 0;
 }
 
-int dt_metric_is_table_name(const char *name)
+/* 1 when name is base, or base and "_N". */
+static int names_base(const char *name, const char *base)
 {
-	for (int k = 0; dt_metric_kind_names[k]; k++) {
-		size_t len = strlen(dt_metric_kind_names[k]);
-		const char *rest = name + len;
-		if (strncmp(name, dt_metric_kind_names[k], len))
-			continue;
-		if (!*rest)
-			return 1;
-		if (*rest == '_' && isdigit((unsigned char)rest[1])) {
-			while (isdigit((unsigned char)*++rest))
-				;
-			if (!*rest)
-				return 1;
-		}
-	}
-	return 0;
+	size_t len = strlen(base);
+	const char *rest = name + len;
+	if (strncmp(name, base, len))
+		return 0;
+	if (!*rest)
+		return 1;
+	if (*rest != '_' || !isdigit((unsigned char)rest[1]))
+		return 0;
+	while (isdigit((unsigned char)*++rest))
+		;
+	return !*rest;
+}
+
+/* The kind a log name (without val_) names, or -1. */
+static int kind_of_log_name(const char *name)
+{
+	for (int k = 0; dt_metric_kind_names[k]; k++)
+		if (names_base(name, dt_metric_kind_names[k]))
+			return k;
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (names_base(name, aliases[i].alias))
+			return (int)aliases[i].kind;
+	return -1;
+}
+
+int dt_metric_is_table_name(const char *name) { return kind_of_log_name(name) >= 0; }
+
+int dt_metric_name_greater(const char *name)
+{
+	int kind = kind_of_log_name(name);
+	return kind >= 0 && kind != DT_METRIC_MSE && kind != DT_METRIC_MAPE;
 }

@@ -9,8 +9,12 @@
  * confusion matrix (classes x classes, row the true class, column the
  * prediction; 2 x 2 for a binary model) when any metric or the evaluation
  * report needs it, then for each AUC the histogram of its predictions over
- * Keras' thresholds (dt_op_auc_histogram), and for each accuracy its hits
- * and the predictions counted. The vector is summed over steps,
+ * Keras' thresholds (dt_op_auc_histogram), for each accuracy its hits
+ * and the predictions counted, and for mean_squared_error,
+ * mean_absolute_percentage_error and r2_score the per-output sums of the
+ * labels, their squares, the squared and the relative absolute errors
+ * (dt_op_regression_sums, summed in double per batch; these are not whole
+ * numbers, so sums over replicas agree to rounding). The vector is summed over steps,
  * replicas and MPI ranks like the loss sums, and stored in checkpoints, so
  * a metric is exact whatever the batch, replica count or resume point.
  * Sums of counts stay exact in double up to 2^53.
@@ -32,12 +36,14 @@ enum dt_metric_kind {
 	DT_METRIC_PRECISION, DT_METRIC_RECALL, DT_METRIC_F1, DT_METRIC_AUC,
 	/* hits over a count: */
 	DT_METRIC_BINARY_ACCURACY, DT_METRIC_CATEGORICAL_ACCURACY, DT_METRIC_SPARSE_CATEGORICAL_ACCURACY,
-	DT_METRIC_TOP_K, DT_METRIC_SPARSE_TOP_K
+	DT_METRIC_TOP_K, DT_METRIC_SPARSE_TOP_K,
+	/* from per-output sums of the labels, their squares and the errors: */
+	DT_METRIC_MSE, DT_METRIC_MAPE, DT_METRIC_R2
 };
 enum dt_metric_average { DT_AVERAGE_MACRO, DT_AVERAGE_MICRO, DT_AVERAGE_WEIGHTED };
 enum dt_auc_curve { DT_CURVE_ROC, DT_CURVE_PR };
 
-/* Keras' names of the kinds (enum dt_metric_kind order), NULL-terminated. */
+/* Keras' names of the kinds (enum dt_metric_kind order), NULL-terminated; mse and mape also name theirs. */
 extern const char *const dt_metric_kind_names[];
 
 struct dt_metric {
@@ -58,6 +64,8 @@ struct dt_metric_set {
 	int n;
 	struct dt_metric m[DT_MAX_METRICS];
 	int confusion;               /* keep the confusion matrix (a metric or the report needs it) */
+	int regression;              /* keep the regression sums (4 per output, then the rows) */
+	int64_t regression_offset;   /* their first slot */
 	enum dt_accuracy kind;       /* how a prediction becomes a class (dt_metric_set_layout) */
 	int classes;                 /* of the confusion matrix: 2 for binary */
 	int64_t columns;             /* of the model's output */
@@ -118,5 +126,7 @@ double dt_auc_value(const double *hist, int n, enum dt_auc_curve curve);
 int dt_metric_find(const struct dt_metric_set *s, const char *name, int *index);
 /* 1 when name (without val_) looks like a name of this table: a kind, or a kind and "_N". */
 int dt_metric_is_table_name(const char *name);
+/* 1 when higher values of such a name are better (all but mean_squared_error and the percentage error). */
+int dt_metric_name_greater(const char *name);
 
 #endif

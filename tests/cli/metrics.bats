@@ -151,6 +151,39 @@ model() {
 	status_is 0
 }
 
+@test "regression: mean_squared_error, mean_absolute_percentage_error and r2_score match scikit-learn" {
+	need_sklearn
+	cp "$REPO/models/diabetes_mlp.yaml" m.yaml
+	mkdir data
+	cp "$REPO"/models/data/diabetes_*.csv data/
+	local set='compile.metrics=[mse, mape, r2_score, {mean_squared_error: {}}]'
+	"$DTRAIN" fit m.yaml -q --set fit.epochs=20 --set checkpoint.dir=run --set "$set"
+	"$DTRAIN" evaluate m.yaml --json --set checkpoint.dir=run --set "$set" 2>/dev/null >eval.json
+	"$DTRAIN" predict m.yaml data/diabetes_test.csv --json -q --set checkpoint.dir=run >pred.json
+	run $PY - <<-'EOF'
+		import json
+		import numpy as np
+		from sklearn import metrics as M
+		e = json.load(open("eval.json"))
+		p = np.array([json.loads(l)["values"][0] for l in open("pred.json")])
+		y = np.loadtxt("data/diabetes_test.csv", delimiter=",", skiprows=1)[:, -1]
+		want = {
+		    "mse": M.mean_squared_error(y, p),
+		    "mean_squared_error": M.mean_squared_error(y, p),
+		    "mape": 100 * M.mean_absolute_percentage_error(y, p),
+		    "r2_score": M.r2_score(y, p),
+		}
+		bad = 0
+		for k, v in want.items():
+		    print(f"{k}: dtrain {e[k]:.6f} scikit-learn {v:.6f}")
+		    bad |= abs(e[k] - v) > 1e-3 * max(1, abs(v))
+		bad |= abs(e["mse"] - e["loss"]) > 1e-3 * e["loss"]
+		raise SystemExit(int(bad))
+	EOF
+	echo "$output"
+	status_is 0
+}
+
 @test "categorical accuracies on one-hot labels: categorical_accuracy is accuracy, top-k of every class is 1" {
 	"$DTRAIN" fit "$MODELS/blobs.yaml" -q --set data.one_hot=true --set fit.epochs=2 \
 		--set compile.loss=categorical_crossentropy --set checkpoint.dir="$TMP/oh" --json \
@@ -236,6 +269,9 @@ same_metrics() {
 	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{sparse_top_k_categorical_accuracy: {k: 0}}]'
 	status_is 2
 	stderr_has "--set:1:" "'k'"
+	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{r2_score: {k: 1}}]'
+	status_is 2
+	stderr_has "--set:1:" "unknown key 'k'"
 	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[categorical_accuracy]'
 	status_is 2
 	stderr_has "--set:1:" "class indices" "use 'sparse_categorical_accuracy'"

@@ -406,6 +406,13 @@ static void test_metric_counts(void **state)
 	dt_op_confusion(DT_ACC_BINARY, &pred.c, &onehot.c, 0.4f, &cm2.c);
 	dt_op_confusion(DT_ACC_BINARY, &pred.g, &onehot.g, 0.4f, &cm2.g);
 	expect_equal("confusion binary", &cm2);
+	{
+		struct pair sums = pair_new(sh(1, 4 * C, 0, 0, 0), NULL);
+		dt_op_regression_sums(&logits.c, &pred.c, &sums.c);
+		dt_op_regression_sums(&logits.g, &pred.g, &sums.g);
+		expect_close("regression sums", &sums, 1e-6);
+		pair_free(&sums);
+	}
 	for (int k = 1; k <= C; k += 3) {
 		assert_int_equal(dt_op_count_top_k(&pred.g, &sparse.g, 1, k), dt_op_count_top_k(&pred.c, &sparse.c, 1, k));
 		assert_int_equal(dt_op_count_top_k(&pred.g, &onehot.g, 0, k), dt_op_count_top_k(&pred.c, &onehot.c, 0, k));

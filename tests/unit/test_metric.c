@@ -154,6 +154,39 @@ static void test_top_k(void **state)
 	assert_float_equal(dt_metric_value(&s, 0, stats), 2.0 / 3, 1e-12);
 }
 
+static void test_regression(void **state)
+{
+	/* Two outputs: the first predicted with errors 1, -1, 0, 2 on labels 2, 4, 6, 8; the second exactly. */
+	float t[8] = { 2, 10, 4, 20, 6, 30, 8, 40 }, p[8] = { 1, 10, 5, 20, 6, 30, 6, 40 }, sums[8];
+	struct dt_tensor P = mat(p, 4, 2), T = mat(t, 4, 2), S = mat(sums, 4, 2);
+	dt_op_regression_sums(&P, &T, &S);
+	assert_float_equal(sums[0], 20, 0);
+	assert_float_equal(sums[1], 4 + 16 + 36 + 64, 0);
+	assert_float_equal(sums[2], 1 + 1 + 0 + 4, 0);
+	assert_float_equal(sums[3], 0.5 + 0.25 + 0 + 0.25, 1e-6);
+	assert_float_equal(sums[6], 0, 0);
+	struct dt_metric_set s = { .n = 3 };
+	s.m[0] = (struct dt_metric){ .kind = DT_METRIC_MSE, .class_id = -1 };
+	s.m[1] = (struct dt_metric){ .kind = DT_METRIC_MAPE, .class_id = -1 };
+	s.m[2] = (struct dt_metric){ .kind = DT_METRIC_R2, .class_id = -1 };
+	s.regression = 1;
+	assert_int_equal(dt_metric_set_layout(&s, DT_ACC_CATEGORICAL, 2, 0.5f, 0, 0), 0);
+	assert_int_equal(s.nstats, 9);
+	double stats[9] = { 0 };
+	float host[8], dev[8];
+	struct dt_tensor scratch = { dev, { 1, { 8 } }, DT_CPU };
+	dt_metric_accumulate(&s, &P, &T, &scratch, host, stats);
+	assert_float_equal(stats[8], 4, 0);
+	assert_float_equal(dt_metric_value(&s, 0, stats), 6.0 / 8, 1e-12);
+	assert_float_equal(dt_metric_value(&s, 1, stats), 100 * 1.0 / 8, 1e-6);
+	/* Output 0: SS_res 6, SS_tot 120 - 400/4 = 20: 0.7; output 1: 1. */
+	assert_float_equal(dt_metric_value(&s, 2, stats), (0.7 + 1) / 2, 1e-12);
+	assert_false(dt_metric_name_greater("mse_1"));
+	assert_false(dt_metric_name_greater("mean_absolute_percentage_error"));
+	assert_true(dt_metric_name_greater("r2_score"));
+	assert_true(dt_metric_name_greater("auc"));
+}
+
 static struct dt_doc *doc;
 
 /* Reads the metrics of `yaml` (a sequence) into s; the rc of the first failing read, else 0. */
@@ -229,6 +262,7 @@ int main(void)
 		cmocka_unit_test(test_auc_buckets),
 		cmocka_unit_test(test_ops_count),
 		cmocka_unit_test(test_top_k),
+		cmocka_unit_test(test_regression),
 		cmocka_unit_test(test_names_and_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
