@@ -6,10 +6,10 @@
  *
  * The names are those of fit's epoch logs (dt_logs_get): loss, accuracy,
  * mae, rmse, the metrics of compile.metrics (auc, precision, recall,
- * f1_score, auc_1, ...), their val_ forms, and learning_rate. mode: auto
- * follows Keras: higher is better when the name holds "acc" or is one of
- * those metrics (with or without val_), lower otherwise (losses, errors,
- * the rate).
+ * f1_score, auc_1, mse, r2_score, ...), their val_ forms, and
+ * learning_rate. mode: auto follows Keras: higher is better when the name
+ * holds "acc" or is one of those metrics but the errors mse and mape (with
+ * or without val_), lower otherwise (losses, errors, the rate).
  */
 #ifndef DT_MONITOR_H
 #define DT_MONITOR_H
