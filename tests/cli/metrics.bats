@@ -38,6 +38,31 @@ gen_csv() {
 	EOF
 }
 
+# fit_eval_predict INPUT ARGS...: fits m.yaml, then eval.json (evaluate --json) and
+# pred.json (predict --all --json of INPUT; ALL= for no --all), with ARGS for all three; and ref.py, which
+# loads them for the comparisons (e, rows) and compares (check).
+fit_eval_predict() {
+	local input=$1
+	shift
+	"$DTRAIN" fit m.yaml -q "$@"
+	"$DTRAIN" evaluate m.yaml --json "$@" 2>/dev/null >eval.json
+	"$DTRAIN" predict m.yaml "$input" ${ALL---all} --json -q "$@" >pred.json
+	cat >ref.py <<-'EOF'
+		import json
+		import numpy as np
+		from sklearn import metrics as M
+		e = json.load(open("eval.json"))
+		rows = [json.loads(l) for l in open("pred.json")]
+
+		def check(want, tol=1e-3):
+		    bad = 0
+		    for k, v in want.items():
+		        print(f"{k}: dtrain {e[k]:.6f} reference {v:.6f}")
+		        bad |= abs(e[k] - v) > tol * max(1, abs(v))
+		    return int(bad)
+	EOF
+}
+
 # model UNITS ACTIVATION LOSS METRICS: m.yaml on train.csv and test.csv.
 model() {
 	cat >m.yaml <<-EOF
@@ -64,15 +89,10 @@ model() {
 	model 1 sigmoid binary_crossentropy \
 		'[accuracy, {auc: {num_thresholds: 10000}}, {auc: {curve: PR}}, auc, precision, recall, f1_score,
 		{binary_accuracy: {threshold: 0.3}}]'
-	"$DTRAIN" fit m.yaml -q
-	"$DTRAIN" evaluate m.yaml --json 2>/dev/null >eval.json
-	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
+	fit_eval_predict test.csv
 	run $PY - <<-'EOF'
-		import json
-		import numpy as np
-		from sklearn import metrics as M
-		e = json.load(open("eval.json"))
-		p = np.array([json.loads(l)["probabilities"][1] for l in open("pred.json")])
+		from ref import *
+		p = np.array([r["probabilities"][1] for r in rows])
 		y = np.loadtxt("test.csv", delimiter=",", skiprows=1)[:, 2].astype(int)
 
 		def keras_auc(y, p, n, curve):
@@ -101,13 +121,8 @@ model() {
 		    "accuracy": M.accuracy_score(y, yhat),
 		    "binary_accuracy": M.accuracy_score(y, p > 0.3),
 		}
-		bad = 0
-		for k, v in want.items():
-		    print(f"{k}: dtrain {e[k]:.6f} reference {v:.6f}")
-		    bad |= abs(e[k] - v) > 1e-3
 		# A model better than chance, so that the comparison means something.
-		bad |= not 0.7 < e["auc"] < 1
-		raise SystemExit(int(bad))
+		raise SystemExit(check(want) | (not 0.7 < e["auc"] < 1))
 	EOF
 	echo "$output"
 	status_is 0
@@ -120,15 +135,10 @@ model() {
 		{precision: {average: micro}}, {precision: {class_id: 2}}, {recall: {average: macro}},
 		{auc: {class_id: 1, num_thresholds: 10000}}, sparse_categorical_accuracy,
 		{sparse_top_k_categorical_accuracy: {k: 2}}]'
-	"$DTRAIN" fit m.yaml -q
-	"$DTRAIN" evaluate m.yaml --json 2>/dev/null >eval.json
-	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
+	fit_eval_predict test.csv
 	run $PY - <<-'EOF'
-		import json
-		import numpy as np
-		from sklearn import metrics as M
-		e = json.load(open("eval.json"))
-		p = np.array([json.loads(l)["probabilities"] for l in open("pred.json")])
+		from ref import *
+		p = np.array([r["probabilities"] for r in rows])
 		y = np.loadtxt("test.csv", delimiter=",", skiprows=1)[:, 2].astype(int)
 		yhat = p.argmax(1)
 		want = {
@@ -141,11 +151,7 @@ model() {
 		    "sparse_categorical_accuracy": M.accuracy_score(y, yhat),
 		    "sparse_top_k_categorical_accuracy": M.top_k_accuracy_score(y, p, k=2),
 		}
-		bad = 0
-		for k, v in want.items():
-		    print(f"{k}: dtrain {e[k]:.6f} scikit-learn {v:.6f}")
-		    bad |= abs(e[k] - v) > 1e-3
-		raise SystemExit(int(bad))
+		raise SystemExit(check(want))
 	EOF
 	echo "$output"
 	status_is 0
@@ -157,15 +163,10 @@ model() {
 	mkdir data
 	cp "$REPO"/models/data/diabetes_*.csv data/
 	local set='compile.metrics=[mse, mape, r2_score, {mean_squared_error: {}}]'
-	"$DTRAIN" fit m.yaml -q --set fit.epochs=20 --set checkpoint.dir=run --set "$set"
-	"$DTRAIN" evaluate m.yaml --json --set checkpoint.dir=run --set "$set" 2>/dev/null >eval.json
-	"$DTRAIN" predict m.yaml data/diabetes_test.csv --json -q --set checkpoint.dir=run >pred.json
+	ALL= fit_eval_predict data/diabetes_test.csv --set fit.epochs=20 --set checkpoint.dir=run --set "$set"
 	run $PY - <<-'EOF'
-		import json
-		import numpy as np
-		from sklearn import metrics as M
-		e = json.load(open("eval.json"))
-		p = np.array([json.loads(l)["values"][0] for l in open("pred.json")])
+		from ref import *
+		p = np.array([r["values"][0] for r in rows])
 		y = np.loadtxt("data/diabetes_test.csv", delimiter=",", skiprows=1)[:, -1]
 		want = {
 		    "mse": M.mean_squared_error(y, p),
@@ -173,12 +174,7 @@ model() {
 		    "mape": 100 * M.mean_absolute_percentage_error(y, p),
 		    "r2_score": M.r2_score(y, p),
 		}
-		bad = 0
-		for k, v in want.items():
-		    print(f"{k}: dtrain {e[k]:.6f} scikit-learn {v:.6f}")
-		    bad |= abs(e[k] - v) > 1e-3 * max(1, abs(v))
-		bad |= abs(e["mse"] - e["loss"]) > 1e-3 * e["loss"]
-		raise SystemExit(int(bad))
+		raise SystemExit(check(want) | (abs(e["mse"] - e["loss"]) > 1e-3 * e["loss"]))
 	EOF
 	echo "$output"
 	status_is 0
@@ -252,32 +248,25 @@ same_metrics() {
 		jq -e --argjson b "$best" '(.__metadata__.monitor_value | tonumber) - $b | fabs < 1e-9' >/dev/null
 }
 
+# config_error METRICS WORD...: fit with compile.metrics METRICS is a config error whose message has each WORD.
+config_error() {
+	local metrics=$1
+	shift
+	run --separate-stderr "$DTRAIN" fit m.yaml --set "compile.metrics=$metrics"
+	status_is 2
+	stderr_has "$@"
+}
+
 @test "metric config errors name file:line:col" {
 	cp "$MODELS/blobs.yaml" m.yaml
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{auc: {num_thresholds: 1}}]'
-	status_is 2
-	stderr_has "--set:1:" "num_thresholds"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{auc: {curv: PR}}]'
-	status_is 2
-	stderr_has "'curv'" "curve"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{f1_score: {average: mean}}]'
-	status_is 2
-	stderr_has "'mean'" "macro" "micro" "weighted"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{precision: {class_id: 3}}]'
-	status_is 2
-	stderr_has "--set:1:" "class_id 3" "0 to 2"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{sparse_top_k_categorical_accuracy: {k: 0}}]'
-	status_is 2
-	stderr_has "--set:1:" "'k'"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[{r2_score: {k: 1}}]'
-	status_is 2
-	stderr_has "--set:1:" "unknown key 'k'"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[categorical_accuracy]'
-	status_is 2
-	stderr_has "--set:1:" "class indices" "use 'sparse_categorical_accuracy'"
-	run --separate-stderr "$DTRAIN" fit m.yaml --set 'compile.metrics=[precison]'
-	status_is 2
-	stderr_has "did you mean 'precision'"
+	config_error '[{auc: {num_thresholds: 1}}]' "--set:1:" "num_thresholds"
+	config_error '[{auc: {curv: PR}}]' "'curv'" "curve"
+	config_error '[{f1_score: {average: mean}}]' "'mean'" "macro" "micro" "weighted"
+	config_error '[{precision: {class_id: 3}}]' "--set:1:" "class_id 3" "0 to 2"
+	config_error '[{sparse_top_k_categorical_accuracy: {k: 0}}]' "--set:1:" "'k'"
+	config_error '[{r2_score: {k: 1}}]' "--set:1:" "unknown key 'k'"
+	config_error '[categorical_accuracy]' "--set:1:" "class indices" "use 'sparse_categorical_accuracy'"
+	config_error '[precison]' "did you mean 'precision'"
 	run --separate-stderr "$DTRAIN" fit m.yaml --set 'fit.callbacks=[{early_stopping: {monitor: val_auc}}]'
 	status_is 2
 	stderr_has "--set:1:" "'val_auc'" "compile.metrics has no metric named 'auc'"
@@ -293,22 +282,19 @@ same_metrics() {
 	# Named classes (sorted as the indices were): the report shows the names.
 	sed -i -e '2,$s/,0$/,ant/' -e '2,$s/,1$/,bee/' -e '2,$s/,2$/,cat/' train.csv test.csv
 	model 3 softmax sparse_categorical_crossentropy '[accuracy]'
-	"$DTRAIN" fit m.yaml -q
+	fit_eval_predict test.csv
+	"$DTRAIN" evaluate m.yaml --report --json 2>/dev/null >eval.json
 	run --separate-stderr "$DTRAIN" evaluate m.yaml --report
 	status_is 0
 	[[ $output == *precision*recall*f1-score*support* ]]
 	[[ $output == *"macro avg"* && $output == *"weighted avg"* ]]
 	[[ $output == *"confusion matrix (rows: true class, columns: predicted class)"* ]]
 	[[ $(grep -c '^ *cat ' <<<"$output") -eq 2 ]]
-	"$DTRAIN" evaluate m.yaml --report --json 2>/dev/null >eval.json
 	jq -e '.report.classes | map(.class) == ["ant", "bee", "cat"]' eval.json >/dev/null
-	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
 	run $PY - <<-'EOF'
-		import json
-		import numpy as np
-		from sklearn import metrics as M
-		r = json.load(open("eval.json"))["report"]
-		p = np.array([json.loads(l)["probabilities"] for l in open("pred.json")])
+		from ref import *
+		r = e["report"]
+		p = np.array([x["probabilities"] for x in rows])
 		names = ["ant", "bee", "cat"]
 		y = np.array([names.index(l.strip().split(",")[2]) for l in open("test.csv").readlines()[1:]])
 		yhat = p.argmax(1)
