@@ -221,6 +221,15 @@ bench: all
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
 
+# The reference virtual environment: PyPI packages some tests read with and
+# skip cleanly without (tensorboard.bats: tensorboard's own event reader).
+# Debian's python3 and numpy underneath (--system-site-packages).
+.PHONY: ref-venv
+ref-venv:
+	$(Q)[ -x $(BUILD)/venv/bin/pip ] || python3 -m venv --system-site-packages $(BUILD)/venv
+	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard
+	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)') ✓"
+
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_NAME.c -> build/fuzz/fuzz_NAME ----
 # The library again, built by clang with coverage for libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer (objects under build/fuzz/, no OpenMP: its pragmas are

@@ -729,8 +729,8 @@ int dt_app_build(struct dt_app *a)
 		    (a->have_val && check_pipeline(&a->val, &in, &labels->label, &a->models[r].output) < 0) ||
 		    (a->have_test && check_pipeline(&a->test, &in, &labels->label, &a->models[r].output) < 0))
 			return DT_EXIT_USAGE;
-		if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, &a->models[r], &labels->label,
-				      src->num_classes, c->loss_node) < 0)
+		if (dt_objective_init(&a->trainer.objective, c->loss, &c->loss_args, c->from_logits, &a->models[r],
+				      &labels->label, src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();
 		if (c->errors && !dt_shape_equal(&labels->label, &a->models[r].output)) {
 			char out[64], lab[64];

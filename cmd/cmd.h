@@ -23,6 +23,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 /* Options every config-taking subcommand shares. */
 struct dt_opts {

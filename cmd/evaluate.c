@@ -73,7 +73,7 @@ int cmd_evaluate(int argc, char **argv)
 	const char *const *report_names;
 	struct dt_metrics m = { .stats = NULL };
 	struct dt_preprocess pp = { 0 };
-	int rc;
+	int rc, ema = 0;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json checkpoint report", usage)) >= 0)
 		goto out_opts;
@@ -104,11 +104,13 @@ int cmd_evaluate(int argc, char **argv)
 	rc = DT_EXIT_FAIL;
 	if (!c)
 		c = dt_checkpoint_load(path);
-	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0)
+	if (!c || dt_snapshot_load(c, &a.models[0], NULL) < 0 || (ema = dt_snapshot_load_ema(c, &a.models[0])) < 0)
 		goto out;
 	/* The report names the classes as fit did, also for a test split of the training file. */
 	if (o.report && !names && checkpoint_classes(c, &classes, &names) < 0)
 		goto out;
+	if (ema)
+		dt_note("'%s' holds the moving average of the weights (use_ema): evaluating the average", path);
 	/* The normalization fit saved, not one recomputed here. */
 	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &a.test.sample, &pp) < 0)
 		goto out;
@@ -124,6 +126,8 @@ int cmd_evaluate(int argc, char **argv)
 		char *text;
 		cJSON_AddStringToObject(j, "event", "evaluate");
 		cJSON_AddStringToObject(j, "checkpoint", path);
+		if (ema)
+			cJSON_AddStringToObject(j, "weights", "ema");
 		dt_app_metrics_json(&a, &m, j);
 		cJSON_AddNumberToObject(j, "samples", (double)dt_pipeline_size(&a.test));
 		if (o.report)

@@ -204,6 +204,11 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 		return DT_EXIT_FAIL;
 	if (a->have_test && a->strategy.is_chief) {
 		struct dt_metrics m = { .stats = NULL };
+		/* Keras' fit ends with the weights' moving average in the model (finalize_variable_values). */
+		if (dt_optimizer_has_ema(&a->opts[0])) {
+			dt_optimizer_use_ema(&a->opts[0], &a->models[0]);
+			dt_note("the test set is evaluated with the moving average of the weights (use_ema)");
+		}
 		if (dt_evaluate(&a->trainer, &a->test, &m) < 0)
 			return DT_EXIT_FAIL;
 		print_test(a, o->json, o->quiet, &m, dt_pipeline_size(&a->test));

@@ -369,7 +369,7 @@ int cmd_predict(int argc, char **argv)
 	struct dt_ckpt *c = NULL;
 	struct dt_preprocess pp = { 0 };
 	char path[4096];
-	int rc, have_model = 0, B, C;
+	int rc, have_model = 0, ema = 0, B, C;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config input set json quiet checkpoint format all header", usage)) >= 0)
 		goto out_opts;
@@ -397,8 +397,10 @@ int cmd_predict(int argc, char **argv)
 		goto out;
 	dt_run_dir_checkpoint(&a.cfg, o.checkpoint, path, sizeof(path));
 	c = dt_checkpoint_load(path);
-	if (!c || dt_snapshot_load(c, &m, NULL) < 0)
+	if (!c || dt_snapshot_load(c, &m, NULL) < 0 || (ema = dt_snapshot_load_ema(c, &m)) < 0)
 		goto out;
+	if (ema)
+		dt_note("'%s' holds the moving average of the weights (use_ema): predicting with the average", path);
 	/* The training's preprocessing: data.rescale and the normalization fit saved. */
 	if (dt_app_preprocess(&a, dt_checkpoint_meta(c, "preprocessing"), path, &r.sample, &pp) < 0)
 		goto out;

@@ -151,7 +151,8 @@ static int build(struct dt_app *a, int *batch, struct dt_shape *label, int *clas
 									    : m->output;
 		*classes = 0;
 	}
-	if (dt_objective_init(&a->trainer.objective, c->loss, c->from_logits, m, label, *classes, c->loss_node) < 0)
+	if (dt_objective_init(&a->trainer.objective, c->loss, &c->loss_args, c->from_logits, m, label, *classes,
+			      c->loss_node) < 0)
 		return dt_exit_status();
 	if (*classes <= 0)
 		*classes = (int)dt_shape_count(&m->output);

@@ -31,9 +31,9 @@ struct dt_backend {
 			     const struct dt_tensor *dy, struct dt_tensor *dx);
 	void (*dropout)(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
 			float rate, uint64_t key, int64_t first);
-	double (*loss)(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
-		       const struct dt_tensor *target, const struct dt_tensor *class_weight,
-		       struct dt_tensor *dpred, float grad_scale);
+	double (*loss)(enum dt_loss loss, const struct dt_loss_args *args, enum dt_loss_input input,
+		       const struct dt_tensor *pred, const struct dt_tensor *target,
+		       const struct dt_tensor *class_weight, struct dt_tensor *dpred, float grad_scale);
 	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
 				 const struct dt_tensor *target, float threshold);
 	void (*error_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
@@ -43,8 +43,8 @@ struct dt_backend {
 			  float threshold, struct dt_tensor *counts);
 	void (*auc_histogram)(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column,
 			      int sparse, int sigmoid, int num_thresholds, struct dt_tensor *hist);
-	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w,
-				 const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
+	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w, const struct dt_tensor *g,
+				 struct dt_tensor *s1, struct dt_tensor *s2, struct dt_tensor *s3);
 	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);
 
 	/* Plans: each backend's plan struct starts with struct dt_plan. */

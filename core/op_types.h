@@ -29,7 +29,31 @@ enum dt_loss {
 	DT_LOSS_CATEGORICAL_CROSSENTROPY,
 	DT_LOSS_BINARY_CROSSENTROPY,
 	DT_LOSS_MEAN_SQUARED_ERROR,
+	DT_LOSS_MEAN_ABSOLUTE_ERROR,
+	DT_LOSS_HUBER,
+	DT_LOSS_LOG_COSH,
+	DT_LOSS_KL_DIVERGENCE,
+	DT_LOSS_POISSON,
+	DT_LOSS_COSINE_SIMILARITY,
+	DT_LOSS_HINGE,
+	DT_LOSS_SQUARED_HINGE,
+	DT_LOSS_CATEGORICAL_HINGE,
+	DT_LOSS_BINARY_FOCAL_CROSSENTROPY,
+	DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY,
 	DT_LOSS_COUNT
+};
+
+/*
+ * A loss's arguments, with Keras 3's names and defaults (dt_loss_args_default
+ * in core/ops.h). Each loss reads only its own; the others keep their
+ * defaults.
+ */
+struct dt_loss_args {
+	float delta;               /* huber: 1.0 */
+	float gamma;               /* the focal losses: 2.0 */
+	float alpha;               /* the focal losses: 0.25 */
+	int apply_class_balancing; /* binary_focal_crossentropy: 0 */
+	float label_smoothing;     /* categorical, binary and the focal crossentropies: 0 */
 };
 
 /* How the prediction handed to dt_op_loss relates to the loss. */
@@ -52,8 +76,21 @@ enum dt_opt_kind {
 	DT_OPT_ADAM,
 	DT_OPT_ADAMW,
 	DT_OPT_RMSPROP,
+	DT_OPT_ADAGRAD,
+	DT_OPT_ADADELTA,
+	DT_OPT_ADAMAX,
+	DT_OPT_NADAM,
+	DT_OPT_LION,
 	DT_OPT_COUNT
 };
+
+/*
+ * The most slots (flat state buffers) an optimizer keeps: the update's (adam
+ * with amsgrad: m, v and vhat) and, in the last one, the moving average of
+ * the weights (use_ema).
+ */
+#define DT_OPT_MAX_SLOTS 4
+#define DT_OPT_EMA_SLOT 3
 
 /*
  * One update's hyper-parameters, resolved by the optimizer for step t. The
@@ -66,13 +103,16 @@ struct dt_opt_step {
 	enum dt_opt_kind kind;
 	float lr;
 	float momentum;          /* sgd, rmsprop */
-	double rho;              /* rmsprop */
+	double rho;              /* rmsprop, adadelta */
 	int nesterov;            /* sgd */
-	double beta_1, beta_2;   /* adam, adamw */
+	double beta_1, beta_2;   /* adam, adamw, adamax, nadam, lion */
 	float epsilon;
 	int64_t t;               /* 1-based step number (adam bias correction) */
 	double weight_decay;     /* decoupled: w *= 1 - lr * weight_decay before the update, as Keras 3 */
-	float grad_scale;        /* gradients are multiplied by this first (clipnorm) */
+	float grad_scale;        /* gradients are multiplied by this first (clipnorm, global_clipnorm) */
+	float clipvalue;         /* then clipped to [-clipvalue, clipvalue] when > 0 */
+	int amsgrad;             /* adam, adamw: the third slot keeps the largest v */
+	double nadam_product;    /* nadam: the product of the momentum cache u_1 ... u_t */
 };
 
 /*

@@ -12,8 +12,18 @@ const char *const dt_activation_names[] = { "linear", "relu", "sigmoid", "tanh",
 
 int dt_act_needs_input(enum dt_activation act) { return act == DT_ACT_GELU || act == DT_ACT_SWISH; }
 const char *const dt_loss_names[] = { "sparse_categorical_crossentropy", "categorical_crossentropy",
-				      "binary_crossentropy", "mean_squared_error", NULL };
-const char *const dt_optimizer_names[] = { "sgd", "adam", "adamw", "rmsprop", NULL };
+				      "binary_crossentropy", "mean_squared_error", "mean_absolute_error", "huber",
+				      "log_cosh", "kl_divergence", "poisson", "cosine_similarity", "hinge",
+				      "squared_hinge", "categorical_hinge", "binary_focal_crossentropy",
+				      "categorical_focal_crossentropy", NULL };
+const char *const dt_optimizer_names[] = { "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta",
+					   "adamax", "nadam", "lion", NULL };
+
+struct dt_loss_args dt_loss_args_default(void)
+{
+	struct dt_loss_args a = { .delta = 1.0f, .gamma = 2.0f, .alpha = 0.25f };
+	return a;
+}
 
 static const struct dt_backend *backend_of(struct dt_device dev)
 {
@@ -133,6 +143,14 @@ double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const st
 			   const struct dt_tensor *target, const struct dt_tensor *class_weight,
 			   struct dt_tensor *dpred, float grad_scale)
 {
+	struct dt_loss_args a = dt_loss_args_default();
+	return dt_op_loss_args(loss, &a, input, pred, target, class_weight, dpred, grad_scale);
+}
+
+double dt_op_loss_args(enum dt_loss loss, const struct dt_loss_args *args, enum dt_loss_input input,
+		       const struct dt_tensor *pred, const struct dt_tensor *target,
+		       const struct dt_tensor *class_weight, struct dt_tensor *dpred, float grad_scale)
+{
 	int64_t rows = dt_tensor_rows(pred);
 	DT_ASSERT(dt_tensor_rows(target) == rows);
 	if (loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
@@ -144,7 +162,7 @@ double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const st
 	same_device(pred, target);
 	if (class_weight)
 		same_device(pred, class_weight);
-	return backend(pred)->loss(loss, input, pred, target, class_weight, dpred, grad_scale);
+	return backend(pred)->loss(loss, args, input, pred, target, class_weight, dpred, grad_scale);
 }
 
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
@@ -203,15 +221,17 @@ void dt_op_auc_histogram(const struct dt_tensor *pred, const struct dt_tensor *t
 	backend(pred)->auc_histogram(pred, target, column, sparse, sigmoid, num_thresholds, hist);
 }
 
-void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,
-			    const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2)
+void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w, const struct dt_tensor *g,
+			    struct dt_tensor *s1, struct dt_tensor *s2, struct dt_tensor *s3)
 {
 	same_count(w, g);
 	if (s1)
 		same_count(w, s1);
 	if (s2)
 		same_count(w, s2);
-	backend(w)->optimizer_update(s, w, g, s1, s2);
+	if (s3)
+		same_count(w, s3);
+	backend(w)->optimizer_update(s, w, g, s1, s2, s3);
 }
 
 double dt_op_regularize(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale)

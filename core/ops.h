@@ -22,6 +22,8 @@ extern const char *const dt_activation_names[];
 int dt_act_needs_input(enum dt_activation act);
 
 extern const char *const dt_loss_names[];
+/* Keras' defaults of the losses' arguments: delta 1, gamma 2, alpha 0.25, no smoothing or balancing. */
+struct dt_loss_args dt_loss_args_default(void);
 
 
 /* Element-wise: c = a*b (c may alias a or b). */
@@ -71,9 +73,12 @@ void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_ten
 /*
  * Loss over a batch: pred (N, C); target (N, 1) class indices for the sparse
  * loss, else (N, C). Returns the sum of the per-sample losses (the mean over C
- * for mse and binary crossentropy, as Keras). When dpred is not NULL it gets
- * grad_scale * d(sum)/d(pred), or d/d(logits) for DT_LOSS_FUSED. Probabilities
- * are clipped to [1e-7, 1-1e-7] inside logs, as Keras does.
+ * for the elementwise losses: mse, mae, huber, log_cosh, poisson, the hinges
+ * and the binary crossentropies, as Keras; the sum over C for the others).
+ * When dpred is not NULL it gets grad_scale * d(sum)/d(pred), or d/d(logits)
+ * for DT_LOSS_FUSED. Probabilities are clipped to [1e-7, 1-1e-7] inside logs,
+ * as Keras does. The losses' arguments are Keras' defaults
+ * (dt_loss_args_default); dt_op_loss_args takes others.
  */
 double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
 		  const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
@@ -88,6 +93,16 @@ double dt_op_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_t
 double dt_op_loss_weighted(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
 			   const struct dt_tensor *target, const struct dt_tensor *class_weight,
 			   struct dt_tensor *dpred, float grad_scale);
+/*
+ * dt_op_loss_weighted with the loss's arguments (core/op_types.h): huber's
+ * delta, the focal losses' gamma, alpha and apply_class_balancing, and
+ * label_smoothing of the categorical, binary and focal crossentropies.
+ * from_logits matters to the crossentropies only: the other losses take
+ * input DT_LOSS_PROBS, the prediction as it is.
+ */
+double dt_op_loss_args(enum dt_loss loss, const struct dt_loss_args *args, enum dt_loss_input input,
+		       const struct dt_tensor *pred, const struct dt_tensor *target,
+		       const struct dt_tensor *class_weight, struct dt_tensor *dpred, float grad_scale);
 
 /* Number of correct predictions (elements for binary). */
 int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
@@ -134,11 +149,12 @@ void dt_op_auc_histogram(const struct dt_tensor *pred, const struct dt_tensor *t
 extern const char *const dt_optimizer_names[];
 
 /*
- * Fused update of w (n) from g (n) with slots s1, s2 (n each, NULL when the
- * optimizer has fewer): momentum/m for s1, v/velocity for s2.
+ * Fused update of w (n) from g (n) with slots s1, s2, s3 (n each, NULL when
+ * the optimizer has fewer): momentum/m/accumulator for s1, v/velocity/u for
+ * s2, vhat (adam's amsgrad) for s3; core/model/optimizer.c names each.
  */
-void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w,
-			    const struct dt_tensor *g, struct dt_tensor *s1, struct dt_tensor *s2);
+void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w, const struct dt_tensor *g,
+			    struct dt_tensor *s1, struct dt_tensor *s2, struct dt_tensor *s3);
 
 /*
  * Weight regularization: g += scale * (l1 * sign(w) + 2 * l2 * w). Returns the

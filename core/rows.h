@@ -111,13 +111,20 @@ static inline DT_HOST_DEVICE int64_t dt_argmax_row(const float *x, int64_t c)
 	return best;
 }
 
+/* Keras' label smoothing of a target value: towards 1/k (k classes; 2 for binary). */
+static inline DT_HOST_DEVICE float dt_smooth_label(float t, float ls, int64_t k)
+{
+	return ls > 0 ? t * (1 - ls) + ls / (float)k : t;
+}
+
 /*
  * Cross-entropy of one row p (c entries) against the target row t, or, when
- * t is NULL, against class cls (-1: none). With dp, writes the gradient
- * times scale into dp (c entries).
+ * t is NULL, against class cls (-1: none), the target smoothed by ls (Keras'
+ * label_smoothing, 0: off). With dp, writes the gradient times scale into dp
+ * (c entries).
  */
 static inline DT_HOST_DEVICE double dt_xent_row(enum dt_loss_input input, const float *p, const float *t, int cls,
-						int64_t c, float *dp, float scale)
+						int64_t c, float *dp, float scale, float ls)
 {
 	double loss = 0;
 	if (input == DT_LOSS_LOGITS) {
@@ -128,19 +135,19 @@ static inline DT_HOST_DEVICE double dt_xent_row(enum dt_loss_input input, const 
 			s += expf(p[j] - m);
 		float lse = m + logf(s);
 		for (int64_t j = 0; j < c; j++) {
-			float tj = t ? t[j] : (float)(j == cls);
+			float tj = t ? dt_smooth_label(t[j], ls, c) : (float)(j == cls);
 			if (t)
 				tsum += tj;
 			loss += tj * (lse - p[j]);
 		}
 		if (dp)
 			for (int64_t j = 0; j < c; j++)
-				dp[j] = scale * (expf(p[j] - lse) * tsum - (t ? t[j] : (float)(j == cls)));
+				dp[j] = scale * (expf(p[j] - lse) * tsum - (t ? dt_smooth_label(t[j], ls, c) : (float)(j == cls)));
 		return loss;
 	}
 	float tsum = 0;
 	for (int64_t j = 0; j < c; j++) {
-		float tj = t ? t[j] : (float)(j == cls);
+		float tj = t ? dt_smooth_label(t[j], ls, c) : (float)(j == cls);
 		tsum += tj;
 		if (tj != 0)
 			loss -= tj * logf(dt_clip_prob(p[j]));
@@ -148,13 +155,185 @@ static inline DT_HOST_DEVICE double dt_xent_row(enum dt_loss_input input, const 
 	if (!dp)
 		return loss;
 	for (int64_t j = 0; j < c; j++) {
-		float tj = t ? t[j] : (float)(j == cls);
+		float tj = t ? dt_smooth_label(t[j], ls, c) : (float)(j == cls);
 		if (input == DT_LOSS_FUSED)
 			dp[j] = scale * (p[j] * tsum - tj);
 		else
 			dp[j] = dt_in_clip(p[j]) ? -scale * tj / p[j] : 0;
 	}
 	return loss;
+}
+
+static inline DT_HOST_DEVICE float dt_signf(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
+
+/* Keras' hinge labels: a row of 0s and 1s becomes -1s and 1s; other rows are used as they are. */
+static inline DT_HOST_DEVICE int dt_hinge_binary_row(const float *t, int64_t c)
+{
+	for (int64_t j = 0; j < c; j++)
+		if (t[j] != 0 && t[j] != 1)
+			return 0;
+	return 1;
+}
+
+/*
+ * The elementwise losses, Keras' mean over the row's c values: the loss of
+ * prediction z against target y, and its derivative d/dz into *d. input
+ * matters to the binary focal crossentropy only (z is a logit or a
+ * probability); a holds the losses' arguments.
+ */
+static inline DT_HOST_DEVICE float dt_elem_loss(enum dt_loss loss, const struct dt_loss_args *a,
+						enum dt_loss_input input, float z, float y, float *d)
+{
+	float e = z - y, ae = fabsf(e);
+	switch (loss) {
+	case DT_LOSS_MEAN_ABSOLUTE_ERROR:
+		*d = dt_signf(e);
+		return ae;
+	case DT_LOSS_HUBER:
+		*d = ae <= a->delta ? e : a->delta * dt_signf(e);
+		return ae <= a->delta ? 0.5f * e * e : a->delta * ae - 0.5f * a->delta * a->delta;
+	case DT_LOSS_LOG_COSH:
+		/* log(cosh(e)) = e + softplus(-2e) - log(2) */
+		*d = tanhf(e);
+		return e + (fmaxf(-2 * e, 0) + log1pf(expf(-fabsf(2 * e)))) - 0.6931471805599453f;
+	case DT_LOSS_POISSON:
+		*d = 1 - y / (z + DT_CLIP_EPS);
+		return z - y * logf(z + DT_CLIP_EPS);
+	case DT_LOSS_HINGE:
+	case DT_LOSS_SQUARED_HINGE: {
+		float m = fmaxf(1 - y * z, 0);
+		*d = loss == DT_LOSS_HINGE ? (m > 0 ? -y : 0) : -2 * y * m;
+		return loss == DT_LOSS_HINGE ? m : m * m;
+	}
+	case DT_LOSS_BINARY_FOCAL_CROSSENTROPY: {
+		/* focal factor (1 - p_t)^gamma, p_t = y p + (1 - y)(1 - p), times the binary crossentropy */
+		float t = dt_smooth_label(y, a->label_smoothing, 2), p, bce, dbce, dpdz;
+		if (input == DT_LOSS_LOGITS) {
+			p = 1 / (1 + expf(-z));
+			bce = fmaxf(z, 0) - z * t + log1pf(expf(-fabsf(z)));
+			dbce = p - t;
+			dpdz = p * (1 - p);
+		} else {
+			float q = dt_clip_prob(z);
+			p = z;
+			bce = -(t * logf(q) + (1 - t) * logf(1 - q));
+			dbce = dt_in_clip(z) ? (z - t) / (z * (1 - z)) : 0;
+			dpdz = 1;
+		}
+		float u = 1 - (t * p + (1 - t) * (1 - p)); /* 1 - p_t */
+		float f = powf(u, a->gamma);
+		float df = u > 0 && a->gamma != 0 ? -a->gamma * powf(u, a->gamma - 1) * (2 * t - 1) : 0; /* d f / d p */
+		float w = a->apply_class_balancing ? t * a->alpha + (1 - t) * (1 - a->alpha) : 1;
+		*d = w * (df * dpdz * bce + f * dbce);
+		return w * f * bce;
+	}
+	default: /* not an elementwise loss (dt_loss_row does not ask) */
+		*d = 0;
+		return 0;
+	}
+}
+
+/*
+ * The losses of a whole row that are not a mean of elements: kl_divergence,
+ * cosine_similarity, categorical_hinge, categorical_focal_crossentropy, for
+ * row pr (c predictions) against tr; with dr, its gradient times scale.
+ */
+static inline DT_HOST_DEVICE double dt_row_loss(enum dt_loss loss, const struct dt_loss_args *a,
+						enum dt_loss_input input, const float *pr, const float *tr, float *dr,
+						float scale, int64_t c)
+{
+	double l = 0;
+	switch (loss) {
+	case DT_LOSS_KL_DIVERGENCE:
+		/* sum y log(y / p), y and p clipped to [eps, 1] */
+		for (int64_t j = 0; j < c; j++) {
+			float y = fminf(fmaxf(tr[j], DT_CLIP_EPS), 1), p = fminf(fmaxf(pr[j], DT_CLIP_EPS), 1);
+			l += y * logf(y / p);
+			if (dr)
+				dr[j] = pr[j] > DT_CLIP_EPS && pr[j] < 1 ? -scale * y / p : 0;
+		}
+		break;
+	case DT_LOSS_COSINE_SIMILARITY: {
+		/* -sum(y/|y| * p/|p|), each norm at least eps (Keras' normalize) */
+		float sp = 0, st = 0, dot = 0;
+		for (int64_t j = 0; j < c; j++) {
+			sp += pr[j] * pr[j];
+			st += tr[j] * tr[j];
+			dot += pr[j] * tr[j];
+		}
+		float np = sqrtf(sp), nt = sqrtf(st);
+		int pclip = !(np > DT_CLIP_EPS);
+		np = pclip ? DT_CLIP_EPS : np;
+		nt = nt > DT_CLIP_EPS ? nt : DT_CLIP_EPS;
+		l = -dot / (np * nt);
+		if (dr)
+			for (int64_t j = 0; j < c; j++)
+				dr[j] = -scale * (tr[j] / (nt * np) - (pclip ? 0 : dot * pr[j] / (nt * np * np * np)));
+		break;
+	}
+	case DT_LOSS_CATEGORICAL_HINGE: {
+		/* max(max((1 - y) p) - sum(y p) + 1, 0) */
+		float pos = 0, neg = (1 - tr[0]) * pr[0];
+		int64_t at = 0;
+		for (int64_t j = 0; j < c; j++) {
+			float v = (1 - tr[j]) * pr[j];
+			pos += tr[j] * pr[j];
+			if (v > neg) {
+				neg = v;
+				at = j;
+			}
+		}
+		float m = neg - pos + 1;
+		l = m > 0 ? m : 0;
+		if (dr) {
+			for (int64_t j = 0; j < c; j++)
+				dr[j] = m > 0 ? -scale * tr[j] : 0;
+			if (m > 0)
+				dr[at] += scale * (1 - tr[at]);
+		}
+		break;
+	}
+	case DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY: {
+		/*
+		 * o = p / sum(p) (softmax(z) from logits) clipped to [eps, 1 - eps];
+		 * loss = -sum alpha (1 - o)^gamma y log(o). g_j = dloss/do_j; then
+		 * dloss/dp_k = (g_k - sum_j g_j o_j) / sum(p), and from logits
+		 * dloss/dz_k = o_k (g_k - sum_j g_j o_j).
+		 */
+		float sum = 0, m = pr[0], go = 0;
+		if (input == DT_LOSS_LOGITS) {
+			for (int64_t j = 1; j < c; j++)
+				m = pr[j] > m ? pr[j] : m;
+			for (int64_t j = 0; j < c; j++)
+				sum += expf(pr[j] - m);
+		} else {
+			for (int64_t j = 0; j < c; j++)
+				sum += pr[j];
+		}
+		for (int64_t pass = 0; pass < 2; pass++) {
+			for (int64_t j = 0; j < c; j++) {
+				float o = input == DT_LOSS_LOGITS ? expf(pr[j] - m) / sum : pr[j] / sum;
+				float y = dt_smooth_label(tr[j], a->label_smoothing, c), q = dt_clip_prob(o);
+				float f = powf(1 - q, a->gamma), g = 0;
+				if (y != 0 && dt_in_clip(o))
+					g = -a->alpha * y * (f / q - (a->gamma != 0 ? a->gamma * powf(1 - q, a->gamma - 1) * logf(q) : 0));
+				if (pass == 0) {
+					if (y != 0)
+						l -= a->alpha * f * y * logf(q);
+					go += g * o;
+				} else if (dr) {
+					dr[j] = scale * (input == DT_LOSS_LOGITS ? o * (g - go) : (g - go) / sum);
+				}
+			}
+			if (!dr)
+				break;
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	return l;
 }
 
 /* Keras' class_weight_to_sample_weights for one target row t of tc columns; cw has k entries. */
@@ -170,9 +349,9 @@ static inline DT_HOST_DEVICE float dt_class_weight_row(const float *cw, int64_t 
  * r of the gradient times grad_scale and the weight. What ops.h says of
  * dt_op_loss_weighted, for one row.
  */
-static inline DT_HOST_DEVICE double dt_loss_row(enum dt_loss loss, enum dt_loss_input input, const float *p,
-						const float *t, const float *cw, int64_t k, float *dp, float grad_scale,
-						int64_t r, int64_t c, int64_t tc)
+static inline DT_HOST_DEVICE double dt_loss_row(enum dt_loss loss, const struct dt_loss_args *a,
+						enum dt_loss_input input, const float *p, const float *t, const float *cw,
+						int64_t k, float *dp, float grad_scale, int64_t r, int64_t c, int64_t tc)
 {
 	const float *pr = p + r * c;
 	float *dr = dp ? dp + r * c : NULL;
@@ -181,15 +360,15 @@ static inline DT_HOST_DEVICE double dt_loss_row(enum dt_loss loss, enum dt_loss_
 	switch (loss) {
 	case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
 		int cls = (int)t[r];
-		l = dt_xent_row(input, pr, NULL, cls < 0 || cls >= c ? -1 : cls, c, dr, scale);
+		l = dt_xent_row(input, pr, NULL, cls < 0 || cls >= c ? -1 : cls, c, dr, scale, 0);
 		break;
 	}
 	case DT_LOSS_CATEGORICAL_CROSSENTROPY:
-		l = dt_xent_row(input, pr, t + r * c, 0, c, dr, scale);
+		l = dt_xent_row(input, pr, t + r * c, 0, c, dr, scale, a->label_smoothing);
 		break;
 	case DT_LOSS_BINARY_CROSSENTROPY:
 		for (int64_t j = 0; j < c; j++) {
-			float z = pr[j], tj = t[r * c + j];
+			float z = pr[j], tj = dt_smooth_label(t[r * c + j], a->label_smoothing, 2);
 			if (input == DT_LOSS_LOGITS) {
 				l += fmaxf(z, 0) - z * tj + log1pf(expf(-fabsf(z)));
 				if (dr)
@@ -214,7 +393,26 @@ static inline DT_HOST_DEVICE double dt_loss_row(enum dt_loss loss, enum dt_loss_
 		}
 		l /= c;
 		break;
+	case DT_LOSS_MEAN_ABSOLUTE_ERROR:
+	case DT_LOSS_HUBER:
+	case DT_LOSS_LOG_COSH:
+	case DT_LOSS_POISSON:
+	case DT_LOSS_HINGE:
+	case DT_LOSS_SQUARED_HINGE:
+	case DT_LOSS_BINARY_FOCAL_CROSSENTROPY: {
+		const float *tr = t + r * c;
+		int hinge = (loss == DT_LOSS_HINGE || loss == DT_LOSS_SQUARED_HINGE) && dt_hinge_binary_row(tr, c);
+		for (int64_t j = 0; j < c; j++) {
+			float d, y = hinge ? 2 * tr[j] - 1 : tr[j];
+			l += dt_elem_loss(loss, a, input, pr[j], y, &d);
+			if (dr)
+				dr[j] = scale * d / c;
+		}
+		l /= c;
+		break;
+	}
 	default:
+		l = dt_row_loss(loss, a, input, pr, t + r * c, dr, scale, c);
 		break;
 	}
 	return l * w;
@@ -387,36 +585,139 @@ static inline float dt_adam_alpha(const struct dt_opt_step *s)
 	return (float)(s->lr * sqrt(1 - pow(s->beta_2, (double)s->t)) / (1 - pow(s->beta_1, (double)s->t)));
 }
 
-/* sgd: w = w * decay - lr * gs * g. */
-static inline DT_HOST_DEVICE void dt_sgd_update(float *w, const float *g, int64_t i, float lr, float gs, float decay)
+/* Adamax's step size: lr / (1 - beta_1^t). */
+static inline float dt_adamax_alpha(const struct dt_opt_step *s)
 {
-	w[i] = w[i] * decay - lr * gs * g[i];
+	return (float)(s->lr / (1 - pow(s->beta_1, (double)s->t)));
+}
+
+/* Nadam's momentum cache u_t = beta_1 (1 - 0.5 * 0.96^(0.004 t)) (Keras, PyTorch). */
+static inline double dt_nadam_u(double beta_1, int64_t t) { return beta_1 * (1 - 0.5 * pow(0.96, 0.004 * (double)t)); }
+
+/*
+ * Nadam's coefficients of step t (s->nadam_product = u_1 ... u_t): cm of m,
+ * cg of g and bc2 = 1 - beta_2^t (dt_nadam_update).
+ */
+static inline void dt_nadam_coefs(const struct dt_opt_step *s, float *cm, float *cg, float *bc2)
+{
+	double u = dt_nadam_u(s->beta_1, s->t), u_next = dt_nadam_u(s->beta_1, s->t + 1);
+	*cm = (float)(u_next / (1 - s->nadam_product * u_next));
+	*cg = (float)((1 - u) / (1 - s->nadam_product));
+	*bc2 = (float)(1 - pow(s->beta_2, (double)s->t));
+}
+
+/* The gradient an update uses: gs * g[i], clipped to [-cv, cv] when cv > 0 (Keras' clipvalue). */
+static inline DT_HOST_DEVICE float dt_opt_grad(const float *g, int64_t i, float gs, float cv)
+{
+	float gi = gs * g[i];
+	return cv > 0 ? fminf(fmaxf(gi, -cv), cv) : gi;
+}
+
+/* sgd: w = w * decay - lr * gs * g. */
+static inline DT_HOST_DEVICE void dt_sgd_update(float *w, const float *g, int64_t i, float lr, float gs, float cv,
+					       float decay)
+{
+	/* lr * gs * g without clipping, the order the fixtures and checkpoints of sgd were made with */
+	w[i] = w[i] * decay - (cv > 0 ? lr * dt_opt_grad(g, i, gs, cv) : lr * gs * g[i]);
 }
 
 /* sgd with momentum mu (slot m), Nesterov's form when nesterov. */
 static inline DT_HOST_DEVICE void dt_sgd_momentum_update(float *w, const float *g, float *m, int64_t i, float lr,
-							 float gs, float decay, float mu, int nesterov)
+							 float gs, float cv, float decay, float mu, int nesterov)
 {
-	float gi = gs * g[i], wi = w[i] * decay;
+	float gi = dt_opt_grad(g, i, gs, cv), wi = w[i] * decay;
 	m[i] = mu * m[i] - lr * gi;
 	w[i] = nesterov ? wi + mu * m[i] - lr * gi : wi + m[i];
 }
 
-/* adam and adamw: moments m and v, step size alpha = dt_adam_alpha, c1 = 1 - beta_1, c2 = 1 - beta_2. */
-static inline DT_HOST_DEVICE void dt_adam_update(float *w, const float *g, float *m, float *v, int64_t i, float alpha,
-						 float gs, float decay, float c1, float c2, float eps)
+/*
+ * adam and adamw: moments m and v, step size alpha = dt_adam_alpha, c1 = 1 -
+ * beta_1, c2 = 1 - beta_2; with amsgrad, vhat (not NULL) keeps the largest v
+ * and divides in its place.
+ */
+static inline DT_HOST_DEVICE void dt_adam_update(float *w, const float *g, float *m, float *v, float *vhat, int64_t i,
+						 float alpha, float gs, float cv, float decay, float c1, float c2,
+						 float eps)
 {
-	float gi = gs * g[i];
+	float gi = dt_opt_grad(g, i, gs, cv), vi;
 	m[i] += c1 * (gi - m[i]);
 	v[i] += c2 * (gi * gi - v[i]);
-	w[i] = w[i] * decay - alpha * m[i] / (sqrtf(v[i]) + eps);
+	vi = v[i];
+	if (vhat) {
+		vhat[i] = fmaxf(vhat[i], vi);
+		vi = vhat[i];
+	}
+	w[i] = w[i] * decay - alpha * m[i] / (sqrtf(vi) + eps);
+}
+
+/* adagrad: the accumulator a (starting at initial_accumulator_value) sums g^2; w -= lr g / sqrt(a + eps). */
+static inline DT_HOST_DEVICE void dt_adagrad_update(float *w, const float *g, float *a, int64_t i, float lr, float gs,
+						    float cv, float decay, float eps)
+{
+	float gi = dt_opt_grad(g, i, gs, cv);
+	a[i] += gi * gi;
+	w[i] = w[i] * decay - lr * gi / sqrtf(a[i] + eps);
+}
+
+/*
+ * adadelta: ag and ad are the running means of g^2 and of the update^2 (rho,
+ * c = 1 - rho); the update is -sqrt(ad + eps) g / sqrt(ag + eps), times lr.
+ */
+static inline DT_HOST_DEVICE void dt_adadelta_update(float *w, const float *g, float *ag, float *ad, int64_t i,
+						     float lr, float gs, float cv, float decay, float rho, float c,
+						     float eps)
+{
+	float gi = dt_opt_grad(g, i, gs, cv), delta;
+	ag[i] = rho * ag[i] + c * gi * gi;
+	delta = -sqrtf(ad[i] + eps) * gi / sqrtf(ag[i] + eps);
+	ad[i] = rho * ad[i] + c * delta * delta;
+	w[i] = w[i] * decay + lr * delta;
+}
+
+/*
+ * adamax: m as adam's, u the decayed largest |g| (beta_2); alpha = lr / (1 -
+ * beta_1^t), c1 = 1 - beta_1.
+ */
+static inline DT_HOST_DEVICE void dt_adamax_update(float *w, const float *g, float *m, float *u, int64_t i, float alpha,
+						   float gs, float cv, float decay, float c1, float b2, float eps)
+{
+	float gi = dt_opt_grad(g, i, gs, cv);
+	m[i] += c1 * (gi - m[i]);
+	u[i] = fmaxf(b2 * u[i], fabsf(gi));
+	w[i] = w[i] * decay - alpha * m[i] / (u[i] + eps);
+}
+
+/*
+ * nadam: m and v as adam's; the step divides cm m + cg g (cm = u_{t+1} / (1 -
+ * prod u_1..u_{t+1}), cg = (1 - u_t) / (1 - prod u_1..u_t), the momentum
+ * cache) by sqrt(v / bc2) + eps (bc2 = 1 - beta_2^t), times lr.
+ */
+static inline DT_HOST_DEVICE void dt_nadam_update(float *w, const float *g, float *m, float *v, int64_t i, float lr,
+						  float gs, float cv, float decay, float c1, float c2, float cm, float cg,
+						  float bc2, float eps)
+{
+	float gi = dt_opt_grad(g, i, gs, cv), m_hat, v_hat;
+	m[i] += c1 * (gi - m[i]);
+	v[i] += c2 * (gi * gi - v[i]);
+	m_hat = cm * m[i] + cg * gi;
+	v_hat = v[i] / bc2;
+	w[i] = w[i] * decay - m_hat * lr / (sqrtf(v_hat) + eps);
+}
+
+/* lion: w -= lr sign(b1 m + (1 - b1) g), then m = b2 m + (1 - b2) g; c1 = 1 - b1, c2 = 1 - b2. */
+static inline DT_HOST_DEVICE void dt_lion_update(float *w, const float *g, float *m, int64_t i, float lr, float gs,
+						 float cv, float decay, float b1, float c1, float b2, float c2)
+{
+	float gi = dt_opt_grad(g, i, gs, cv), u = m[i] * b1 + gi * c1;
+	w[i] = w[i] * decay - lr * (u > 0 ? 1.0f : u < 0 ? -1.0f : 0.0f);
+	m[i] = m[i] * b2 + gi * c2;
 }
 
 /* rmsprop: velocity v, c = 1 - rho; momentum mu in slot m, which is NULL without momentum. */
 static inline DT_HOST_DEVICE void dt_rmsprop_update(float *w, const float *g, float *m, float *v, int64_t i, float lr,
-						    float gs, float decay, float rho, float c, float eps, float mu)
+						    float gs, float cv, float decay, float rho, float c, float eps, float mu)
 {
-	float gi = gs * g[i], inc;
+	float gi = dt_opt_grad(g, i, gs, cv), inc;
 	v[i] = rho * v[i] + c * gi * gi;
 	inc = lr * gi / sqrtf(v[i] + eps);
 	if (m) {

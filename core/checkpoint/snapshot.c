@@ -23,16 +23,16 @@ int dt_snapshot_save(const char *path, const struct dt_model *m, const struct dt
 	int nt = 0, cap = 0, rc;
 	struct dt_ckpt_tensor *t;
 	char *names;
-	float *host = dt_malloc((size_t)m->nparams * 3 * sizeof(float));
+	float *host = dt_malloc((size_t)m->nparams * (1 + DT_OPT_MAX_SLOTS) * sizeof(float));
 	char iters[32];
 	struct dt_ckpt_meta *all = dt_calloc(nmeta + 1, sizeof(*all));
 
 	for (int i = 0; i < m->nlayers; i++)
-		cap += m->layers[i].nparams * 3;
+		cap += m->layers[i].nparams * (1 + DT_OPT_MAX_SLOTS);
 	t = dt_calloc(cap, sizeof(*t));
 	names = dt_calloc(cap, NAME_MAX_LEN);
 	dt_op_to_host(&(struct dt_tensor){ m->params, { 1, { (int)m->nparams } }, m->dev }, host);
-	for (int s = 0; o && s < 2; s++)
+	for (int s = 0; o && s < DT_OPT_MAX_SLOTS; s++)
 		if (o->slots[s])
 			dt_op_to_host(&(struct dt_tensor){ o->slots[s], { 1, { (int)m->ntrainable } }, m->dev },
 				      host + (s + 1) * m->nparams);
@@ -45,7 +45,7 @@ int dt_snapshot_save(const char *path, const struct dt_model *m, const struct dt
 			nt++;
 		}
 	}
-	for (int s = 0; o && s < 2; s++) {
+	for (int s = 0; o && s < DT_OPT_MAX_SLOTS; s++) {
 		if (!o->slots[s])
 			continue;
 		for (int i = 0; i < m->nlayers; i++) {
@@ -100,6 +100,27 @@ static int model_has(const struct dt_model *m, const char *name)
 	return 0;
 }
 
+int dt_snapshot_load_ema(const struct dt_ckpt *c, struct dt_model *m)
+{
+	char name[NAME_MAX_LEN];
+	int found = 0;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		for (int p = 0; p < l->nparams; p++) {
+			struct dt_param *pr = &l->params[p];
+			if (!pr->trainable)
+				continue;
+			slot_name(name, l, pr, "ema");
+			if (!found && !dt_checkpoint_find(c, name))
+				return 0;
+			found = 1;
+			if (load_one(c, name, &pr->shape, &pr->value) < 0)
+				return -1;
+		}
+	}
+	return found;
+}
+
 int dt_snapshot_load(const struct dt_ckpt *c, struct dt_model *m, struct dt_optimizer *o)
 {
 	char name[NAME_MAX_LEN];
@@ -110,7 +131,7 @@ int dt_snapshot_load(const struct dt_ckpt *c, struct dt_model *m, struct dt_opti
 			param_name(name, l, pr);
 			if (load_one(c, name, &pr->shape, &pr->value) < 0)
 				return -1;
-			for (int s = 0; o && pr->trainable && s < 2; s++) {
+			for (int s = 0; o && pr->trainable && s < DT_OPT_MAX_SLOTS; s++) {
 				struct dt_tensor slot;
 				if (!o->slots[s])
 					continue;

@@ -20,5 +20,13 @@ int dt_snapshot_save(const char *path, const struct dt_model *m, const struct dt
  * other weights. Errors name the file, the tensor and both shapes.
  */
 int dt_snapshot_load(const struct dt_ckpt *c, struct dt_model *m, struct dt_optimizer *o);
+/*
+ * When c holds the moving average of the weights (optimizer/LAYER/PARAM/ema,
+ * written with the optimizer's use_ema), loads it into m's trainable
+ * parameters in place of their trained values: the model Keras' fit ends
+ * with. 1 when it did, 0 when c has no average, -1 on an error (a shape that
+ * differs, a parameter without its average).
+ */
+int dt_snapshot_load_ema(const struct dt_ckpt *c, struct dt_model *m);
 
 #endif

@@ -46,17 +46,15 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 					       "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
 					       "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
-	int loss;
 	if (!s)
 		return dt_cfg_require(root, "compile", "the config");
 	if (dt_node_expect(s, DT_NODE_MAP, "compile") < 0 || dt_cfg_check_keys(s, "compile", keys) < 0 ||
 	    dt_cfg_require(s, "loss", "compile") < 0 ||
-	    dt_cfg_enum(s, "loss", dt_loss_names, 0, &loss) < 0 ||
+	    dt_loss_config_read(&c->loss, &c->loss_args, s) < 0 ||
 	    dt_cfg_bool(s, "from_logits", 0, &c->from_logits) < 0 ||
 	    dt_cfg_enum(s, "precision", dt_precision_names, DT_PRECISION_FP32, &c->precision) < 0 ||
 	    dt_optimizer_config_read(&c->optimizer, s) < 0)
 		return -1;
-	c->loss = (enum dt_loss)loss;
 	c->loss_node = dt_node_get(s, "loss");
 	c->precision_node = dt_node_get(s, "precision");
 	list = dt_node_get(s, "metrics");
@@ -180,7 +178,7 @@ bad:
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
-					    "class_weight", "callbacks", "max_memory", NULL };
+					    "class_weight", "callbacks", "max_memory", "plot", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
@@ -189,7 +187,8 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
 	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||
-	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0)
+	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0 ||
+	    dt_cfg_bool(s, "plot", 0, &c->plot) < 0)
 		return -1;
 	c->accumulate_steps = (int)accumulate;
 	c->class_weight = dt_node_get(s, "class_weight");

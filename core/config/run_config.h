@@ -33,6 +33,7 @@ struct dt_run_config {
 
 	/* compile */
 	enum dt_loss loss;
+	struct dt_loss_args loss_args; /* compile.loss's arguments (Keras' defaults when none) */
 	int from_logits;
 	int accuracy;                /* metrics: [accuracy] */
 	int errors;                  /* metrics: [mae] or [rmse] (Keras' long names too): report both */
@@ -58,6 +59,7 @@ struct dt_run_config {
 	uint64_t seed;
 	int64_t steps_per_epoch;     /* 0: the whole training set */
 	int threads;                 /* 0: all cores */
+	int plot;                    /* fit.plot: rewrite RUN_DIR/curves.png at each epoch's end */
 	int accumulate_steps;        /* 1: an update per batch */
 	int64_t max_memory;          /* bytes the model may take on a device; 0: the device's memory */
 	const struct dt_node *max_memory_node; /* fit.max_memory or NULL */

@@ -287,9 +287,9 @@ static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct
 	}
 }
 
-static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *predt,
-		       const struct dt_tensor *targett, const struct dt_tensor *cwt, struct dt_tensor *dpredt,
-		       float grad_scale)
+static double cpu_loss(enum dt_loss loss, const struct dt_loss_args *a, enum dt_loss_input input,
+		       const struct dt_tensor *predt, const struct dt_tensor *targett, const struct dt_tensor *cwt,
+		       struct dt_tensor *dpredt, float grad_scale)
 {
 	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), tc = dt_tensor_cols(targett);
 	int64_t k = cwt ? dt_tensor_count(cwt) : 0;
@@ -299,7 +299,7 @@ static double cpu_loss(enum dt_loss loss, enum dt_loss_input input, const struct
 
 #pragma omp parallel for reduction(+ : total) if (rows * c > PAR_MIN)
 	for (int64_t r = 0; r < rows; r++)
-		total += dt_loss_row(loss, input, p, t, cw, k, dp, grad_scale, r, c, tc);
+		total += dt_loss_row(loss, a, input, p, t, cw, k, dp, grad_scale, r, c, tc);
 	return total;
 }
 
@@ -369,42 +369,79 @@ static void cpu_auc_histogram(const struct dt_tensor *predt, const struct dt_ten
 			hist[dt_auc_slot(p, t, sparse, sigmoid, num_thresholds, r, c, j)] += 1;
 }
 
-static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt,
-				 const struct dt_tensor *gt, struct dt_tensor *s1t, struct dt_tensor *s2t)
+static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
+				 struct dt_tensor *s1t, struct dt_tensor *s2t, struct dt_tensor *s3t)
 {
 	int64_t n = dt_tensor_count(wt);
 	float *w = wt->data, *m = s1t ? s1t->data : NULL, *v = s2t ? s2t->data : NULL;
+	float *v3 = s3t ? s3t->data : NULL;
 	const float *g = gt->data;
-	const float lr = s->lr, gs = s->grad_scale, decay = dt_opt_decay(s);
+	const float lr = s->lr, gs = s->grad_scale, cv = s->clipvalue, decay = dt_opt_decay(s);
+	const float c1 = dt_opt_one_minus(s->beta_1), c2 = dt_opt_one_minus(s->beta_2), eps = s->epsilon;
 
 	switch (s->kind) {
 	case DT_OPT_SGD:
 		if (!m) {
 #pragma omp parallel for simd if (n > PAR_MIN)
 			for (int64_t i = 0; i < n; i++)
-				dt_sgd_update(w, g, i, lr, gs, decay);
+				dt_sgd_update(w, g, i, lr, gs, cv, decay);
 		} else {
 			const float mu = s->momentum;
 			const int nest = s->nesterov;
 #pragma omp parallel for simd if (n > PAR_MIN)
 			for (int64_t i = 0; i < n; i++)
-				dt_sgd_momentum_update(w, g, m, i, lr, gs, decay, mu, nest);
+				dt_sgd_momentum_update(w, g, m, i, lr, gs, cv, decay, mu, nest);
 		}
 		break;
 	case DT_OPT_ADAM:
 	case DT_OPT_ADAMW: {
-		const float c1 = dt_opt_one_minus(s->beta_1), c2 = dt_opt_one_minus(s->beta_2), eps = s->epsilon;
 		const float alpha = dt_adam_alpha(s);
+		float *vhat = s->amsgrad ? v3 : NULL;
+		DT_ASSERT(!s->amsgrad || vhat);
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dt_adam_update(w, g, m, v, i, alpha, gs, decay, c1, c2, eps);
+			dt_adam_update(w, g, m, v, vhat, i, alpha, gs, cv, decay, c1, c2, eps);
 		break;
 	}
 	case DT_OPT_RMSPROP: {
-		const float rho = (float)s->rho, c = dt_opt_one_minus(s->rho), eps = s->epsilon, mu = s->momentum;
+		const float rho = (float)s->rho, c = dt_opt_one_minus(s->rho), mu = s->momentum;
 #pragma omp parallel for simd if (n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, c, eps, mu);
+			dt_rmsprop_update(w, g, m, v, i, lr, gs, cv, decay, rho, c, eps, mu);
+		break;
+	}
+	case DT_OPT_ADAGRAD:
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dt_adagrad_update(w, g, m, i, lr, gs, cv, decay, eps);
+		break;
+	case DT_OPT_ADADELTA: {
+		const float rho = (float)s->rho, c = dt_opt_one_minus(s->rho);
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dt_adadelta_update(w, g, m, v, i, lr, gs, cv, decay, rho, c, eps);
+		break;
+	}
+	case DT_OPT_ADAMAX: {
+		const float alpha = dt_adamax_alpha(s), b2 = (float)s->beta_2;
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dt_adamax_update(w, g, m, v, i, alpha, gs, cv, decay, c1, b2, eps);
+		break;
+	}
+	case DT_OPT_NADAM: {
+		float cm, cg, bc2;
+		dt_nadam_coefs(s, &cm, &cg, &bc2);
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dt_nadam_update(w, g, m, v, i, lr, gs, cv, decay, c1, c2, cm, cg, bc2, eps);
+		break;
+	}
+	case DT_OPT_LION: {
+		const float b1 = (float)s->beta_1, b2 = (float)s->beta_2;
+#pragma omp parallel for simd if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			dt_lion_update(w, g, m, i, lr, gs, cv, decay, b1, c1, b2, c2);
 		break;
 	}
 	default:

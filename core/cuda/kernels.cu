@@ -416,19 +416,20 @@ static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct 
 
 /* ---- losses and metrics: one thread per row ---- */
 
-__global__ void k_loss(enum dt_loss loss, enum dt_loss_input input, const float *p, const float *t, const float *cw,
-		       int64_t k, float *dp, float grad_scale, int64_t rows, int64_t c, int64_t tc, double *out)
+__global__ void k_loss(enum dt_loss loss, struct dt_loss_args a, enum dt_loss_input input, const float *p,
+		       const float *t, const float *cw, int64_t k, float *dp, float grad_scale, int64_t rows, int64_t c,
+		       int64_t tc, double *out)
 {
 	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-	double l = r < rows ? dt_loss_row(loss, input, p, t, cw, k, dp, grad_scale, r, c, tc) : 0;
+	double l = r < rows ? dt_loss_row(loss, &a, input, p, t, cw, k, dp, grad_scale, r, c, tc) : 0;
 	l = block_sum(l);
 	if (threadIdx.x == 0)
 		atomicAdd(out, l);
 }
 
-static double cuda_loss(enum dt_loss loss, enum dt_loss_input input, const struct dt_tensor *pred,
-			const struct dt_tensor *target, const struct dt_tensor *class_weight, struct dt_tensor *dpred,
-			float scale)
+static double cuda_loss(enum dt_loss loss, const struct dt_loss_args *a, enum dt_loss_input input,
+			const struct dt_tensor *pred, const struct dt_tensor *target,
+			const struct dt_tensor *class_weight, struct dt_tensor *dpred, float scale)
 {
 	struct dt_gpu *g = gpu_of(pred);
 	int64_t rows = t_rows(pred), c = t_cols(pred), tc = t_cols(target);
@@ -437,7 +438,7 @@ static double cuda_loss(enum dt_loss loss, enum dt_loss_input input, const struc
 		return 0;
 	acc_clear(g);
 	k_loss<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(
-		loss, input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
+		loss, *a, input, pred->data, target->data, class_weight ? class_weight->data : NULL, k,
 		dpred ? dpred->data : NULL, scale, rows, c, tc, g->acc);
 	DT_CUDA_LAUNCH_CHECK();
 	acc_read(g);
@@ -583,56 +584,111 @@ static void cuda_auc_histogram(const struct dt_tensor *pred, const struct dt_ten
 
 /* ---- optimizers and regularization ---- */
 
-__global__ void k_sgd(float *w, const float *g, float lr, float gs, float decay, int64_t n)
+__global__ void k_sgd(float *w, const float *g, float lr, float gs, float cv, float decay, int64_t n)
 {
-	GRID_LOOP(i, n) dt_sgd_update(w, g, i, lr, gs, decay);
+	GRID_LOOP(i, n) dt_sgd_update(w, g, i, lr, gs, cv, decay);
 }
 
-__global__ void k_sgd_momentum(float *w, const float *g, float *m, float lr, float gs, float decay, float mu, int nest,
-			       int64_t n)
+__global__ void k_sgd_momentum(float *w, const float *g, float *m, float lr, float gs, float cv, float decay, float mu,
+			       int nest, int64_t n)
 {
-	GRID_LOOP(i, n) dt_sgd_momentum_update(w, g, m, i, lr, gs, decay, mu, nest);
+	GRID_LOOP(i, n) dt_sgd_momentum_update(w, g, m, i, lr, gs, cv, decay, mu, nest);
 }
 
-__global__ void k_adam(float *w, const float *g, float *m, float *v, float alpha, float gs, float decay, float c1,
-		       float c2, float eps, int64_t n)
+__global__ void k_adam(float *w, const float *g, float *m, float *v, float *vhat, float alpha, float gs, float cv,
+		       float decay, float c1, float c2, float eps, int64_t n)
 {
-	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, i, alpha, gs, decay, c1, c2, eps);
+	GRID_LOOP(i, n) dt_adam_update(w, g, m, v, vhat, i, alpha, gs, cv, decay, c1, c2, eps);
 }
 
-__global__ void k_rmsprop(float *w, const float *g, float *m, float *v, float lr, float gs, float decay, float rho,
-			  float c, float eps, float mu, int64_t n)
+__global__ void k_rmsprop(float *w, const float *g, float *m, float *v, float lr, float gs, float cv, float decay,
+			  float rho, float c, float eps, float mu, int64_t n)
 {
-	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, decay, rho, c, eps, mu);
+	GRID_LOOP(i, n) dt_rmsprop_update(w, g, m, v, i, lr, gs, cv, decay, rho, c, eps, mu);
+}
+
+__global__ void k_adagrad(float *w, const float *g, float *a, float lr, float gs, float cv, float decay, float eps,
+			  int64_t n)
+{
+	GRID_LOOP(i, n) dt_adagrad_update(w, g, a, i, lr, gs, cv, decay, eps);
+}
+
+__global__ void k_adadelta(float *w, const float *g, float *ag, float *ad, float lr, float gs, float cv, float decay,
+			   float rho, float c, float eps, int64_t n)
+{
+	GRID_LOOP(i, n) dt_adadelta_update(w, g, ag, ad, i, lr, gs, cv, decay, rho, c, eps);
+}
+
+__global__ void k_adamax(float *w, const float *g, float *m, float *u, float alpha, float gs, float cv, float decay,
+			 float c1, float b2, float eps, int64_t n)
+{
+	GRID_LOOP(i, n) dt_adamax_update(w, g, m, u, i, alpha, gs, cv, decay, c1, b2, eps);
+}
+
+__global__ void k_nadam(float *w, const float *g, float *m, float *v, float lr, float gs, float cv, float decay,
+			float c1, float c2, float cm, float cg, float bc2, float eps, int64_t n)
+{
+	GRID_LOOP(i, n) dt_nadam_update(w, g, m, v, i, lr, gs, cv, decay, c1, c2, cm, cg, bc2, eps);
+}
+
+__global__ void k_lion(float *w, const float *g, float *m, float lr, float gs, float cv, float decay, float b1,
+		       float c1, float b2, float c2, int64_t n)
+{
+	GRID_LOOP(i, n) dt_lion_update(w, g, m, i, lr, gs, cv, decay, b1, c1, b2, c2);
 }
 
 static void cuda_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
-				  struct dt_tensor *s1, struct dt_tensor *s2)
+				  struct dt_tensor *s1, struct dt_tensor *s2, struct dt_tensor *s3)
 {
 	struct dt_gpu *g = gpu_of(wt);
 	int64_t n = t_count(wt);
-	float *w = wt->data, *m = s1 ? s1->data : NULL, *v = s2 ? s2->data : NULL;
+	float *w = wt->data, *m = s1 ? s1->data : NULL, *v = s2 ? s2->data : NULL, *v3 = s3 ? s3->data : NULL;
 	const float *gr = gt->data;
-	const float lr = s->lr, gs = s->grad_scale, decay = dt_opt_decay(s);
+	const float lr = s->lr, gs = s->grad_scale, cv = s->clipvalue, decay = dt_opt_decay(s);
+	const float c1 = dt_opt_one_minus(s->beta_1), c2 = dt_opt_one_minus(s->beta_2);
 	if (n == 0)
 		return;
 	switch (s->kind) {
 	case DT_OPT_SGD:
 		if (!m)
-			k_sgd LAUNCH(g, n)(w, gr, lr, gs, decay, n);
+			k_sgd LAUNCH(g, n)(w, gr, lr, gs, cv, decay, n);
 		else
-			k_sgd_momentum LAUNCH(g, n)(w, gr, m, lr, gs, decay, s->momentum, s->nesterov, n);
+			k_sgd_momentum LAUNCH(g, n)(w, gr, m, lr, gs, cv, decay, s->momentum, s->nesterov, n);
 		break;
 	case DT_OPT_ADAM:
 	case DT_OPT_ADAMW:
-		DT_CUDA_ASSERT(m && v);
-		k_adam LAUNCH(g, n)(w, gr, m, v, dt_adam_alpha(s), gs, decay, dt_opt_one_minus(s->beta_1),
-				    dt_opt_one_minus(s->beta_2), s->epsilon, n);
+		DT_CUDA_ASSERT(m && v && (!s->amsgrad || v3));
+		k_adam LAUNCH(g, n)(w, gr, m, v, s->amsgrad ? v3 : NULL, dt_adam_alpha(s), gs, cv, decay, c1, c2,
+				    s->epsilon, n);
 		break;
 	case DT_OPT_RMSPROP:
 		DT_CUDA_ASSERT(v);
-		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, decay, (float)s->rho, dt_opt_one_minus(s->rho), s->epsilon,
-				       s->momentum, n);
+		k_rmsprop LAUNCH(g, n)(w, gr, m, v, lr, gs, cv, decay, (float)s->rho, dt_opt_one_minus(s->rho),
+				       s->epsilon, s->momentum, n);
+		break;
+	case DT_OPT_ADAGRAD:
+		DT_CUDA_ASSERT(m);
+		k_adagrad LAUNCH(g, n)(w, gr, m, lr, gs, cv, decay, s->epsilon, n);
+		break;
+	case DT_OPT_ADADELTA:
+		DT_CUDA_ASSERT(m && v);
+		k_adadelta LAUNCH(g, n)(w, gr, m, v, lr, gs, cv, decay, (float)s->rho, dt_opt_one_minus(s->rho),
+					s->epsilon, n);
+		break;
+	case DT_OPT_ADAMAX:
+		DT_CUDA_ASSERT(m && v);
+		k_adamax LAUNCH(g, n)(w, gr, m, v, dt_adamax_alpha(s), gs, cv, decay, c1, (float)s->beta_2, s->epsilon, n);
+		break;
+	case DT_OPT_NADAM: {
+		float cm, cg, bc2;
+		DT_CUDA_ASSERT(m && v);
+		dt_nadam_coefs(s, &cm, &cg, &bc2);
+		k_nadam LAUNCH(g, n)(w, gr, m, v, lr, gs, cv, decay, c1, c2, cm, cg, bc2, s->epsilon, n);
+		break;
+	}
+	case DT_OPT_LION:
+		DT_CUDA_ASSERT(m);
+		k_lion LAUNCH(g, n)(w, gr, m, lr, gs, cv, decay, (float)s->beta_1, c1, (float)s->beta_2, c2, n);
 		break;
 	default:
 		DT_CUDA_BUG("optimizer %d", (int)s->kind);

@@ -13,8 +13,8 @@
 
 /* The one table of callback names fit.callbacks takes. */
 static const char *const names[] = { "early_stopping", "reduce_lr_on_plateau", "terminate_on_nan", "csv_logger",
-				     "model_checkpoint", NULL };
-enum { CB_EARLY_STOPPING, CB_REDUCE_LR, CB_TERMINATE_ON_NAN, CB_CSV_LOGGER, CB_MODEL_CHECKPOINT };
+				     "model_checkpoint", "tensorboard", NULL };
+enum { CB_EARLY_STOPPING, CB_REDUCE_LR, CB_TERMINATE_ON_NAN, CB_CSV_LOGGER, CB_MODEL_CHECKPOINT, CB_TENSORBOARD };
 
 static int read_early_stopping(struct dt_early_stopping_config *e, const struct dt_node *args)
 {
@@ -60,6 +60,35 @@ static int read_csv_logger(struct dt_csv_logger_config *c, const struct dt_node 
 	return 0;
 }
 
+/* update_freq: 'epoch', 'batch' (1) or a number of batches. */
+static int read_tensorboard(struct dt_tensorboard_config *c, const struct dt_node *args)
+{
+	static const char *const tensorboard_keys[] = { "log_dir", "update_freq", NULL };
+	const struct dt_node *f = dt_node_get(args, "update_freq");
+	if (dt_cfg_check_keys(args, "tensorboard", tensorboard_keys) < 0 ||
+	    dt_cfg_string(args, "log_dir", "logs", &c->log_dir) < 0)
+		return -1;
+	if (!c->log_dir[0])
+		return dt_node_error(dt_node_get(args, "log_dir"), "'log_dir' is empty");
+	c->update_freq = 0;
+	if (!f || (f->kind == DT_NODE_SCALAR && !strcmp(f->value, "epoch")))
+		return 0;
+	if (f->kind == DT_NODE_SCALAR && !strcmp(f->value, "batch")) {
+		c->update_freq = 1;
+		return 0;
+	}
+	if (f->kind == DT_NODE_SCALAR) {
+		char *end;
+		long long v = strtoll(f->value, &end, 10);
+		if (!*end && end != f->value && v >= 1) {
+			c->update_freq = v;
+			return 0;
+		}
+	}
+	return dt_node_error(f, "'update_freq' must be 'epoch', 'batch' or a number of batches (1 or more), not '%s'",
+			     f->kind == DT_NODE_SCALAR ? f->value : "a collection");
+}
+
 int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node *list)
 {
 	memset(c, 0, sizeof(*c));
@@ -91,7 +120,7 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 			if (close)
 				return dt_node_error(at, "unknown callback '%s'; did you mean '%s'?", name, close);
 			return dt_node_error(at, "unknown callback '%s' (expected one of: early_stopping, reduce_lr_on_plateau, "
-					     "terminate_on_nan, csv_logger, model_checkpoint)", name);
+					     "terminate_on_nan, csv_logger, model_checkpoint, tensorboard)", name);
 		}
 		if (k == CB_MODEL_CHECKPOINT) {
 			c->model_checkpoint++;
@@ -99,7 +128,8 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 		}
 		seen = k == CB_EARLY_STOPPING ? &c->early_stopping
 		     : k == CB_REDUCE_LR ? &c->reduce_lr_on_plateau
-		     : k == CB_TERMINATE_ON_NAN ? &c->terminate_on_nan : &c->csv_logger;
+		     : k == CB_TERMINATE_ON_NAN ? &c->terminate_on_nan
+		     : k == CB_CSV_LOGGER ? &c->csv_logger : &c->tensorboard;
 		if (*seen)
 			return dt_node_error(at, "callback '%s' is listed twice", name);
 		*seen = 1;
@@ -121,6 +151,10 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 		case CB_CSV_LOGGER:
 			rc = read_csv_logger(&c->csv, args);
 			c->csv.where = at;
+			break;
+		case CB_TENSORBOARD:
+			rc = read_tensorboard(&c->tensorboard_cfg, args);
+			c->tensorboard_cfg.where = at;
 			break;
 		}
 		if (rc < 0)
@@ -669,14 +703,19 @@ static int csv_state_load(struct dt_callback *cb, struct dt_trainer *t, const ch
 	return 0;
 }
 
+void dt_callback_path(const char *run_dir, const char *name, char *buf, size_t size)
+{
+	if (name[0] == '/')
+		snprintf(buf, size, "%s", name);
+	else
+		snprintf(buf, size, "%s/%s", run_dir, name);
+}
+
 int dt_csv_logger_init(struct dt_csv_logger *c, const struct dt_csv_logger_config *cfg, const char *run_dir)
 {
 	const char *name = cfg && cfg->filename ? cfg->filename : "history.csv";
 	memset(c, 0, sizeof(*c));
-	if (name[0] == '/')
-		snprintf(c->path, sizeof(c->path), "%s", name);
-	else
-		snprintf(c->path, sizeof(c->path), "%s/%s", run_dir, name);
+	dt_callback_path(run_dir, name, c->path, sizeof(c->path));
 	snprintf(c->sep, sizeof(c->sep), "%s", cfg && cfg->separator ? cfg->separator : ",");
 	c->append = cfg ? cfg->append : 0;
 	c->cb.name = "csv_logger";

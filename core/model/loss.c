@@ -1,14 +1,99 @@
+#include <string.h>
+
 #include "core/error.h"
 #include "core/model/loss.h"
 
-int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits, struct dt_model *m,
-		      const struct dt_shape *label, int num_classes, const struct dt_node *where)
+/* The arguments each loss takes, as Keras names them; NULL: none. */
+static const char *const *loss_keys(enum dt_loss loss)
+{
+	static const char *const smoothing_keys[] = { "label_smoothing", NULL };
+	static const char *const huber_keys[] = { "delta", NULL };
+	static const char *const binary_focal_keys[] = { "apply_class_balancing", "alpha", "gamma", "label_smoothing", NULL };
+	static const char *const categorical_focal_keys[] = { "alpha", "gamma", "label_smoothing", NULL };
+	switch (loss) {
+	case DT_LOSS_CATEGORICAL_CROSSENTROPY:
+	case DT_LOSS_BINARY_CROSSENTROPY:
+		return smoothing_keys;
+	case DT_LOSS_HUBER:
+		return huber_keys;
+	case DT_LOSS_BINARY_FOCAL_CROSSENTROPY:
+		return binary_focal_keys;
+	case DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY:
+		return categorical_focal_keys;
+	default:
+		return NULL;
+	}
+}
+
+int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *a, const struct dt_node *compile)
+{
+	const struct dt_node *n = dt_node_get(compile, "loss"), *args = NULL;
+	const char *const *keys;
+	double delta, gamma, alpha, ls;
+	int kind;
+
+	*a = dt_loss_args_default();
+	if (!n || n->kind == DT_NODE_SCALAR) {
+		if (dt_cfg_enum(compile, "loss", dt_loss_names, 0, &kind) < 0)
+			return -1;
+		*loss = (enum dt_loss)kind;
+		return 0;
+	}
+	if (n->kind != DT_NODE_MAP || n->n != 1)
+		return dt_node_error(n, "'loss' is a name ('huber') or one key with arguments ('{huber: {delta: 2.0}}')");
+	for (kind = 0; dt_loss_names[kind]; kind++)
+		if (!strcmp(dt_loss_names[kind], n->keys[0]))
+			break;
+	if (!dt_loss_names[kind]) {
+		const char *close = dt_did_you_mean(n->keys[0], dt_loss_names);
+		if (close)
+			return dt_node_error(n->key_nodes[0], "unknown loss '%s'; did you mean '%s'?", n->keys[0], close);
+		return dt_node_error(n->key_nodes[0], "unknown loss '%s' (dtrain.yaml(5) lists the losses)", n->keys[0]);
+	}
+	*loss = (enum dt_loss)kind;
+	args = n->items[0];
+	if (args->kind == DT_NODE_SCALAR && !args->value[0])
+		return 0;
+	if (dt_node_expect(args, DT_NODE_MAP, n->keys[0]) < 0)
+		return -1;
+	keys = loss_keys(*loss);
+	if (!keys && args->n > 0)
+		return dt_node_error(args->key_nodes[0], "'%s' takes no arguments, got '%s'", n->keys[0], args->keys[0]);
+	if (keys && dt_cfg_check_keys(args, n->keys[0], keys) < 0)
+		return -1;
+	if (dt_cfg_float_range(args, "delta", a->delta, 0, 1e30, 1, &delta) < 0 ||
+	    dt_cfg_float(args, "gamma", a->gamma, 0, 1e6, &gamma) < 0 ||
+	    dt_cfg_float(args, "alpha", a->alpha, 0, 1, &alpha) < 0 ||
+	    dt_cfg_float(args, "label_smoothing", 0, 0, 1, &ls) < 0 ||
+	    dt_cfg_bool(args, "apply_class_balancing", 0, &a->apply_class_balancing) < 0)
+		return -1;
+	a->delta = (float)delta;
+	a->gamma = (float)gamma;
+	a->alpha = (float)alpha;
+	a->label_smoothing = (float)ls;
+	return 0;
+}
+
+/* 1 when the loss takes from_logits (Keras: the crossentropies). */
+static int takes_logits(enum dt_loss loss)
+{
+	return loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY || loss == DT_LOSS_CATEGORICAL_CROSSENTROPY ||
+	       loss == DT_LOSS_BINARY_CROSSENTROPY || loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY ||
+	       loss == DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY;
+}
+
+int dt_objective_init(struct dt_objective *o, enum dt_loss loss, const struct dt_loss_args *args, int from_logits,
+		      struct dt_model *m, const struct dt_shape *label, int num_classes, const struct dt_node *where)
 {
 	struct dt_layer *last = &m->layers[m->nlayers - 1];
 	char out[64], lab[64];
 	int64_t c = dt_shape_count(&m->output);
 
 	o->loss = loss;
+	o->args = args ? *args : dt_loss_args_default();
+	if (from_logits && !takes_logits(loss))
+		return dt_node_error(where, "'%s' does not take from_logits (the crossentropies do); drop 'from_logits'",
+				     dt_loss_names[loss]);
 	o->input = from_logits ? DT_LOSS_LOGITS : DT_LOSS_PROBS;
 	o->threshold = from_logits ? 0.0f : 0.5f;
 	o->per_sample = 1;
@@ -34,17 +119,19 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits
 					     out, lab, num_classes ? " (one-hot vectors of the data's classes: give the model as many outputs or use 'sparse_categorical_crossentropy')" : "");
 		o->accuracy = DT_ACC_CATEGORICAL;
 		break;
-	case DT_LOSS_BINARY_CROSSENTROPY:
-	case DT_LOSS_MEAN_SQUARED_ERROR:
+	default:
 		if (!dt_shape_equal(label, &m->output))
-			return dt_node_error(where, "'%s' needs labels shaped like the output %s, but the data's labels are %s",
-					     dt_loss_names[loss], out, lab);
-		o->accuracy = loss == DT_LOSS_BINARY_CROSSENTROPY || c == 1 ? DT_ACC_BINARY : DT_ACC_CATEGORICAL;
+			return dt_node_error(where, "'%s' needs labels shaped like the output %s, but the data's labels are %s%s",
+					     dt_loss_names[loss], out, lab,
+					     num_classes && label->ndim == 1 && label->dim[0] == 1
+						     ? " (class indices: 'data.one_hot: true' makes them one-hot rows)"
+						     : "");
+		o->accuracy = loss == DT_LOSS_BINARY_CROSSENTROPY || loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY || c == 1
+				      ? DT_ACC_BINARY
+				      : DT_ACC_CATEGORICAL;
 		if (o->accuracy == DT_ACC_BINARY)
 			o->per_sample = (int)c;
 		break;
-	default:
-		DT_BUG("loss %d", (int)loss);
 	}
 
 	last->fused_act = 0;
@@ -61,20 +148,21 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits
 double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *pred,
 			 const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale)
 {
-	return dt_op_loss(o->loss, o->input, pred, target, dpred, grad_scale);
+	return dt_op_loss_args(o->loss, &o->args, o->input, pred, target, NULL, dpred, grad_scale);
 }
 
 double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_tensor *pred,
 				  const struct dt_tensor *target, const struct dt_tensor *class_weight,
 				  struct dt_tensor *dpred, float grad_scale)
 {
-	return dt_op_loss_weighted(o->loss, o->input, pred, target, class_weight, dpred, grad_scale);
+	return dt_op_loss_args(o->loss, &o->args, o->input, pred, target, class_weight, dpred, grad_scale);
 }
 
 /* The one place that says which losses are regression losses. */
 int dt_loss_is_regression(enum dt_loss loss)
 {
-	return loss == DT_LOSS_MEAN_SQUARED_ERROR;
+	return loss == DT_LOSS_MEAN_SQUARED_ERROR || loss == DT_LOSS_MEAN_ABSOLUTE_ERROR || loss == DT_LOSS_HUBER ||
+	       loss == DT_LOSS_LOG_COSH || loss == DT_LOSS_POISSON || loss == DT_LOSS_COSINE_SIMILARITY;
 }
 
 int dt_objective_num_classes(const struct dt_model *m)

@@ -8,6 +8,9 @@
  * (dt_loss_is_regression): its outputs are values, not class scores, so
  * predict prints them and fit and evaluate report MAE and RMSE.
  *
+ * YAML: `loss: huber` or `loss: {huber: {delta: 2.0}}`, the arguments as
+ * Keras 3 names them (dt_loss_config_read).
+ *
  * When the model ends in softmax (or sigmoid) and the loss is the matching
  * crossentropy on probabilities, the gradient is taken w.r.t. the logits
  * (p - y), as TensorFlow does: the last layer is told to skip its
@@ -20,6 +23,7 @@
 
 struct dt_objective {
 	enum dt_loss loss;
+	struct dt_loss_args args; /* the loss's arguments (delta, gamma, alpha, label_smoothing, ...) */
 	enum dt_loss_input input;
 	enum dt_accuracy accuracy;
 	float threshold;       /* binary accuracy: 0.5 on probabilities, 0 on logits */
@@ -27,16 +31,28 @@ struct dt_objective {
 	int outputs;           /* values per sample: the mean of MAE and RMSE is over N * outputs */
 };
 
-/* 1 when loss is a regression loss (mean_squared_error), 0 for a classification loss. */
+/*
+ * Reads the `loss` key of the compile mapping: a name, or one name with its
+ * arguments. Errors name the key or value (an argument the loss does not
+ * take, one out of range). 0 or -1.
+ */
+int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *args, const struct dt_node *compile);
+
+/*
+ * 1 when loss is a regression loss (mean_squared_error, mean_absolute_error,
+ * huber, log_cosh, poisson, cosine_similarity), 0 for a classification loss.
+ */
 int dt_loss_is_regression(enum dt_loss loss);
 
 /*
  * Checks that labels of shape `label` (num_classes for class indices) fit the
  * model's output and the loss, and marks the model's last layer fused when it
- * pays. Errors are printed naming `where` (the YAML position of the loss).
+ * pays. args are the loss's arguments (NULL: Keras' defaults). Errors are
+ * printed naming `where` (the YAML position of the loss), such as
+ * from_logits on a loss that is not a crossentropy.
  */
-int dt_objective_init(struct dt_objective *o, enum dt_loss loss, int from_logits, struct dt_model *m,
-		      const struct dt_shape *label, int num_classes, const struct dt_node *where);
+int dt_objective_init(struct dt_objective *o, enum dt_loss loss, const struct dt_loss_args *args, int from_logits,
+		      struct dt_model *m, const struct dt_shape *label, int num_classes, const struct dt_node *where);
 
 /*
  * Loss sum over the batch and, when dpred is not NULL, its gradient scaled by

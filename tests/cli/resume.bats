@@ -119,6 +119,24 @@ crash_and_resume() {
 	done
 }
 
+@test "nadam, adagrad, amsgrad, use_ema: SIGKILL then --resume is byte-identical (their slots in the checkpoint)" {
+	# nadam's momentum cache product is recomputed from the step count on
+	# resume; amsgrad's third slot (vhat) and the weights' moving average
+	# (ema) travel in the file like m and v
+	for opt in nadam adagrad "{adam: {amsgrad: true}}" "{lion: {use_ema: true, ema_overwrite_frequency: 5}}"; do
+		sed -i "s/^  optimizer: .*/  optimizer: $opt/" "$TMP/m.yaml"
+		rm -rf "$TMP/ref"
+		reference
+		name=$(echo "$opt" | tr -cd 'a-z')
+		crash_and_resume "$name" "step:33"
+		same_as_reference "$name"
+	done
+	slot_shape() { safetensors_header "$TMP/$1/run/latest.safetensors" | jq -c ".\"optimizer/dense/kernel/$2\".shape"; }
+	[ "$(slot_shape adamamsgradtrue vhat)" = "[2,16]" ]
+	[ "$(slot_shape adagrad accumulator)" = "[2,16]" ]
+	[ "$(slot_shape lionuseematrueemaoverwritefrequency ema)" = "[2,16]" ]
+}
+
 @test "SIGKILL before the first checkpoint: nothing to resume, a new run is the same" {
 	run at early env DTRAIN_TEST_CRASH_AT=step:3 "$DTRAIN" fit m.yaml -q
 	[ "$status" -eq 137 ]

@@ -20,10 +20,13 @@ One file per case, holding float32 tensors of N parameters:
     grad           (steps, N) the gradient of each step
     expect/w       (steps, N) the weights after each step
     expect/<slot>  (steps, N) an optimizer slot after each step, by dtrain's
-                   name: m and v (adam, adamw; torch's exp_avg and
-                   exp_avg_sq), velocity (rmsprop; torch's square_avg),
-                   momentum (sgd and rmsprop with momentum; torch's
-                   momentum_buffer times a constant, below)
+                   name: m and v (adam, adamw, nadam; torch's exp_avg and
+                   exp_avg_sq), vhat (amsgrad; max_exp_avg_sq), velocity
+                   (rmsprop; torch's square_avg), momentum (sgd and rmsprop
+                   with momentum; torch's momentum_buffer times a constant,
+                   below), accumulator (adagrad; sum), accumulated_grad and
+                   accumulated_delta_var (adadelta; square_avg, acc_delta),
+                   m and u (adamax; exp_avg, exp_inf), m (lion)
 
 and string metadata: optimizer (the YAML of compile.optimizer as in a model
 file), steps, description.
@@ -34,6 +37,19 @@ sqrt(v + eps), torch sqrt(v) + eps), the cases use an epsilon too small to
 matter at these gradients, so that one file holds for both. Everything else
 is the same formula: the coefficients 1 - beta_1, 1 - beta_2, 1 - rho and
 the bias corrections 1 - beta^t are exact (double) in both.
+
+Adagrad (Keras: sqrt(acc + eps), torch sqrt(acc) + eps) and Adamax (Keras:
+u + eps, torch max(beta_2 u, |g| + eps)) also use an epsilon too small to
+matter. PyTorch 1.13 has no Lion: KerasLion below is Keras 3's update rule
+(w -= lr sign(beta_1 m + (1 - beta_1) g); m = beta_2 m + (1 - beta_2) g)
+written as a torch optimizer, in float64. Its NAdam multiplies mu_t into
+the product twice for mu_product_next (fixed in later releases) and keeps
+the product in float32, so KerasNadam below is Keras 3's (and the Nadam
+paper's) rule: m_hat = u_{t+1} m / (1 - u_1..u_{t+1}) + (1 - u_t) g / (1 -
+u_1..u_t), v_hat = v / (1 - beta_2^t), w -= lr m_hat / (sqrt(v_hat) + eps),
+u_t = beta_1 (1 - 0.5 * 0.96^(0.004 t)), the product in float64. A case's "clip" clips the
+gradients before torch sees them, as Keras' clipvalue does ("value", c) or
+its global_clipnorm ("global_norm", c) over the one parameter.
 
 Momentum is kept in another unit by dtrain (Keras) and torch, the same
 update at a constant learning rate: SGD's slot is Keras' m = mu m - lr g,
@@ -49,6 +65,48 @@ from make_fixtures import write_cases
 
 N = 48
 STEPS = 8
+
+
+class KerasLion(torch.optim.Optimizer):
+    """Keras 3's Lion (keras/src/optimizers/lion.py), its slot m in the state."""
+
+    def __init__(self, params, lr, beta_1, beta_2):
+        super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["beta_1"], group["beta_2"]
+            for p in group["params"]:
+                m = self.state[p].setdefault("m", torch.zeros_like(p))
+                p.sub_(group["lr"] * torch.sign(m * b1 + p.grad * (1 - b1)))
+                m.mul_(b2).add_(p.grad * (1 - b2))
+
+
+class KerasNadam(torch.optim.Optimizer):
+    """Keras 3's Nadam (keras/src/optimizers/nadam.py), slots m and v in the state."""
+
+    def __init__(self, params, lr, beta_1, beta_2, eps):
+        super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2, eps=eps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            b1, b2, lr, eps = group["beta_1"], group["beta_2"], group["lr"], group["eps"]
+            for p in group["params"]:
+                st = self.state[p]
+                if not st:
+                    st.update(m=torch.zeros_like(p), v=torch.zeros_like(p), t=0, product=1.0)
+                st["t"] += 1
+                t, g, m, v = st["t"], p.grad, st["m"], st["v"]
+                u_t = b1 * (1 - 0.5 * 0.96 ** (0.004 * t))
+                u_next = b1 * (1 - 0.5 * 0.96 ** (0.004 * (t + 1)))
+                st["product"] *= u_t
+                m.add_((g - m) * (1 - b1))
+                v.add_((g * g - v) * (1 - b2))
+                m_hat = u_next * m / (1 - st["product"] * u_next) + (1 - u_t) * g / (1 - st["product"])
+                v_hat = v / (1 - b2 ** t)
+                p.sub_(lr * m_hat / (torch.sqrt(v_hat) + eps))
 
 # name, dtrain's compile.optimizer, the torch optimizer on a parameter list,
 # slots (dtrain name, torch state key[, factor from torch's value to dtrain's])
@@ -88,7 +146,60 @@ CASES = [
      "torch": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.7, nesterov=True),
      "slots": [("momentum", "momentum_buffer", -0.05)],
      "desc": "Nesterov SGD, momentum 0.7: w + mu m - lr g, the slot -lr times torch's buffer"},
+    {"name": "optimizer_adam_amsgrad",
+     "optimizer": "{adam: {learning_rate: 0.01, beta_1: 0.9, beta_2: 0.99, epsilon: 1e-10, amsgrad: true}}",
+     "torch": lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.9, 0.99), eps=1e-10, amsgrad=True),
+     "slots": [("m", "exp_avg"), ("v", "exp_avg_sq"), ("vhat", "max_exp_avg_sq")],
+     "desc": "Adam with amsgrad: the largest v so far divides"},
+    {"name": "optimizer_adagrad",
+     "optimizer": "{adagrad: {learning_rate: 0.1, initial_accumulator_value: 0.1, epsilon: 1e-10}}",
+     "torch": lambda p: torch.optim.Adagrad(p, lr=0.1, initial_accumulator_value=0.1, eps=1e-10),
+     "slots": [("accumulator", "sum")],
+     "desc": "Adagrad with Keras' initial_accumulator_value 0.1"},
+    {"name": "optimizer_adadelta",
+     "optimizer": "{adadelta: {learning_rate: 1.0, rho: 0.95, epsilon: 1e-6}}",
+     "torch": lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-6),
+     "slots": [("accumulated_grad", "square_avg"), ("accumulated_delta_var", "acc_delta")],
+     "desc": "Adadelta, rho 0.95 (Keras' default), epsilon inside both square roots as in Keras and torch"},
+    {"name": "optimizer_adamax",
+     "optimizer": "{adamax: {learning_rate: 0.01, beta_1: 0.9, beta_2: 0.999, epsilon: 1e-10}}",
+     "torch": lambda p: torch.optim.Adamax(p, lr=0.01, betas=(0.9, 0.999), eps=1e-10),
+     "slots": [("m", "exp_avg"), ("u", "exp_inf")],
+     "desc": "Adamax: the infinity norm u, lr / (1 - beta_1^t)"},
+    {"name": "optimizer_nadam",
+     "optimizer": "{nadam: {learning_rate: 0.01, beta_1: 0.9, beta_2: 0.999, epsilon: 1e-10}}",
+     "torch": lambda p: KerasNadam(p, lr=0.01, beta_1=0.9, beta_2=0.999, eps=1e-10),
+     "slots": [("m", "m"), ("v", "v")],
+     "desc": "Nadam, Keras 3's rule with the momentum cache u_t = beta_1 (1 - 0.5 * 0.96^(0.004 t))"},
+    {"name": "optimizer_lion",
+     "optimizer": "{lion: {learning_rate: 0.01, beta_1: 0.9, beta_2: 0.99}}",
+     "torch": lambda p: KerasLion(p, lr=0.01, beta_1=0.9, beta_2=0.99),
+     "slots": [("m", "m")],
+     "desc": "Lion, Keras 3's update rule (torch 1.13 has none)"},
+    {"name": "optimizer_rmsprop_clipvalue",
+     "optimizer": "{rmsprop: {learning_rate: 0.01, rho: 0.9, epsilon: 1e-16, clipvalue: 0.5}}",
+     "torch": lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, eps=1e-16),
+     "clip": ("value", 0.5),
+     "slots": [("velocity", "square_avg")],
+     "desc": "RMSprop with clipvalue 0.5: each gradient element clipped to [-0.5, 0.5] first"},
+    {"name": "optimizer_sgd_global_clipnorm",
+     "optimizer": "{sgd: {learning_rate: 0.05, momentum: 0.9, global_clipnorm: 2.0}}",
+     "torch": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+     "clip": ("global_norm", 2.0),
+     "slots": [("momentum", "momentum_buffer", -0.05)],
+     "desc": "SGD with global_clipnorm 2: the gradients scaled to norm 2 when longer"},
 ]
+
+
+def clipped(c, g):
+    """The gradient torch gets: Keras' clipvalue or global_clipnorm applied first."""
+    kind, v = c.get("clip", (None, 0))
+    if kind == "value":
+        return np.clip(g, -v, v)
+    if kind == "global_norm":
+        norm = np.sqrt(np.sum(g * g))
+        return g * (v / norm) if norm > v else g
+    return g
 
 
 def f32(a):
@@ -105,7 +216,7 @@ def run_case(c, seed):
     opt = c["torch"]([p])
     ws, slots = [], {s[0]: [] for s in c["slots"]}
     for t in range(STEPS):
-        p.grad = torch.tensor(grads[t], dtype=torch.float64)
+        p.grad = torch.tensor(clipped(c, grads[t]), dtype=torch.float64)
         opt.step()
         ws.append(p.detach().numpy().copy())
         for name, key, *factor in c["slots"]:

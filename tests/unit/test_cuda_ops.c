@@ -302,7 +302,11 @@ static void test_losses(void **state)
 			struct dt_rng r;
 			char what[96];
 			double lc, lg;
-			if (loss == DT_LOSS_MEAN_SQUARED_ERROR && input != DT_LOSS_PROBS) {
+			/* logits for the crossentropies only; fused for the three that fuse */
+			int xent = loss <= DT_LOSS_BINARY_CROSSENTROPY || loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY ||
+				   loss == DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY;
+			if ((!xent && input != DT_LOSS_PROBS) ||
+			    (input == DT_LOSS_FUSED && loss > DT_LOSS_BINARY_CROSSENTROPY)) {
 				free(t);
 				pair_free(&pred);
 				pair_free(&target);
@@ -343,6 +347,41 @@ static void test_losses(void **state)
 			pair_free(&target);
 			pair_free(&dpred);
 		}
+}
+
+/* The losses' arguments reach the kernels: non-default ones give the CPU's values on the GPU. */
+static void test_loss_args(void **state)
+{
+	enum { N = 200, C = 5 };
+	static const struct {
+		enum dt_loss loss;
+		enum dt_loss_input input;
+		struct dt_loss_args a;
+	} cases[] = {
+		{ DT_LOSS_HUBER, DT_LOSS_PROBS, { .delta = 0.3f, .gamma = 2, .alpha = 0.25f } },
+		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS,
+		  { .delta = 1, .gamma = 2, .alpha = 0.25f, .label_smoothing = 0.2f } },
+		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_FUSED,
+		  { .delta = 1, .gamma = 2, .alpha = 0.25f, .label_smoothing = 0.1f } },
+		{ DT_LOSS_BINARY_FOCAL_CROSSENTROPY, DT_LOSS_LOGITS,
+		  { .delta = 1, .gamma = 1.5f, .alpha = 0.4f, .apply_class_balancing = 1, .label_smoothing = 0.1f } },
+		{ DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY, DT_LOSS_PROBS,
+		  { .delta = 1, .gamma = 3, .alpha = 0.5f, .label_smoothing = 0.05f } },
+	};
+	need_gpu();
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct dt_shape s = sh(2, N, C, 0, 0);
+		struct pair pred = pair_rnd(s, 110 + k, 0.05f, 0.95f), target = pair_rnd(s, 120 + k, 0, 1);
+		struct pair dpred = pair_new(s, NULL);
+		enum dt_loss l = cases[k].loss;
+		double lc = dt_op_loss_args(l, &cases[k].a, cases[k].input, &pred.c, &target.c, NULL, &dpred.c, 0.01f);
+		double lg = dt_op_loss_args(l, &cases[k].a, cases[k].input, &pred.g, &target.g, NULL, &dpred.g, 0.01f);
+		expect_scalar(dt_loss_names[cases[k].loss], lg, lc, 1e-5);
+		expect_close(dt_loss_names[cases[k].loss], &dpred, 1e-5);
+		pair_free(&pred);
+		pair_free(&target);
+		pair_free(&dpred);
+	}
 }
 
 static void test_count_correct(void **state)
@@ -444,30 +483,45 @@ static void test_optimizers(void **state)
 		int nesterov;
 		float weight_decay;
 		int slots;
+		int amsgrad;
+		float clipvalue;
 	} cases[] = {
-		{ DT_OPT_SGD, 0, 0, 0, 0 },	{ DT_OPT_SGD, 0.9f, 0, 0, 1 }, { DT_OPT_SGD, 0.9f, 1, 0.01f, 1 },
-		{ DT_OPT_ADAM, 0, 0, 0, 2 },	{ DT_OPT_ADAMW, 0, 0, 0.004f, 2 }, { DT_OPT_RMSPROP, 0, 0, 0, 2 },
-		{ DT_OPT_RMSPROP, 0.5f, 0, 0, 2 },
+		{ DT_OPT_SGD, 0, 0, 0, 0, 0, 0 },	  { DT_OPT_SGD, 0.9f, 0, 0, 1, 0, 0 },
+		{ DT_OPT_SGD, 0.9f, 1, 0.01f, 1, 0, 0 }, { DT_OPT_ADAM, 0, 0, 0, 2, 0, 0 },
+		{ DT_OPT_ADAMW, 0, 0, 0.004f, 2, 0, 0 }, { DT_OPT_RMSPROP, 0, 0, 0, 2, 0, 0 },
+		{ DT_OPT_RMSPROP, 0.5f, 0, 0, 2, 0, 0 }, { DT_OPT_ADAM, 0, 0, 0, 3, 1, 0.3f },
+		{ DT_OPT_ADAGRAD, 0, 0, 0, 1, 0, 0 },	  { DT_OPT_ADADELTA, 0, 0, 0, 2, 0, 0 },
+		{ DT_OPT_ADAMAX, 0, 0, 0.01f, 2, 0, 0 }, { DT_OPT_NADAM, 0, 0, 0, 2, 0, 0.5f },
+		{ DT_OPT_LION, 0, 0, 0, 1, 0, 0 },
 	};
 	need_gpu();
 	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		struct dt_shape s = sh(1, N, 0, 0, 0);
 		struct pair w = pair_rnd(s, 100, -1, 1), g = pair_rnd(s, 101, -1, 1);
-		struct pair s1 = pair_new(s, NULL), s2 = pair_new(s, NULL);
+		struct pair s1 = pair_new(s, NULL), s2 = pair_new(s, NULL), s3 = pair_new(s, NULL);
 		int rms_momentum = cases[k].kind == DT_OPT_RMSPROP && cases[k].momentum > 0;
+		double product = 1;
 		for (int t = 1; t <= 3; t++) {
-			struct dt_opt_step st = { cases[k].kind, 0.01f, cases[k].momentum, 0.9f, cases[k].nesterov,
-						  0.9f, 0.999f, 1e-7f, t, cases[k].weight_decay, 0.8f };
+			struct dt_opt_step st = { .kind = cases[k].kind, .lr = 0.01f, .momentum = cases[k].momentum,
+						  .rho = 0.9, .nesterov = cases[k].nesterov, .beta_1 = 0.9,
+						  .beta_2 = 0.999, .epsilon = 1e-7f, .t = t,
+						  .weight_decay = cases[k].weight_decay, .grad_scale = 0.8f,
+						  .clipvalue = cases[k].clipvalue, .amsgrad = cases[k].amsgrad };
 			int has1 = cases[k].slots >= 1 && (cases[k].kind != DT_OPT_RMSPROP || rms_momentum);
+			product *= 0.9 * (1 - 0.5 * pow(0.96, 0.004 * t));
+			st.nadam_product = product;
 			/* rmsprop: v in s2, momentum (optional) in s1 */
-			dt_op_optimizer_update(&st, &w.c, &g.c, has1 ? &s1.c : NULL, cases[k].slots == 2 ? &s2.c : NULL);
-			dt_op_optimizer_update(&st, &w.g, &g.g, has1 ? &s1.g : NULL, cases[k].slots == 2 ? &s2.g : NULL);
+			dt_op_optimizer_update(&st, &w.c, &g.c, has1 ? &s1.c : NULL, cases[k].slots >= 2 ? &s2.c : NULL,
+					       cases[k].slots == 3 ? &s3.c : NULL);
+			dt_op_optimizer_update(&st, &w.g, &g.g, has1 ? &s1.g : NULL, cases[k].slots >= 2 ? &s2.g : NULL,
+					       cases[k].slots == 3 ? &s3.g : NULL);
 		}
 		expect_close(dt_optimizer_names[cases[k].kind], &w, 1e-5);
 		pair_free(&w);
 		pair_free(&g);
 		pair_free(&s1);
 		pair_free(&s2);
+		pair_free(&s3);
 	}
 }
 
@@ -697,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_activations),
 		cmocka_unit_test(test_dropout_same_mask),
 		cmocka_unit_test(test_losses),
+		cmocka_unit_test(test_loss_args),
 		cmocka_unit_test(test_count_correct),
 		cmocka_unit_test(test_error_sums),
 		cmocka_unit_test(test_metric_counts),

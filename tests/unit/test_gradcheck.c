@@ -151,7 +151,38 @@ struct loss_case {
 	enum dt_loss loss;
 	enum dt_loss_input input;
 	int c;
+	float delta, gamma, alpha, label_smoothing; /* 0: Keras' default (label_smoothing: none) */
+	int apply_class_balancing;
 };
+
+static struct dt_loss_args args_of(const struct loss_case *k)
+{
+	struct dt_loss_args a = dt_loss_args_default();
+	a.delta = k->delta ? k->delta : a.delta;
+	a.gamma = k->gamma ? k->gamma : a.gamma;
+	a.alpha = k->alpha ? k->alpha : a.alpha;
+	a.label_smoothing = k->label_smoothing;
+	a.apply_class_balancing = k->apply_class_balancing;
+	return a;
+}
+
+/* The activation that makes the probabilities a loss takes: sigmoid, softmax, or none (values). */
+static enum dt_activation prob_act(enum dt_loss loss)
+{
+	switch (loss) {
+	case DT_LOSS_BINARY_CROSSENTROPY:
+	case DT_LOSS_BINARY_FOCAL_CROSSENTROPY:
+		return DT_ACT_SIGMOID;
+	case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+	case DT_LOSS_CATEGORICAL_CROSSENTROPY:
+	case DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY:
+	case DT_LOSS_KL_DIVERGENCE:
+	case DT_LOSS_POISSON:
+		return DT_ACT_SOFTMAX;
+	default:
+		return DT_ACT_LINEAR;
+	}
+}
 
 static double loss_of(const struct loss_case *k, float *z, float *t, int c)
 {
@@ -159,13 +190,14 @@ static double loss_of(const struct loss_case *k, float *z, float *t, int c)
 	struct dt_tensor zt = dt_tensor_batch(z, DT_CPU, N, &(struct dt_shape){ 1, { c } });
 	struct dt_shape ls = { 1, { k->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : c } };
 	struct dt_tensor tt = dt_tensor_batch(t, DT_CPU, N, &ls);
+	struct dt_loss_args a = args_of(k);
 	if (k->input == DT_LOSS_FUSED) {
 		float p[N * 8];
 		struct dt_tensor pt = dt_tensor_batch(p, DT_CPU, N, &(struct dt_shape){ 1, { c } });
-		dt_op_act_forward(k->loss == DT_LOSS_BINARY_CROSSENTROPY ? DT_ACT_SIGMOID : DT_ACT_SOFTMAX, &zt, &pt);
-		return dt_op_loss(k->loss, DT_LOSS_PROBS, &pt, &tt, NULL, 1);
+		dt_op_act_forward(prob_act(k->loss), &zt, &pt);
+		return dt_op_loss_args(k->loss, &a, DT_LOSS_PROBS, &pt, &tt, NULL, NULL, 1);
 	}
-	return dt_op_loss(k->loss, k->input, &zt, &tt, NULL, 1);
+	return dt_op_loss_args(k->loss, &a, k->input, &zt, &tt, NULL, NULL, 1);
 }
 
 static void check_loss(const struct loss_case *k)
@@ -177,6 +209,7 @@ static void check_loss(const struct loss_case *k)
 	struct dt_shape ls = { 1, { k->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : c } };
 	struct dt_tensor pt = dt_tensor_batch(p, DT_CPU, N, &cs), gt = dt_tensor_batch(g, DT_CPU, N, &cs);
 	struct dt_tensor zt = dt_tensor_batch(z, DT_CPU, N, &cs), tt = dt_tensor_batch(t, DT_CPU, N, &ls);
+	struct dt_loss_args a = args_of(k);
 	char what[96];
 
 	dt_rng_seed(&rng, 5, (uint64_t)k->loss * 10 + k->input);
@@ -184,24 +217,33 @@ static void check_loss(const struct loss_case *k)
 		z[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
 	for (int r = 0; r < N; r++)
 		for (int j = 0; j < c; j++) {
-			if (k->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+			switch (k->loss) {
+			case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
 				t[r] = (float)(r % c);
-			else if (k->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY)
+				break;
+			case DT_LOSS_CATEGORICAL_CROSSENTROPY:
+			case DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY:
+			case DT_LOSS_CATEGORICAL_HINGE:
 				t[r * c + j] = j == (r + 1) % c;
-			else if (k->loss == DT_LOSS_BINARY_CROSSENTROPY)
+				break;
+			case DT_LOSS_BINARY_CROSSENTROPY:
+			case DT_LOSS_BINARY_FOCAL_CROSSENTROPY:
+			case DT_LOSS_HINGE:
+			case DT_LOSS_SQUARED_HINGE:
 				t[r * c + j] = (float)((r + j) % 2);
-			else
+				break;
+			default:
 				t[r * c + j] = (float)dt_rng_uniform(&rng);
+			}
 		}
 	/* Probabilities are a softmax (or sigmoid) of z, away from the clip range. */
-	if (k->input == DT_LOSS_PROBS && k->loss != DT_LOSS_MEAN_SQUARED_ERROR) {
-		dt_op_act_forward(k->loss == DT_LOSS_BINARY_CROSSENTROPY ? DT_ACT_SIGMOID : DT_ACT_SOFTMAX, &zt, &zt);
-	}
+	if (k->input == DT_LOSS_PROBS)
+		dt_op_act_forward(prob_act(k->loss), &zt, &zt);
 	if (k->input == DT_LOSS_FUSED) {
-		dt_op_act_forward(k->loss == DT_LOSS_BINARY_CROSSENTROPY ? DT_ACT_SIGMOID : DT_ACT_SOFTMAX, &zt, &pt);
-		dt_op_loss(k->loss, DT_LOSS_FUSED, &pt, &tt, &gt, 0.5f);
+		dt_op_act_forward(prob_act(k->loss), &zt, &pt);
+		dt_op_loss_args(k->loss, &a, DT_LOSS_FUSED, &pt, &tt, NULL, &gt, 0.5f);
 	} else {
-		dt_op_loss(k->loss, k->input, &zt, &tt, &gt, 0.5f);
+		dt_op_loss_args(k->loss, &a, k->input, &zt, &tt, NULL, &gt, 0.5f);
 	}
 	for (int i = 0; i < N * c; i++) {
 		float keep = z[i];
@@ -218,17 +260,44 @@ static void check_loss(const struct loss_case *k)
 
 static void test_every_loss(void **state)
 {
+/* A case's loss, input and classes; the arguments follow by name. */
+#define K(l, in, classes) .loss = DT_LOSS_##l, .input = DT_LOSS_##in, .c = classes
 	static const struct loss_case cases[] = {
-		{ DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, 4 },
-		{ DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS, 4 },
-		{ DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, DT_LOSS_FUSED, 4 },
-		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_PROBS, 3 },
-		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_LOGITS, 3 },
-		{ DT_LOSS_CATEGORICAL_CROSSENTROPY, DT_LOSS_FUSED, 3 },
-		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_PROBS, 2 },
-		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_LOGITS, 2 },
-		{ DT_LOSS_BINARY_CROSSENTROPY, DT_LOSS_FUSED, 1 },
-		{ DT_LOSS_MEAN_SQUARED_ERROR, DT_LOSS_PROBS, 3 },
+		{ K(SPARSE_CATEGORICAL_CROSSENTROPY, PROBS, 4) },
+		{ K(SPARSE_CATEGORICAL_CROSSENTROPY, LOGITS, 4) },
+		{ K(SPARSE_CATEGORICAL_CROSSENTROPY, FUSED, 4) },
+		{ K(CATEGORICAL_CROSSENTROPY, PROBS, 3) },
+		{ K(CATEGORICAL_CROSSENTROPY, LOGITS, 3) },
+		{ K(CATEGORICAL_CROSSENTROPY, FUSED, 3) },
+		{ K(CATEGORICAL_CROSSENTROPY, PROBS, 3), .label_smoothing = 0.2f },
+		{ K(CATEGORICAL_CROSSENTROPY, LOGITS, 3), .label_smoothing = 0.2f },
+		{ K(CATEGORICAL_CROSSENTROPY, FUSED, 3), .label_smoothing = 0.2f },
+		{ K(BINARY_CROSSENTROPY, PROBS, 2) },
+		{ K(BINARY_CROSSENTROPY, LOGITS, 2) },
+		{ K(BINARY_CROSSENTROPY, FUSED, 1) },
+		{ K(BINARY_CROSSENTROPY, LOGITS, 2), .label_smoothing = 0.1f },
+		{ K(BINARY_CROSSENTROPY, FUSED, 2), .label_smoothing = 0.1f },
+		{ K(MEAN_SQUARED_ERROR, PROBS, 3) },
+		{ K(MEAN_ABSOLUTE_ERROR, PROBS, 3) },
+		{ K(HUBER, PROBS, 3) },
+		{ K(HUBER, PROBS, 4), .delta = 0.3f },
+		{ K(LOG_COSH, PROBS, 3) },
+		{ K(KL_DIVERGENCE, PROBS, 4) },
+		{ K(POISSON, PROBS, 3) },
+		{ K(COSINE_SIMILARITY, PROBS, 4) },
+		{ K(HINGE, PROBS, 3) },
+		{ K(SQUARED_HINGE, PROBS, 3) },
+		{ K(CATEGORICAL_HINGE, PROBS, 4) },
+		{ K(BINARY_FOCAL_CROSSENTROPY, PROBS, 2) },
+		{ K(BINARY_FOCAL_CROSSENTROPY, LOGITS, 2) },
+		{ K(BINARY_FOCAL_CROSSENTROPY, PROBS, 3), .gamma = 1.5f, .alpha = 0.4f,
+		  .label_smoothing = 0.1f, .apply_class_balancing = 1 },
+		{ K(BINARY_FOCAL_CROSSENTROPY, LOGITS, 3), .gamma = 0.5f, .apply_class_balancing = 1 },
+		{ K(CATEGORICAL_FOCAL_CROSSENTROPY, PROBS, 3) },
+		{ K(CATEGORICAL_FOCAL_CROSSENTROPY, LOGITS, 3) },
+		{ K(CATEGORICAL_FOCAL_CROSSENTROPY, PROBS, 4), .gamma = 1.5f, .alpha = 0.5f,
+		  .label_smoothing = 0.1f },
+		{ K(CATEGORICAL_FOCAL_CROSSENTROPY, LOGITS, 4), .gamma = 3.0f, .label_smoothing = 0.3f },
 	};
 	int covered[DT_LOSS_COUNT] = { 0 };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -239,6 +308,7 @@ static void test_every_loss(void **state)
 		if (!covered[l])
 			fail_msg("loss '%s' has no gradient check", dt_loss_names[l]);
 }
+#undef K
 
 /* The logits form and the probability form agree on the loss value. */
 static void test_logits_match_probs(void **state)

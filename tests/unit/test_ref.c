@@ -241,7 +241,7 @@ static void optimizer_fixture(const char *name, const struct dt_ckpt *c)
 {
 	const char *optimizer = dt_checkpoint_meta(c, "optimizer"), *steps_s = dt_checkpoint_meta(c, "steps");
 	const struct dt_ckpt_tensor *w = need(c, name, "w"), *grad = need(c, name, "grad");
-	const struct dt_ckpt_tensor *want_w = need(c, name, "expect/w"), *want_slot[2] = { NULL, NULL };
+	const struct dt_ckpt_tensor *want_w = need(c, name, "expect/w"), *want_slot[DT_OPT_MAX_SLOTS] = { NULL };
 	struct dt_shape in = dt_shape_make(1, (int[]){ 1 });
 	struct dt_optimizer_config cfg;
 	struct dt_model *m = &held.m;
@@ -279,7 +279,7 @@ static void optimizer_fixture(const char *name, const struct dt_ckpt *c)
 	if (grad->shape.ndim != 2 || grad->shape.dim[0] != steps || grad->shape.dim[1] != n ||
 	    !dt_shape_equal(&want_w->shape, &grad->shape))
 		fail_msg("%s: grad and expect/w must be (steps, N) = (%d, %lld)", name, steps, (long long)n);
-	for (int s = 0; s < 2; s++)
+	for (int s = 0; s < DT_OPT_MAX_SLOTS; s++)
 		if (want_slot[s] && !dt_shape_equal(&want_slot[s]->shape, &grad->shape))
 			fail_msg("%s: expect/%s must be (steps, N)", name, o->slot_names[s]);
 
@@ -296,7 +296,7 @@ static void optimizer_fixture(const char *name, const struct dt_ckpt *c)
 		dt_op_to_host(&weights, got);
 		checks++;
 		failed += compare_scaled(name, "w", t + 1, got, want, n, moved) < 0;
-		for (int s = 0; s < 2; s++) {
+		for (int s = 0; s < DT_OPT_MAX_SLOTS; s++) {
 			const float *ws;
 			double largest = 0;
 			if (!want_slot[s])

@@ -85,7 +85,7 @@ static void fit_with(const struct fit_args *a, float *w, int64_t *iterations)
 	assert_int_equal(dt_optimizer_config_read(&oc, root), 0);
 	for (int i = 0; i < n; i++) {
 		assert_int_equal(dt_model_init(&r.m[i], "t", &in, dt_node_get(root, "layers"), dt_layer_types), 0);
-		assert_int_equal(dt_objective_init(&r.t.objective, DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, 0, &r.m[i],
+		assert_int_equal(dt_objective_init(&r.t.objective, DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, NULL, 0, &r.m[i],
 						   &r.train.label, 3, dt_node_get(root, "layers")), 0);
 		dt_model_alloc(&r.m[i], r.s.devices[i], (a->batch + n - 1) / n);
 		dt_model_init_params(&r.m[i], 5);
