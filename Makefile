@@ -25,7 +25,7 @@ CC ?= cc
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin
-DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy iproute2
+DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn iproute2
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).

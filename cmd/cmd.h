@@ -41,6 +41,7 @@ struct dt_opts {
 	const char *format;     /* predict --format */
 	int all;                /* predict --all */
 	int header;             /* predict --header */
+	int report;             /* evaluate --report */
 	int data;               /* time --data */
 	int step;               /* inspect --step */
 	const char *dump;       /* inspect --dump LAYER */

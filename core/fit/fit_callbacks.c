@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fit/fit_callbacks.h"
+#include "core/fit/progress.h"
 #include "core/checkpoint/snapshot.h"
 
 /* The one table of callback names fit.callbacks takes. */
@@ -162,14 +163,16 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 	return 0;
 }
 
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val)
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val,
+			      const struct dt_metric_set *metrics)
 {
 	if (c->early_stopping &&
-	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val) < 0)
+	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val,
+			     metrics) < 0)
 		return -1;
 	if (c->reduce_lr_on_plateau &&
 	    dt_monitor_check(c->plateau.where, "reduce_lr_on_plateau", c->plateau.monitor, has_accuracy, has_errors,
-			     has_val) < 0)
+			     has_val, metrics) < 0)
 		return -1;
 	return 0;
 }
@@ -637,15 +640,13 @@ static void csv_row(struct dt_csv_logger *c, const struct dt_logs *l, int header
 		fputs("epoch", c->f);
 	else
 		fprintf(c->f, "%d", l->epoch);
-	csv_field(c, "accuracy", l->has_accuracy, l->accuracy, header);
-	csv_field(c, "learning_rate", l->has_learning_rate, (float)l->learning_rate, header);
-	csv_field(c, "loss", 1, l->loss, header);
-	csv_field(c, "mae", l->has_errors, l->mae, header);
-	csv_field(c, "rmse", l->has_errors, l->rmse, header);
-	csv_field(c, "val_accuracy", l->has_val && l->has_accuracy, l->val_accuracy, header);
-	csv_field(c, "val_loss", l->has_val, l->val_loss, header);
-	csv_field(c, "val_mae", l->has_val && l->has_errors, l->val_mae, header);
-	csv_field(c, "val_rmse", l->has_val && l->has_errors, l->val_rmse, header);
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = dt_logs_pairs(l, 1, pairs);
+	for (int i = 0; i < n; i++) {
+		/* The rate as the float the optimizer uses. */
+		int lr = !strcmp(pairs[i].name, "learning_rate");
+		csv_field(c, pairs[i].name, 1, lr ? (float)pairs[i].value : pairs[i].value, header);
+	}
 	fputc('\n', c->f);
 }
 

@@ -82,10 +82,12 @@ struct dt_callbacks_config {
 int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node *list);
 /*
  * Errors when a monitored metric will not be in the logs (dt_monitor_check):
- * has_accuracy, has_errors (MAE and RMSE) and has_val say what fit reports.
+ * has_accuracy, has_errors (MAE and RMSE), has_val and metrics (compile.metrics'
+ * others, NULL: none) say what fit reports.
  * 0 or -1 (the error names the YAML position).
  */
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val);
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val,
+			      const struct dt_metric_set *metrics);
 
 struct dt_early_stopping {
 	struct dt_callback cb;

@@ -6,6 +6,7 @@
 
 #include "core/checkpoint/run_dir.h"
 #include "core/error.h"
+#include "core/fit/progress.h"
 #include "core/fit/tensorboard.h"
 
 uint32_t dt_crc32c(const void *data, size_t n)
@@ -189,23 +190,26 @@ static int open_writer(struct dt_tensorboard *tb, struct dt_tf_writer *w, const 
 	return dt_tf_writer_open(w, dir);
 }
 
-/* The reported metrics of logs with Keras' prefix ("epoch_", "batch_"); val: the val_ ones. n. */
-static int collect(const struct dt_logs *l, const char *prefix, int val, int lr, char tags[][32], float *values)
+/*
+ * The reported metrics of logs (dt_logs_pairs: loss, accuracy, mae, rmse and
+ * compile.metrics' table) with Keras' prefix ("epoch_", "batch_"); val: the
+ * val_ ones, under their plain names as Keras writes them in validation/;
+ * lr: the learning rate too. n.
+ */
+static int collect(const struct dt_logs *l, const char *prefix, int val, int lr, char tags[][64], float *values)
 {
-	static const char *const names[] = { "loss", "accuracy", "mae", "rmse" };
-	int n = 0;
-	for (int i = 0; i < 4; i++) {
-		int has = i == 0 ? 1 : i == 1 ? l->has_accuracy : l->has_errors;
-		double v = i == 0 ? (val ? l->val_loss : l->loss)
-			 : i == 1 ? (val ? l->val_accuracy : l->accuracy)
-			 : i == 2 ? (val ? l->val_mae : l->mae) : (val ? l->val_rmse : l->rmse);
-		if (!has)
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = 0, k = dt_logs_pairs(l, val, pairs);
+	for (int i = 0; i < k; i++) {
+		const char *name = pairs[i].name;
+		int is_val = !strncmp(name, "val_", 4);
+		if (is_val != val || !strcmp(name, "learning_rate"))
 			continue;
-		snprintf(tags[n], 32, "%s%s", prefix, names[i]);
-		values[n++] = (float)v;
+		snprintf(tags[n], 64, "%s%s", prefix, name + (val ? 4 : 0));
+		values[n++] = (float)pairs[i].value;
 	}
 	if (lr) {
-		snprintf(tags[n], 32, "%slearning_rate", prefix);
+		snprintf(tags[n], 64, "%slearning_rate", prefix);
 		values[n++] = (float)l->learning_rate;
 	}
 	return n;
@@ -214,9 +218,9 @@ static int collect(const struct dt_logs *l, const char *prefix, int val, int lr,
 static int write_logs(struct dt_tf_writer *w, int64_t step, const struct dt_logs *l, const char *prefix, int val,
 		      int lr)
 {
-	char tags[8][32];
-	const char *ptrs[8];
-	float values[8];
+	char tags[DT_MAX_PAIRS + 1][64];
+	const char *ptrs[DT_MAX_PAIRS + 1];
+	float values[DT_MAX_PAIRS + 1];
 	int n = collect(l, prefix, val, lr, tags, values);
 	for (int i = 0; i < n; i++)
 		ptrs[i] = tags[i];

@@ -31,8 +31,8 @@ fit_blobs() {
 	[ "$(jq -sc '[.[1:][] | .step]' "$TMP/train.jsonl")" = "[0,1,2]" ]
 	[ "$(jq -sc '[.[1:][] | .step]' "$TMP/val.jsonl")" = "[0,1,2]" ]
 	[ "$(jq -rc '.values | select(.) | keys_unsorted' "$TMP/train.jsonl" | sort -u)" = \
-		'["epoch_loss","epoch_accuracy","epoch_learning_rate"]' ]
-	[ "$(jq -rc '.values | select(.) | keys_unsorted' "$TMP/val.jsonl" | sort -u)" = '["epoch_loss","epoch_accuracy"]' ]
+		'["epoch_accuracy","epoch_loss","epoch_learning_rate"]' ]
+	[ "$(jq -rc '.values | select(.) | keys_unsorted' "$TMP/val.jsonl" | sort -u)" = '["epoch_accuracy","epoch_loss"]' ]
 	# Each value is history.csv's, rounded to float32 (columns: epoch,accuracy,loss,val_accuracy,val_loss).
 	python3 - "$TMP/run/history.csv" "$TMP/train.jsonl" "$TMP/val.jsonl" <<'PY'
 import csv, json, struct, sys
@@ -57,11 +57,35 @@ PY
 	$READ "$TMP"/run/tb/train/events.out.tfevents.* >"$TMP/train.jsonl"
 	[ "$(jq -sc '[.[] | select(.values.batch_loss) | .step]' "$TMP/train.jsonl")" = "[10,20,30,40,50,60,70]" ]
 	[ "$(jq -sc '[.[] | select(.values.epoch_loss) | .step]' "$TMP/train.jsonl")" = "[0,1,2]" ]
-	[ "$(jq -rc 'select(.step == 20) | .values | keys_unsorted' "$TMP/train.jsonl")" = '["batch_loss","batch_accuracy"]' ]
+	[ "$(jq -rc 'select(.step == 20) | .values | keys_unsorted' "$TMP/train.jsonl")" = '["batch_accuracy","batch_loss"]' ]
 	# Batch 25 ends epoch 1: its running loss is the epoch's.
 	fit_blobs --set 'fit.callbacks=[{tensorboard: {log_dir: tb1, update_freq: 25}}]' --set fit.epochs=1
 	$READ "$TMP"/run/tb1/train/events.out.tfevents.* >"$TMP/one.jsonl"
 	[ "$(jq -s '[.[] | .values.batch_loss // empty][0] == [.[] | .values.epoch_loss // empty][0]' "$TMP/one.jsonl")" = true ]
+}
+
+@test "tensorboard: compile.metrics beyond accuracy are scalars too, in train and validation" {
+	fit_blobs --set 'fit.callbacks=[csv_logger, tensorboard]' --set fit.epochs=2 \
+		--set 'compile.metrics=[accuracy, auc, {precision: {average: macro}}]'
+	$READ "$TMP"/run/logs/train/events.out.tfevents.* >"$TMP/train.jsonl"
+	$READ "$TMP"/run/logs/validation/events.out.tfevents.* >"$TMP/val.jsonl"
+	[ "$(jq -rc '.values | select(.) | keys_unsorted' "$TMP/train.jsonl" | sort -u)" = \
+		'["epoch_accuracy","epoch_auc","epoch_loss","epoch_precision","epoch_learning_rate"]' ]
+	[ "$(jq -rc '.values | select(.) | keys_unsorted' "$TMP/val.jsonl" | sort -u)" = \
+		'["epoch_accuracy","epoch_auc","epoch_loss","epoch_precision"]' ]
+	# the values are history.csv's (float32)
+	python3 - "$TMP/run/history.csv" "$TMP/train.jsonl" "$TMP/val.jsonl" <<'PY'
+import csv, json, struct, sys
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", float(x)))[0]
+rows = list(csv.DictReader(open(sys.argv[1])))
+for path, pre in ((sys.argv[2], ""), (sys.argv[3], "val_")):
+    events = [e for e in map(json.loads, open(path)) if e.get("values")]
+    assert len(events) == len(rows) == 2, (len(events), len(rows))
+    for e, r in zip(events, rows):
+        for m in ("auc", "precision"):
+            got, want = e["values"]["epoch_" + m], f32(r[pre + m])
+            assert abs(got - want) <= 1e-6 * max(1, abs(want)), (path, m, got, want)
+PY
 }
 
 @test "tensorboard: an absolute log_dir; no validation data, no validation file" {

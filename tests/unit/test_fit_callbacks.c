@@ -79,17 +79,17 @@ static void test_config_errors(void **state)
 	assert_int_equal(parse(&c, "callbacks: [{csv_logger: {separator: ''}}]\n"), -1);
 	/* A monitored metric fit will not report. */
 	assert_int_equal(parse(&c, "callbacks: [early_stopping]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 0), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 0, NULL), -1);
 	assert_error_contains("no validation data");
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1), 0);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1, NULL), 0);
 	assert_int_equal(parse(&c, "callbacks: [{reduce_lr_on_plateau: {monitor: accuracy}}]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1, NULL), -1);
 	assert_error_contains("'accuracy'");
 	/* MAE and RMSE: only for a regression loss or with metrics: [mae] or [rmse]. */
 	assert_int_equal(parse(&c, "callbacks: [{early_stopping: {monitor: val_rmse}}]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 1), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 1, NULL), -1);
 	assert_error_contains("monitors 'val_rmse'");
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 1, 1), 0);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 1, 1, NULL), 0);
 	assert_int_equal(parse(&c, "callbacks: [{reduce_lr_on_plateau: {monitor: val_acuracy}}]\n"), -1);
 	assert_error_contains("did you mean 'val_accuracy'");
 	dt_error_set_quiet(0);
