@@ -25,7 +25,7 @@ CC ?= cc
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin
-DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy iproute2
+DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn iproute2
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
@@ -220,6 +220,15 @@ bench: all
 	$(Q)DTRAIN=$(BIN) /usr/bin/python3 tests/bench/diabetes.py
 
 test-bins: $(TEST_BIN) $(TOOL_BIN)
+
+# The reference virtual environment: PyPI packages some tests read with and
+# skip cleanly without (tensorboard.bats: tensorboard's own event reader).
+# Debian's python3 and numpy underneath (--system-site-packages).
+.PHONY: ref-venv
+ref-venv:
+	$(Q)[ -x $(BUILD)/venv/bin/pip ] || python3 -m venv --system-site-packages $(BUILD)/venv
+	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard
+	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)') ✓"
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_NAME.c -> build/fuzz/fuzz_NAME ----
 # The library again, built by clang with coverage for libFuzzer, AddressSanitizer and

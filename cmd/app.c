@@ -9,6 +9,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/cuda/cuda.h"
 #include "core/error.h"
+#include "core/fit/progress.h"
 #include "data/sources.h"
 #include "layers/layers.h"
 
@@ -55,8 +56,11 @@ static const char *short_options(const char *allowed, char *buf, size_t size)
 	return buf;
 }
 
-/* inspect's options (--step, --dump LAYER, -o FILE) and evaluate's --data FILE into o: 1 when c is one of them. */
-static int more_option(struct dt_opts *o, int c, const char *arg)
+/*
+ * The options of one subcommand each (inspect's --step, --dump LAYER, -o
+ * FILE; evaluate's --report and --data FILE) into o: 1 when c is one of them.
+ */
+static int own_option(struct dt_opts *o, int c, const char *arg)
 {
 	if (c == 'S')
 		o->step = 1;
@@ -64,9 +68,11 @@ static int more_option(struct dt_opts *o, int c, const char *arg)
 		o->dump = arg;
 	else if (c == 'o')
 		o->output = arg;
+	else if (c == 'R')
+		o->report = 1;
 	else if (c == 'T')
 		o->data_file = arg;
-	return c == 'S' || c == 'D' || c == 'o' || c == 'T';
+	return c == 'S' || c == 'D' || c == 'o' || c == 'R' || c == 'T';
 }
 
 /* The options of all (ending with a NULL name) that allowed names, into longs; --help always. */
@@ -100,6 +106,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "step", no_argument, NULL, 'S' },
 		{ "dump", required_argument, NULL, 'D' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "report", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0]) + 1];
@@ -153,7 +160,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			o->data = 1;
 			break;
 		default:
-			if (more_option(o, c, optarg))
+			if (own_option(o, c, optarg))
 				break;
 			bad_option(c, argv[optind - 1], longs);
 			short_usage(usage);
@@ -616,24 +623,30 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 	return 0;
 }
 
+/* m as the logs of an epoch without validation: what dt_logs_pairs lists. */
+static int metric_pairs(const struct dt_app *a, const struct dt_metrics *m, struct dt_metric_pair *out)
+{
+	struct dt_logs logs = { .loss = m->loss, .accuracy = m->accuracy, .has_accuracy = a->trainer.accuracy,
+				.mae = m->mae, .rmse = m->rmse, .has_errors = a->trainer.errors,
+				.metrics = &a->trainer.metrics };
+	memcpy(logs.metric, m->metric, sizeof(logs.metric));
+	return dt_logs_pairs(&logs, 0, out);
+}
+
 void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, struct cJSON *o)
 {
-	cJSON_AddNumberToObject(o, "loss", m->loss);
-	if (a->trainer.accuracy)
-		cJSON_AddNumberToObject(o, "accuracy", m->accuracy);
-	if (a->trainer.errors) {
-		cJSON_AddNumberToObject(o, "mae", m->mae);
-		cJSON_AddNumberToObject(o, "rmse", m->rmse);
-	}
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = metric_pairs(a, m, pairs);
+	for (int i = 0; i < n; i++)
+		cJSON_AddNumberToObject(o, pairs[i].name, pairs[i].value);
 }
 
 void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f)
 {
-	if (a->trainer.accuracy)
-		fprintf(f, " - accuracy: %.4f", m->accuracy);
-	fprintf(f, " - loss: %.4f", m->loss);
-	if (a->trainer.errors)
-		fprintf(f, " - mae: %.4f - rmse: %.4f", m->mae, m->rmse);
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = metric_pairs(a, m, pairs);
+	for (int i = 0; i < n; i++)
+		fprintf(f, " - %s: %.4f", pairs[i].name, pairs[i].value);
 	fputc('\n', f);
 }
 
@@ -776,6 +789,11 @@ int dt_app_build(struct dt_app *a)
 		dt_optimizer_init(&a->opts[r], &c->optimizer, &a->models[r]);
 	}
 	a->strategy.type->broadcast(&a->strategy, a->models, a->opts);
+	a->trainer.metrics = c->metrics;
+	if (dt_metric_set_layout(&a->trainer.metrics, a->trainer.objective.accuracy, dt_shape_count(&a->models[0].output),
+				 a->trainer.objective.threshold, a->trainer.objective.accuracy == DT_ACC_SPARSE,
+				 a->trainer.objective.input == DT_LOSS_LOGITS) < 0)
+		return DT_EXIT_USAGE;
 	a->trainer.strategy = &a->strategy;
 	a->trainer.models = a->models;
 	a->trainer.opts = a->opts;

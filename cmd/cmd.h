@@ -23,6 +23,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_time(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 /*
  * dtrain config (cmd/config.c), before the config is bound: gives every
@@ -49,6 +50,7 @@ struct dt_opts {
 	const char *format;     /* predict --format */
 	int all;                /* predict --all */
 	int header;             /* predict --header */
+	int report;             /* evaluate --report */
 	int data;               /* time --data */
 	int step;               /* inspect --step */
 	const char *dump;       /* inspect --dump LAYER */

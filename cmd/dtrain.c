@@ -23,6 +23,7 @@ static const struct subcommand commands[] = {
 	{ "summary", cmd_summary, "the model's layers, shapes and parameter counts" },
 	{ "config", cmd_config, "the configuration as fit uses it: defaults filled in, data file inlined, --set applied" },
 	{ "inspect", cmd_inspect, "one training step on the first batch: every layer's outputs, gradients, warnings" },
+	{ "plot", cmd_plot, "training curves of one or more runs (history.csv) as a PNG picture" },
 	{ "time", cmd_time, "time each layer's forward and backward pass, and a training step" },
 	{ "devices", cmd_devices, "what dtrain found and which strategy fit would choose" },
 	{ "help", cmd_help, "this list, or 'dtrain help COMMAND' for a command's options" },

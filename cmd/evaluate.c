@@ -1,6 +1,7 @@
 /*
- * dtrain evaluate: loss and metrics (accuracy; MAE and RMSE for regression) of a
- * checkpoint on the test set (man dtrain-evaluate).
+ * dtrain evaluate: loss and metrics (accuracy; MAE and RMSE for regression;
+ * compile.metrics) of a checkpoint on the test set, and with --report the
+ * per-class report and confusion matrix (man dtrain-evaluate).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "cmd.h"
 #include "core/error.h"
 #include "core/checkpoint/snapshot.h"
+#include "core/fit/report.h"
 
 static const char usage[] =
 	"usage: dtrain evaluate [options] MODEL.yaml|CHECKPOINT\n"
@@ -25,6 +27,9 @@ static const char usage[] =
 	"                         data.test), or a file in place of data.train's\n"
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  --json                 print the result as one JSON object on stdout\n"
+	"  --report               per-class precision, recall, F1 and support, their\n"
+	"                         macro and weighted averages and the confusion matrix\n"
+	"                         (a table on stdout; with --json, the object's \"report\")\n"
 	"  -h, --help             this help\n";
 
 int cmd_evaluate(int argc, char **argv)
@@ -33,14 +38,23 @@ int cmd_evaluate(int argc, char **argv)
 	struct dt_app a;
 	struct dt_class_map classes = { 0 };
 	char **names = NULL;
-	struct dt_metrics m;
+	const char *const *report_names;
+	struct dt_metrics m = { .stats = NULL };
 	struct dt_preprocess pp = { 0 };
 	int rc, ema = 0;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set json checkpoint data-file", usage)) >= 0)
+	rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set json checkpoint data-file report", usage);
+	if (rc >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 1)))
 		goto out;
+	if (o.report && dt_loss_is_regression(a.cfg.loss)) {
+		dt_node_error(a.cfg.loss_node, "--report counts classes, but '%s' is a regression loss",
+			      dt_loss_names[a.cfg.loss]);
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
+	a.cfg.metrics.confusion |= o.report;
 	/*
 	 * data.test numbers its classes as the training data did: by the class
 	 * names in the checkpoint (read where the chief, rank 0, evaluates).
@@ -58,13 +72,19 @@ int cmd_evaluate(int argc, char **argv)
 	rc = DT_EXIT_FAIL;
 	if (dt_app_checkpoint(&a, &o) || (ema = dt_app_checkpoint_weights(&a, &a.models[0], "evaluating the average")) < 0)
 		goto out;
+	/* The report names the classes as fit did, also for a test split of the training file. */
+	if (o.report && !names && dt_app_checkpoint_classes(&a, &classes, &names) < 0)
+		goto out;
 	/* The normalization fit saved, not one recomputed here. */
 	if (dt_app_preprocess(&a, dt_checkpoint_meta(a.ckpt, "preprocessing"), a.ckpt_path, &a.test.sample, &pp) < 0)
 		goto out;
 	if (pp.nchan && dt_pipeline_set_normalize(&a.test, pp.nchan, pp.mean, pp.std) < 0)
 		goto out;
+	if (o.report)
+		m.stats = dt_calloc((size_t)a.trainer.metrics.nstats, sizeof(double));
 	if (dt_evaluate(&a.trainer, &a.test, &m) < 0)
 		goto out;
+	report_names = classes.n == a.trainer.metrics.classes ? (const char *const *)names : NULL;
 	if (o.json) {
 		cJSON *j = cJSON_CreateObject();
 		char *text;
@@ -74,6 +94,8 @@ int cmd_evaluate(int argc, char **argv)
 			cJSON_AddStringToObject(j, "weights", "ema");
 		dt_app_metrics_json(&a, &m, j);
 		cJSON_AddNumberToObject(j, "samples", (double)dt_pipeline_size(&a.test));
+		if (o.report)
+			cJSON_AddItemToObject(j, "report", dt_report_json(m.stats, a.trainer.metrics.classes, report_names));
 		text = cJSON_PrintUnformatted(j);
 		printf("%s\n", text);
 		free(text);
@@ -81,9 +103,12 @@ int cmd_evaluate(int argc, char **argv)
 	} else {
 		fprintf(stderr, "%lld samples", (long long)dt_pipeline_size(&a.test));
 		dt_app_metrics_line(&a, &m, stderr);
+		if (o.report)
+			dt_report_print(stdout, m.stats, a.trainer.metrics.classes, report_names);
 	}
 	rc = DT_EXIT_OK;
 out:
+	free(m.stats);
 	dt_preprocess_release(&pp);
 	dt_app_release(&a);
 	for (int i = 0; i < classes.n; i++)

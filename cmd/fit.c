@@ -203,7 +203,7 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 	if (rc < 0)
 		return DT_EXIT_FAIL;
 	if (a->have_test && a->strategy.is_chief) {
-		struct dt_metrics m;
+		struct dt_metrics m = { .stats = NULL };
 		/* Keras' fit ends with the weights' moving average in the model (finalize_variable_values). */
 		if (dt_optimizer_has_ema(&a->opts[0])) {
 			dt_optimizer_use_ema(&a->opts[0], &a->models[0]);

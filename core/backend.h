@@ -37,6 +37,12 @@ struct dt_backend {
 	int64_t (*count_correct)(enum dt_accuracy kind, const struct dt_tensor *pred,
 				 const struct dt_tensor *target, float threshold);
 	void (*error_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
+	int64_t (*count_top_k)(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k);
+	void (*regression_sums)(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums);
+	void (*confusion)(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+			  float threshold, struct dt_tensor *counts);
+	void (*auc_histogram)(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column,
+			      int sparse, int sigmoid, int num_thresholds, struct dt_tensor *hist);
 	void (*optimizer_update)(const struct dt_opt_step *s, struct dt_tensor *w, const struct dt_tensor *g,
 				 struct dt_tensor *s1, struct dt_tensor *s2, struct dt_tensor *s3);
 	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);

@@ -181,6 +181,46 @@ void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *targ
 	backend(pred)->error_sums(pred, target, sums);
 }
 
+int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k)
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	DT_ASSERT(sparse ? dt_tensor_cols(target) == 1 : dt_tensor_cols(target) == dt_tensor_cols(pred));
+	same_device(pred, target);
+	return backend(pred)->count_top_k(pred, target, sparse, k);
+}
+
+void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums)
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	same_count(pred, target);
+	DT_ASSERT(dt_tensor_count(sums) == 4 * dt_tensor_cols(pred));
+	same_device(pred, target);
+	same_device(pred, sums);
+	backend(pred)->regression_sums(pred, target, sums);
+}
+
+void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+		     float threshold, struct dt_tensor *counts)
+{
+	int64_t c = kind == DT_ACC_BINARY ? 2 : dt_tensor_cols(pred);
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	DT_ASSERT(dt_tensor_count(counts) == c * c);
+	same_device(pred, target);
+	same_device(pred, counts);
+	backend(pred)->confusion(kind, pred, target, threshold, counts);
+}
+
+void dt_op_auc_histogram(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column, int sparse,
+			 int sigmoid, int num_thresholds, struct dt_tensor *hist)
+{
+	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
+	DT_ASSERT(column < dt_tensor_cols(pred) && num_thresholds > 1);
+	DT_ASSERT(dt_tensor_count(hist) == 2 * ((int64_t)num_thresholds + 1));
+	same_device(pred, target);
+	same_device(pred, hist);
+	backend(pred)->auc_histogram(pred, target, column, sparse, sigmoid, num_thresholds, hist);
+}
+
 void dt_op_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *w, const struct dt_tensor *g,
 			    struct dt_tensor *s1, struct dt_tensor *s2, struct dt_tensor *s3)
 {

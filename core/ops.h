@@ -113,6 +113,38 @@ int64_t dt_op_count_correct(enum dt_accuracy kind, const struct dt_tensor *pred,
  * over every element (the sums behind MAE and RMSE).
  */
 void dt_op_error_sums(const struct dt_tensor *pred, const struct dt_tensor *target, double sums[2]);
+/*
+ * Rows of pred (N, C) whose true class (target (N, 1) class indices with
+ * sparse, else the argmax of target (N, C)) is among the k highest outputs
+ * (dt_top_k_row): top_k_categorical_accuracy's count.
+ */
+int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k);
+/*
+ * Per column j of pred and target (both (N, C)), the batch's sums behind
+ * r2_score, mean_squared_error and mean_absolute_percentage_error into
+ * sums[4j .. 4j+3] (4C floats on pred's device, overwritten; see
+ * dt_regression_column in core/rows.h).
+ */
+void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums);
+/*
+ * The batch's confusion matrix into counts (floats on pred's device, whole
+ * numbers, overwritten): (C, C) for sparse and categorical kinds, C the
+ * columns of pred (N, C), row the true class and column the argmax; (2, 2)
+ * over every element for binary (pred > threshold against target > 0.5).
+ * Sparse labels outside [0, C) count nowhere.
+ */
+void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+		     float threshold, struct dt_tensor *counts);
+/*
+ * The batch's histogram behind Keras' AUC of num_thresholds thresholds into
+ * hist (2 * (num_thresholds + 1) floats on pred's device, overwritten):
+ * negatives by bucket, then positives by bucket (dt_auc_slot in
+ * core/rows.h). column: the column of pred (N, C) scored, or -1 for every
+ * column (Keras' multi_label: false flattening); sparse: target holds class
+ * indices (N, 1); sigmoid: pred holds logits.
+ */
+void dt_op_auc_histogram(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column, int sparse,
+			 int sigmoid, int num_thresholds, struct dt_tensor *hist);
 
 extern const char *const dt_optimizer_names[];
 

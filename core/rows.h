@@ -4,7 +4,8 @@
  * (core/cuda/kernels.cu) both compute. Elementwise activations and their
  * derivatives, the dropout mask, the loss of one row (cross-entropy, binary
  * cross-entropy, mean squared error, class weights) with its gradient, the
- * correct predictions of one row, the update of one parameter by each
+ * correct predictions of one row, the confusion cell and AUC bucket of
+ * a prediction (metrics), the update of one parameter by each
  * optimizer with its per-step coefficients, and the l1/l2 penalty.
  *
  * Both compilers include this header. DT_HOST_DEVICE (core/rng.h) makes a
@@ -450,6 +451,116 @@ static inline DT_HOST_DEVICE void dt_error_row(const float *p, const float *t, i
 		*abs_sum += fabs(d);
 		*sq_sum += d * d;
 	}
+}
+
+/*
+ * The confusion-matrix cell of element j of row r (row-major cell index
+ * true * classes + predicted), or -1 for a class label outside [0, classes).
+ * Sparse and categorical: one cell per row (j is 0), the prediction the
+ * argmax; binary: a 2 x 2 matrix over every element, positive when above
+ * threshold (the label when above 0.5).
+ */
+static inline DT_HOST_DEVICE int64_t dt_confusion_cell(enum dt_accuracy kind, const float *p, const float *t,
+							float threshold, int64_t r, int64_t c, int64_t j)
+{
+	int64_t truth;
+	switch (kind) {
+	case DT_ACC_SPARSE:
+		truth = (int64_t)t[r];
+		if (truth < 0 || truth >= c)
+			return -1;
+		return truth * c + dt_argmax_row(p + r * c, c);
+	case DT_ACC_CATEGORICAL:
+		return dt_argmax_row(t + r * c, c) * c + dt_argmax_row(p + r * c, c);
+	case DT_ACC_BINARY:
+		return (t[r * c + j] > 0.5f) * 2 + (p[r * c + j] > threshold);
+	}
+	return -1;
+}
+
+/*
+ * 1 when the true class of row r (a class index with sparse, else the
+ * argmax of the target row) is among the k highest of pred's row: fewer
+ * than k columns score strictly higher (ties count in, as tf.math.in_top_k).
+ * A class index outside [0, c) is not.
+ */
+static inline DT_HOST_DEVICE int64_t dt_top_k_row(const float *p, const float *t, int sparse, int64_t k, int64_t r,
+						  int64_t c)
+{
+	const float *pr = p + r * c;
+	int64_t truth = sparse ? (int64_t)t[r] : dt_argmax_row(t + r * c, c), above = 0;
+	if (truth < 0 || truth >= c)
+		return 0;
+	for (int64_t j = 0; j < c; j++)
+		above += pr[j] > pr[truth];
+	return above < k;
+}
+
+/*
+ * The sums behind R^2, MSE and MAPE of column j of p and t (rows, c), in
+ * double, in row order, stored as float: out[0] sum t, out[1] sum t^2,
+ * out[2] sum (t - p)^2, out[3] sum |t - p| / max(|t|, epsilon) (Keras'
+ * mean_absolute_percentage_error before its factor 100).
+ */
+static inline DT_HOST_DEVICE void dt_regression_column(const float *p, const float *t, int64_t rows, int64_t c,
+						       int64_t j, float out[4])
+{
+	double s = 0, s2 = 0, d2 = 0, ape = 0;
+	for (int64_t r = 0; r < rows; r++) {
+		double y = t[r * c + j], d = y - p[r * c + j], a = fabs(y);
+		s += y;
+		s2 += y * y;
+		d2 += d * d;
+		ape += fabs(d) / (a > DT_CLIP_EPS ? a : DT_CLIP_EPS);
+	}
+	out[0] = (float)s;
+	out[1] = (float)s2;
+	out[2] = (float)d2;
+	out[3] = (float)ape;
+}
+
+/*
+ * Keras' AUC thresholds: n of them, -epsilon, i / (n - 1) for 0 < i < n - 1,
+ * 1 + epsilon, as float32. The bucket of a prediction v is the number of
+ * thresholds it exceeds (0 .. n): the histogram of buckets gives the
+ * confusion counts at every threshold.
+ */
+static inline DT_HOST_DEVICE float dt_auc_threshold(int i, int n)
+{
+	if (i == 0)
+		return -DT_CLIP_EPS;
+	if (i == n - 1)
+		return 1.0f + DT_CLIP_EPS;
+	return (float)((double)i / (n - 1));
+}
+
+static inline DT_HOST_DEVICE int dt_auc_bucket(float v, int n)
+{
+	int lo = 0, hi = n; /* thresholds below lo are exceeded, from hi on not */
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (v > dt_auc_threshold(mid, n))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * The histogram slot of column j of row r for an AUC of n thresholds:
+ * bucket for a negative, n + 1 + bucket for a positive. The label is
+ * positive when above 0.5 (sparse: when the class index is j); with
+ * sigmoid the output is a logit.
+ */
+static inline DT_HOST_DEVICE int64_t dt_auc_slot(const float *p, const float *t, int sparse, int sigmoid, int n,
+						 int64_t r, int64_t c, int64_t j)
+{
+	float v = p[r * c + j];
+	int pos = sparse ? (int64_t)t[r] == j : t[r * c + j] > 0.5f;
+	if (sigmoid)
+		v = 1.0f / (1.0f + expf(-v));
+	return (int64_t)pos * (n + 1) + dt_auc_bucket(v, n);
 }
 
 /*

@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,18 @@
 #include "core/error.h"
 #include "mpi_coll.h"
 
-enum { TAG_NOTICE = 7001 };
+enum { TAG_NOTICE = 7001, TAG_ABORT };
 
 static int started;
+static MPI_Comm abort_comm = MPI_COMM_NULL; /* the abort notices, apart from every other message */
+static int watch_first, watch_n, watch_tag; /* the ranks told of this rank's long waits */
+static volatile sig_atomic_t continued;     /* SIGCONTs received: stopped, then continued */
+
+static void on_sigcont(int sig)
+{
+	(void)sig;
+	continued++;
+}
 
 static int env_set(const char *name)
 {
@@ -44,6 +54,15 @@ int dt_mpi_start(int *rank, int *world)
 		/* Errors come back as codes (and a dead peer ends the job through mpirun). */
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 	}
+	if (abort_comm == MPI_COMM_NULL) {
+		struct sigaction sa;
+		MPI_Comm_dup(MPI_COMM_WORLD, &abort_comm);
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_sigcont;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGCONT, &sa, NULL);
+	}
 	MPI_Comm_rank(MPI_COMM_WORLD, rank);
 	MPI_Comm_size(MPI_COMM_WORLD, world);
 	if (*world > 1)
@@ -57,18 +76,62 @@ void dt_mpi_stop(void)
 	if (!started)
 		return;
 	MPI_Finalized(&flag);
-	if (!flag)
+	if (!flag) {
+		if (abort_comm != MPI_COMM_NULL)
+			MPI_Comm_free(&abort_comm);
 		MPI_Finalize();
+	}
 	started = 0;
+}
+
+/* Tells every other rank that this one aborts the job (empty messages; eager sends complete at once). */
+static void tell_abort(void)
+{
+	MPI_Request *reqs;
+	double start = dt_mpi_now();
+	int world, rank, done = 0;
+
+	if (abort_comm == MPI_COMM_NULL)
+		return;
+	MPI_Comm_size(abort_comm, &world);
+	MPI_Comm_rank(abort_comm, &rank);
+	reqs = calloc((size_t)world, sizeof(*reqs));
+	if (!reqs)
+		return;
+	for (int i = 0; i < world; i++) {
+		reqs[i] = MPI_REQUEST_NULL;
+		if (i != rank)
+			MPI_Isend(NULL, 0, MPI_BYTE, i, TAG_ABORT, abort_comm, &reqs[i]);
+	}
+	while (!done && dt_mpi_now() - start < 0.5) {
+		MPI_Testall(world, reqs, &done, MPI_STATUSES_IGNORE);
+		dt_mpi_backoff(1);
+	}
+	free(reqs);
+}
+
+/* Whether another rank has aborted the job; a probe only sees what came before it: 0.2 s of probes. */
+static void check_abort_settled(void)
+{
+	double start = dt_mpi_now();
+	if (abort_comm == MPI_COMM_NULL)
+		return;
+	while (dt_mpi_now() - start < 0.2) {
+		dt_mpi_check_abort();
+		dt_mpi_backoff(1);
+	}
 }
 
 static _Noreturn void abort_job(int status, const char *fmt, va_list ap)
 {
 	char msg[1024];
+	/* A rank continued after a stop finds here that the others gave up on it. */
+	check_abort_settled();
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	dt_error("%s", msg);
 	fflush(stderr);
 	fflush(stdout);
+	tell_abort();
 	MPI_Abort(MPI_COMM_WORLD, status);
 	_exit(status);
 }
@@ -85,6 +148,53 @@ _Noreturn void dt_mpi_abort_status(int status, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	abort_job(status, fmt, ap);
+}
+
+void dt_mpi_check_abort(void)
+{
+	int flag = 0;
+	if (abort_comm == MPI_COMM_NULL)
+		return;
+	MPI_Iprobe(MPI_ANY_SOURCE, TAG_ABORT, abort_comm, &flag, MPI_STATUS_IGNORE);
+	if (!flag)
+		return;
+	/*
+	 * Another rank named the cause and is ending the job: leave without a
+	 * word, after mpirun has taken in that rank's MPI_Abort (an exit before
+	 * it would be reported as the cause). Its SIGTERM ends this rank.
+	 */
+	fflush(stdout);
+	fflush(stderr);
+	signal(SIGTERM, SIG_DFL);
+	sleep(5);
+	_exit(1);
+}
+
+void dt_mpi_watch(int first, int n, int tag)
+{
+	watch_first = first;
+	watch_n = n;
+	watch_tag = tag;
+}
+
+/* "Alive, waiting" to the ranks that watch this one (never waited for: eager, empty). */
+static void tell_watchers(void)
+{
+	for (int i = 0; i < watch_n; i++) {
+		MPI_Request r;
+		MPI_Isend(NULL, 0, MPI_BYTE, watch_first + i, watch_tag, MPI_COMM_WORLD, &r);
+		MPI_Request_free(&r);
+	}
+}
+
+int dt_mpi_stops(void)
+{
+	return continued;
+}
+
+double dt_mpi_grace(double timeout)
+{
+	return timeout < 20 ? timeout / 2 : 10;
 }
 
 const char *dt_mpi_host(void)
@@ -193,24 +303,37 @@ static void step_text(char *buf, size_t size, int64_t step)
 
 static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *what, int64_t step)
 {
-	/* The others give rank 0 time to name the missing ranks first. */
-	double limit = g->rank == 0 ? g->timeout : g->timeout + (g->timeout < 20 ? g->timeout / 2 : 10);
+	/*
+	 * Rank 0 names the missing ranks (after g->grace, an observer's turn);
+	 * rank 1 names rank 0 when it did not; the others wait longer still.
+	 */
+	double limit = g->timeout + g->grace + (g->rank < 2 ? g->rank : 2) * dt_mpi_grace(g->timeout);
 	double start = dt_mpi_now(), waited = 0, beat = g->timeout / 4;
 	char at[48], missing[256], silent[256];
-	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0;
+	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0, stops = dt_mpi_stops();
 
 	for (;;) {
 		MPI_Test(req, &done, MPI_STATUS_IGNORE);
 		if (done)
 			return;
+		if (dt_mpi_stops() != stops) {
+			/* This rank was stopped: the time it lost is its own, not the others' (they name it). */
+			stops = dt_mpi_stops();
+			start = dt_mpi_now();
+			beat = g->timeout / 4;
+		}
 		waited = dt_mpi_now() - start;
-		if (g->rank == 0) {
+		if (g->rank == 0)
 			poll_notices(g);
-		} else if (waited > beat) {
-			/* A long wait: tell rank 0 this rank is alive, waiting in this collective. */
-			send_notice(g);
+		if (waited > beat) {
+			/* A long wait: tell rank 0 (and the watchers) this rank is alive, waiting in this collective. */
+			if (g->rank != 0)
+				send_notice(g);
+			tell_watchers();
 			beat += g->timeout / 4;
 		}
+		if (waited > 0.002)
+			dt_mpi_check_abort();
 		if (waited > limit)
 			break;
 		dt_mpi_backoff(waited);
@@ -312,17 +435,28 @@ void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *
 	wait_group(g, &r, what, step);
 }
 
-void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, const char *who, const char *what,
+void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, double grace, const char *who, const char *what,
 		     const char *peer)
 {
-	double start = dt_mpi_now(), waited;
-	int done = 0;
+	double start = dt_mpi_now(), waited, beat = timeout / 4;
+	int done = 0, stops = dt_mpi_stops();
 	for (;;) {
 		MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
 		if (done)
 			return;
+		if (dt_mpi_stops() != stops) {
+			stops = dt_mpi_stops();
+			start = dt_mpi_now();
+			beat = timeout / 4;
+		}
 		waited = dt_mpi_now() - start;
-		if (waited > timeout)
+		if (waited > beat) {
+			tell_watchers();
+			beat += timeout / 4;
+		}
+		if (waited > 0.002)
+			dt_mpi_check_abort();
+		if (waited > timeout + grace)
 			break;
 		dt_mpi_backoff(waited);
 	}

@@ -13,6 +13,24 @@
  * long repeats its notice every timeout/4 s, so that rank 0 can also name a
  * rank that entered the collective and then stopped (no notice for timeout/2).
  *
+ * One line names the stalled rank, printed by the rank that waits on it
+ * directly. Three rules make it so:
+ * - the rank that noticed tells every other rank before MPI_Abort (an empty
+ *   message on a communicator of its own); a rank that finds that notice
+ *   while it waits, or before it would abort, leaves silently (exit status
+ *   1): the healthy ranks that wait on the aborted ones, and the stalled
+ *   rank when it is continued (SIGCONT, also mpirun's own before it kills),
+ *   blame no one;
+ * - a rank that may be waiting on a rank that itself waits on the stalled
+ *   one waits `dt_mpi_grace` longer: in a group, rank 1 (it names rank 0
+ *   when rank 0 did not name anyone), the others twice as long; a group
+ *   with `grace` set defers to an observer;
+ * - an observer (a parameter server) is told by each waiting rank that it
+ *   is alive (dt_mpi_watch), so that silence means stalled;
+ * - a rank that was itself stopped and is continued (SIGCONT) starts its
+ *   wait afresh: the time it lost is not the others' fault, and they name
+ *   it if it was too long.
+ *
  * Only strategies/ calls MPI; core/ never does.
  */
 #ifndef DT_STRATEGIES_MPI_COLL_H
@@ -28,7 +46,11 @@ int dt_mpi_launched(void);
 int dt_mpi_start(int *rank, int *world);
 /* MPI_Finalize when dt_mpi_start ran; safe to call twice. */
 void dt_mpi_stop(void);
-/* Prints "<msg>" as an error and aborts the whole MPI job with status 1. */
+/*
+ * Prints "<msg>" as an error, tells every other rank the job is aborted (so
+ * that they leave without a timeout message of their own) and aborts the
+ * whole MPI job with status 1.
+ */
 _Noreturn void dt_mpi_abort(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same with exit status `status` (mpirun exits with it). */
 _Noreturn void dt_mpi_abort_status(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -38,6 +60,25 @@ double dt_mpi_now(void);
 void dt_mpi_backoff(double waited);
 /* This host's name (static buffer). */
 const char *dt_mpi_host(void);
+/*
+ * How much longer than distribute.timeout a rank waits when another rank,
+ * closer to the missing one, should name it first: timeout/2, at most 10 s.
+ */
+double dt_mpi_grace(double timeout);
+/* How many times this process was continued after a stop (SIGCONT, counted from dt_mpi_start). */
+int dt_mpi_stops(void);
+/*
+ * Called in every wait: when another rank has aborted the job (dt_mpi_abort),
+ * this rank exits at once with status 1 and prints nothing (the other rank
+ * said why).
+ */
+void dt_mpi_check_abort(void);
+/*
+ * From now on, while this rank waits in an exchange, it sends an empty
+ * message with `tag` to world ranks [first, first + n) every timeout/4 s: "alive,
+ * waiting". n = 0 stops it (before the last message to those ranks).
+ */
+void dt_mpi_watch(int first, int n, int tag);
 
 /* A communicator with arrival notices, for timeout-aware collectives. */
 struct dt_mpi_group {
@@ -45,6 +86,7 @@ struct dt_mpi_group {
 	int rank, size;
 	int *world_ranks;       /* (size) the world rank of each member, for messages */
 	double timeout;         /* seconds */
+	double grace;           /* extra seconds every member waits (0; set after init): an observer names first */
 	const char *who;        /* "multi_worker_mirrored", for messages */
 	int64_t seq;            /* collectives entered */
 	int64_t *arrived;       /* rank 0: (size) last notice from each member */
@@ -80,11 +122,13 @@ void dt_mpi_leave_stopped(struct dt_mpi_group *g);
 void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step);
 
 /*
- * Waits for reqs[0..n) until timeout seconds have passed; on timeout prints
- * "<who>: ... <what> ... waiting for <peer>" and aborts the job. Point-to-point
- * exchanges (the parameter server) use it directly.
+ * Waits for reqs[0..n) until timeout + grace seconds have passed; on timeout
+ * prints "<who>: <what> timed out after <timeout> s ... waiting for <peer>"
+ * and aborts the job. Point-to-point exchanges (the parameter server) use it
+ * directly; grace > 0 when the peer may itself be waiting on another rank
+ * (then that rank speaks first).
  */
-void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, const char *who, const char *what,
+void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, double grace, const char *who, const char *what,
 		     const char *peer);
 
 #endif

@@ -18,6 +18,13 @@
  * the shards (parameters, slots, step count) so that its checkpoint holds the
  * whole state, and prints the epoch's staleness. Servers leave when every
  * worker has said it is done.
+ *
+ * A stalled rank is named once, by the rank that waits on it directly
+ * (mpi_coll.h): a worker that waits in any exchange tells the servers it is
+ * alive every timeout/4 s, so the first server names the worker it heard
+ * nothing from for distribute.timeout (or the worker its reply is stuck on);
+ * the workers wait dt_mpi_grace longer, on the servers and on each other,
+ * and name a server only when the servers said nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +35,7 @@
 #include "local.h"
 #include "mpi_coll.h"
 
-enum { TAG_PUSH = 7101, TAG_REPLY, TAG_DONE, TAG_GATHER, TAG_STATE };
+enum { TAG_PUSH = 7101, TAG_REPLY, TAG_DONE, TAG_GATHER, TAG_STATE, TAG_ALIVE };
 
 struct ps {
 	int workers, servers;      /* ranks [0, workers) train, [workers, world) serve */
@@ -97,6 +104,11 @@ static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 	MPI_Comm_split(MPI_COMM_WORLD, p->is_server, s->rank, &p->worker_comm);
 	dt_mpi_group_init(&p->world_group, MPI_COMM_WORLD, s->timeout, who);
 	dt_mpi_group_init(&p->worker_group, p->worker_comm, s->timeout, who);
+	if (!p->is_server) {
+		/* The servers watch the workers and name a stalled one first. */
+		p->worker_group.grace = 2 * dt_mpi_grace(s->timeout);
+		dt_mpi_watch(p->workers, p->servers, TAG_ALIVE);
+	}
 	p->lo = dt_calloc(p->servers, sizeof(int64_t));
 	p->hi = dt_calloc(p->servers, sizeof(int64_t));
 	return 0;
@@ -181,7 +193,8 @@ static void ps_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt
 	server_rank_text(p, 0, peer, sizeof(peer));
 	if (p->servers > 1)
 		snprintf(peer, sizeof(peer), "server ranks %d..%d", p->workers, p->workers + p->servers - 1);
-	dt_mpi_wait_all(p->reqs, nreq, s->timeout, who, "a worker's gradient push and parameter pull", peer);
+	dt_mpi_wait_all(p->reqs, nreq, s->timeout, dt_mpi_grace(s->timeout), who,
+			"a worker's gradient push and parameter pull", peer);
 	for (int k = 0; k < p->servers; k++) {
 		int64_t n = p->hi[k] - p->lo[k];
 		struct reply_header h;
@@ -200,6 +213,71 @@ static void ps_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt
 	p->t_exchange += (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
+/*
+ * A server: aborts the job naming the workers not gone that sent nothing for
+ * limit seconds (a message that came but is not taken in yet counts).
+ */
+static void check_workers(const struct dt_strategy *s, double *heard, const char *gone, double limit)
+{
+	const struct ps *p = s->priv;
+	char names[256];
+	int len = 0, n = 0;
+	double now = dt_mpi_now();
+
+	for (int w = 0; w < p->workers; w++) {
+		int pending = 0;
+		if (gone[w] || now - heard[w] <= limit)
+			continue;
+		MPI_Iprobe(w, MPI_ANY_TAG, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
+		if (pending) {
+			heard[w] = now;
+			continue;
+		}
+		n++;
+		if (len < (int)sizeof(names) - 16)
+			len += snprintf(names + len, sizeof(names) - len, "%s%d", len ? ", " : "", w);
+	}
+	if (n)
+		dt_mpi_abort("%s: server rank %d timed out after %g s (distribute.timeout) waiting for worker %s %s, "
+			     "which sent nothing (dead, stopped or stuck); aborting the job", who, s->rank, s->timeout,
+			     n > 1 ? "ranks" : "rank", names);
+}
+
+/*
+ * A server: the next message from a worker into in (size bytes), its status
+ * in st. Every message, an "alive" one too, dates its worker in heard; the
+ * workers are checked while it waits and after each message (a stream of
+ * pushes from some workers must not hide a silent one).
+ */
+static void next_message(const struct dt_strategy *s, char *in, size_t size, double *heard, const char *gone,
+			 double limit, MPI_Status *st)
+{
+	const struct ps *p = s->priv;
+	MPI_Request r;
+	double start = dt_mpi_now(), now;
+	int flag = 0, stops = dt_mpi_stops();
+
+	MPI_Irecv(in, (int)size, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r);
+	for (;;) {
+		MPI_Test(&r, &flag, st);
+		if (flag)
+			break;
+		now = dt_mpi_now();
+		if (dt_mpi_stops() != stops) {
+			/* This server was stopped: the workers' silence meanwhile is not theirs. */
+			stops = dt_mpi_stops();
+			for (int w = 0; w < p->workers; w++)
+				heard[w] = now;
+		}
+		if (now - start > 0.002)
+			dt_mpi_check_abort();
+		check_workers(s, heard, gone, limit);
+		dt_mpi_backoff(now - start);
+	}
+	heard[st->MPI_SOURCE] = dt_mpi_now();
+	check_workers(s, heard, gone, limit);
+}
+
 /* A server's whole job: apply pushes, answer gathers, until every worker is done. */
 static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {
@@ -209,7 +287,8 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 	int k = s->rank - p->workers, done = 0;
 	int64_t lo, hi, n, version = 0, *last;
 	size_t shard;
-	char *in, *out, what[96];
+	char *in, *out, *gone, peer[64];
+	double *heard, limit;
 
 	if (!p->is_server)
 		return 0;
@@ -220,7 +299,12 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 	last = dt_calloc(p->workers, sizeof(int64_t));
 	in = dt_malloc(shard + 1);
 	out = dt_malloc(sizeof(struct reply_header) + (1 + DT_OPT_MAX_SLOTS) * shard);
-	snprintf(what, sizeof(what), "server rank %d waiting for the workers", s->rank);
+	gone = dt_calloc(p->workers, 1);
+	heard = dt_calloc(p->workers, sizeof(double));
+	for (int w = 0; w < p->workers; w++)
+		heard[w] = dt_mpi_now();
+	/* The first server names a stalled worker; the others give it time to. */
+	limit = s->timeout + (k > 0 ? dt_mpi_grace(s->timeout) : 0);
 	while (done < p->workers) {
 		MPI_Request r;
 		MPI_Status st;
@@ -228,25 +312,11 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 		size_t len = sizeof(h);
 		int count;
 
-		MPI_Irecv(in, (int)shard + 1, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &r);
-		{
-			/* dt_mpi_wait_all with the status kept */
-			double start = dt_mpi_now();
-			int flag = 0;
-			for (;;) {
-				MPI_Test(&r, &flag, &st);
-				if (flag)
-					break;
-				if (dt_mpi_now() - start > s->timeout)
-					dt_mpi_abort("%s: %s timed out after %g s (distribute.timeout): %d of %d %s "
-						     "had not finished and none sent anything (dead, stopped or stuck); "
-						     "aborting the job", who, what, s->timeout, p->workers - done, p->workers,
-						     workers_word(p->workers));
-				dt_mpi_backoff(dt_mpi_now() - start);
-			}
-		}
+		next_message(s, in, shard + 1, heard, gone, limit, &st);
 		MPI_Get_count(&st, MPI_BYTE, &count);
 		switch (st.MPI_TAG) {
+		case TAG_ALIVE: /* a worker waiting in an exchange */
+			continue;
 		case TAG_PUSH:
 			DT_ASSERT((size_t)count == shard && st.MPI_SOURCE < p->workers);
 			memcpy(m->grads + lo, in, shard);
@@ -273,6 +343,7 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 			break;
 		case TAG_DONE: /* one byte: 1 when the workers stopped on a signal */
 			done++;
+			gone[st.MPI_SOURCE] = 1;
 			p->stopped |= count == 1 && in[0];
 			continue;
 		default:
@@ -280,8 +351,11 @@ static int ps_serve(struct dt_strategy *s, struct dt_model *replicas, struct dt_
 		}
 		MPI_Isend(out, (int)len, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG == TAG_PUSH ? TAG_REPLY : TAG_STATE,
 			  MPI_COMM_WORLD, &r);
-		dt_mpi_wait_all(&r, 1, s->timeout, who, "a server's reply", "the worker it answers");
+		snprintf(peer, sizeof(peer), "worker rank %d", st.MPI_SOURCE);
+		dt_mpi_wait_all(&r, 1, s->timeout, limit - s->timeout, who, "a server's reply", peer);
 	}
+	free(gone);
+	free(heard);
 	free(last);
 	free(in);
 	free(out);
@@ -305,7 +379,7 @@ static int gather_shards(struct dt_strategy *s, struct dt_model *replicas, struc
 		MPI_Irecv(buf, (int)len, MPI_BYTE, p->workers + k, TAG_STATE, MPI_COMM_WORLD, &r[0]);
 		MPI_Isend(NULL, 0, MPI_BYTE, p->workers + k, TAG_GATHER, MPI_COMM_WORLD, &r[1]);
 		server_rank_text(p, k, peer, sizeof(peer));
-		dt_mpi_wait_all(r, 2, s->timeout, who, "the chief's gathering of the shards", peer);
+		dt_mpi_wait_all(r, 2, s->timeout, dt_mpi_grace(s->timeout), who, "the chief's gathering of the shards", peer);
 		memcpy(&h, buf, sizeof(h));
 		memcpy(m->params + p->lo[k], buf + sizeof(h), shard);
 		for (int i = 0; i < DT_OPT_MAX_SLOTS; i++)
@@ -364,13 +438,14 @@ static void ps_release(struct dt_strategy *s)
 	if (s->failed > 0 && s->failed < 128)
 		dt_mpi_abort_status(s->failed, "%s: rank %d failed (the error above); aborting the job", who, s->rank);
 	if (!p->is_server) {
-		/* Tell every server this worker is done (also after an error, so that they leave). */
+		/* Tell every server this worker is done (also after an error, so that they leave); no "alive" after it. */
+		dt_mpi_watch(0, 0, 0);
 		for (int k = 0; k < p->servers; k++) {
 			MPI_Request r;
 			char peer[64];
 			server_rank_text(p, k, peer, sizeof(peer));
 			MPI_Isend(&stopped, 1, MPI_BYTE, p->workers + k, TAG_DONE, MPI_COMM_WORLD, &r);
-			dt_mpi_wait_all(&r, 1, s->timeout, who, "a worker's goodbye", peer);
+			dt_mpi_wait_all(&r, 1, s->timeout, dt_mpi_grace(s->timeout), who, "a worker's goodbye", peer);
 		}
 		if (stats && *stats && strcmp(stats, "0") && s->is_chief && p->step > 0)
 			fprintf(stderr, "%s: %d %s, %lld steps, push and pull %.3f ms per step\n", who, p->workers,

@@ -30,6 +30,17 @@ static void format_sums(const double *sums, int n, char *buf, size_t size)
 		snprintf(buf + k, size - k, "]");
 }
 
+/* The metrics' statistics as a JSON array (whole numbers print exactly), for the caller to free. */
+static char *stats_json(const double *stats, int64_t n)
+{
+	size_t size = 32 * (size_t)n + 8, k = 0;
+	char *buf = dt_calloc(size, 1);
+	for (int64_t i = 0; i < n; i++)
+		k += snprintf(buf + k, size - k, "%s%.17g", i ? "," : "[", stats[i]);
+	snprintf(buf + k, size - k, "]");
+	return buf;
+}
+
 /* Replaces dir/name by a symlink to target, atomically. */
 static int replace_symlink(const char *dir, const char *name, const char *target)
 {
@@ -69,7 +80,7 @@ static int replace_link(const char *dir, const char *name, const char *file)
 			t[i] = dt_checkpoint_at(c, i);
 		m = dt_calloc(64, sizeof(*m));
 		for (const char *const *k = (const char *const[]){ "format", "dtrain_version", "config", "epoch", "step",
-				"global_step", "sums", "monitor", "monitor_value", "best", "stopped", "optimizer.iterations",
+				"global_step", "sums", "metric_stats", "monitor", "monitor_value", "best", "stopped", "optimizer.iterations",
 				"optimizer.learning_rate", "callbacks", "checkpoint.files", "class_names", "preprocessing",
 				"input_shape", "config_name", NULL }; *k; k++)
 			if (dt_checkpoint_meta(c, *k))
@@ -121,9 +132,9 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 {
 	const struct dt_logs *logs = pos->logs;
 	struct dt_ckpt_vars v = { 0 };
-	struct dt_ckpt_meta meta[24 + DT_MAX_EXTRA_META];
+	struct dt_ckpt_meta meta[25 + DT_MAX_EXTRA_META];
 	char name[1024], path[4200], epoch[32], step[32], gstep[32], sums[32 * DT_NSUMS], value[64], best[64], lr[32];
-	char *states = NULL, *files_json, **files;
+	char *states = NULL, *files_json, **files, *stats = NULL;
 	const char *monitor = NULL;
 	double monitored = 0;
 	int nmeta = 0, improved = 0, nfiles = 0, rc = -1;
@@ -177,6 +188,11 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	meta[nmeta++] = (struct dt_ckpt_meta){ "step", step };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "global_step", gstep };
 	meta[nmeta++] = (struct dt_ckpt_meta){ "sums", sums };
+	/* Mid-epoch only (an epoch's end starts the next from zero); files without it read as zeros. */
+	if (t->metrics.nstats && pos->all_stats) {
+		stats = stats_json(pos->all_stats, t->metrics.nstats);
+		meta[nmeta++] = (struct dt_ckpt_meta){ "metric_stats", stats };
+	}
 	meta[nmeta++] = (struct dt_ckpt_meta){ "optimizer.learning_rate", lr };
 	if (monitor) {
 		snprintf(value, sizeof(value), "%.17g", monitored);
@@ -229,6 +245,7 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 	snprintf(c->last, sizeof(c->last), "%s", path);
 	rc = 0;
 out:
+	free(stats);
 	free(states);
 	free(files_json);
 	free(files);
@@ -370,6 +387,37 @@ static int restore_sums(struct dt_trainer *t, const struct dt_ckpt *f)
 	return 0;
 }
 
+/* metric_stats: the metrics' statistics (whole numbers >= 0), as many as the config's metrics keep. */
+static int restore_stats(struct dt_trainer *t, const struct dt_ckpt *f)
+{
+	const char *text = dt_checkpoint_meta(f, "metric_stats");
+	int64_t n = t->metrics.nstats;
+	cJSON *j;
+	int ok;
+	char expected[96];
+
+	free(t->initial_stats);
+	t->initial_stats = NULL;
+	if (!text || !n || !t->strategy->is_chief)
+		return 0;
+	j = cJSON_Parse(text);
+	ok = cJSON_IsArray(j) && cJSON_GetArraySize(j) == n;
+	t->initial_stats = dt_calloc((size_t)n, sizeof(double));
+	for (int64_t i = 0; ok && i < n; i++) {
+		cJSON *x = cJSON_GetArrayItem(j, (int)i);
+		ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble == floor(x->valuedouble);
+		if (ok)
+			t->initial_stats[i] = x->valuedouble;
+	}
+	cJSON_Delete(j);
+	if (!ok) {
+		snprintf(expected, sizeof(expected), "a JSON array of %lld whole numbers >= 0 (compile.metrics' counts)",
+			 (long long)n);
+		return bad_meta(f, "metric_stats", text, expected);
+	}
+	return 0;
+}
+
 /* The writer's metadata: checkpoint.files (a JSON array of file names in the run directory) and best. */
 static int check_writer_meta(const struct dt_ckpt *f)
 {
@@ -431,7 +479,7 @@ int dt_trainer_restore(struct dt_trainer *t, const struct dt_ckpt *f)
 			return dt_error("'%s' lacks the metadata '%s': it is not a full-state dtrain checkpoint "
 					"(use --init-weights to start from its weights)", path, need[i]);
 	/* Every field is checked before anything changes, with the same rules a config's values meet. */
-	if (restore_position(t, f) < 0 || restore_sums(t, f) < 0 ||
+	if (restore_position(t, f) < 0 || restore_sums(t, f) < 0 || restore_stats(t, f) < 0 ||
 	    meta_int(f, "optimizer.iterations", 0, EXACT_MAX, &iterations) < 0 ||
 	    (dt_checkpoint_meta(f, "optimizer.learning_rate") &&
 	     meta_number(f, "optimizer.learning_rate", 0, DT_MAX_LEARNING_RATE, &lr) < 0) ||

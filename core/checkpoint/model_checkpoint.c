@@ -7,7 +7,7 @@
 #include "core/checkpoint/model_checkpoint.h"
 
 static int read_one(const struct dt_node *args, const struct dt_node *at, int accuracy, int errors,
-		    struct dt_model_checkpoint_cfg *c)
+		    const struct dt_metric_set *metrics, struct dt_model_checkpoint_cfg *c)
 {
 	static const char *const keys[] = { "filepath", "monitor", "mode", "save_best_only", "save_weights_only",
 					    "save_freq", "verbose", NULL };
@@ -24,7 +24,8 @@ static int read_one(const struct dt_node *args, const struct dt_node *at, int ac
 	    dt_cfg_check_keys(args, "model_checkpoint", keys) < 0 || dt_cfg_require(args, "filepath", "model_checkpoint") < 0 ||
 	    dt_cfg_string(args, "filepath", NULL, &path) < 0 ||
 	    dt_monitor_read(args, "val_loss", &c->monitor, &mode) < 0 ||
-	    dt_monitor_check(dt_node_get(args, "monitor"), "model_checkpoint", c->monitor, accuracy, errors, -1) < 0 ||
+	    dt_monitor_check(dt_node_get(args, "monitor"), "model_checkpoint", c->monitor, accuracy, errors, -1,
+			     metrics) < 0 ||
 	    dt_cfg_bool(args, "save_best_only", 0, &c->save_best_only) < 0 ||
 	    dt_cfg_bool(args, "save_weights_only", 0, &c->save_weights_only) < 0 ||
 	    dt_cfg_int(args, "verbose", 0, 0, 1, &verbose) < 0)
@@ -65,7 +66,7 @@ static int read_one(const struct dt_node *args, const struct dt_node *at, int ac
 }
 
 int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, int errors,
-			      struct dt_model_checkpoint_cfg *out, int *n)
+			      const struct dt_metric_set *metrics, struct dt_model_checkpoint_cfg *out, int *n)
 {
 	*n = 0;
 	if (!callbacks || callbacks->kind != DT_NODE_SEQ)
@@ -83,7 +84,7 @@ int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, int
 		if (*n == DT_MAX_MODEL_CHECKPOINTS)
 			return dt_node_error(at, "at most %d model_checkpoint callbacks", DT_MAX_MODEL_CHECKPOINTS);
 		memset(&out[*n], 0, sizeof(out[*n]));
-		if (read_one(args, at, accuracy, errors, &out[*n]) < 0)
+		if (read_one(args, at, accuracy, errors, metrics, &out[*n]) < 0)
 			return -1;
 		(*n)++;
 	}

@@ -17,6 +17,8 @@
 
 #include "core/config/config.h"
 
+struct dt_metric_set;
+
 #define DT_MAX_MODEL_CHECKPOINTS 4
 
 struct dt_model_checkpoint_cfg {
@@ -32,10 +34,10 @@ struct dt_model_checkpoint_cfg {
 /*
  * Reads the model_checkpoint items of the fit.callbacks list (NULL: none);
  * other items are left alone. accuracy: compile asks for the metric;
- * errors: fit reports MAE and RMSE (dt_monitor_check). 0, or -1 after a
- * positioned error.
+ * errors: fit reports MAE and RMSE; metrics: compile.metrics' others (NULL:
+ * none) (dt_monitor_check). 0, or -1 after a positioned error.
  */
 int dt_model_checkpoints_read(const struct dt_node *callbacks, int accuracy, int errors,
-			      struct dt_model_checkpoint_cfg *out, int *n);
+			      const struct dt_metric_set *metrics, struct dt_model_checkpoint_cfg *out, int *n);
 
 #endif

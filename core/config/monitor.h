@@ -5,14 +5,18 @@
  * that the four agree.
  *
  * The names are those of fit's epoch logs (dt_logs_get): loss, accuracy,
- * mae, rmse, their val_ forms, and learning_rate. mode: auto follows Keras:
- * higher is better when the name holds "acc" or is auc, precision or recall
- * (with or without val_), lower otherwise (losses, errors, the rate).
+ * mae, rmse, the metrics of compile.metrics (auc, precision, recall,
+ * f1_score, auc_1, mse, r2_score, ...), their val_ forms, and
+ * learning_rate. mode: auto follows Keras: higher is better when the name
+ * holds "acc" or is one of those metrics but the errors mse and mape (with
+ * or without val_), lower otherwise (losses, errors, the rate).
  */
 #ifndef DT_MONITOR_H
 #define DT_MONITOR_H
 
 #include "core/config/config.h"
+
+struct dt_metric_set;
 
 enum dt_monitor_mode { DT_MONITOR_AUTO, DT_MONITOR_MIN, DT_MONITOR_MAX };
 
@@ -34,10 +38,11 @@ int dt_monitor_greater(enum dt_monitor_mode mode, const char *name);
  * Checks that fit reports name: accuracy needs compile.metrics: [accuracy]
  * (accuracy), mae and rmse a regression loss or metrics: [mae] or [rmse]
  * (errors), a val_ name validation data (has_val; -1: not known yet, not
- * checked). what names the monitoring item in the message. 0, or -1 after
- * an error at where.
+ * checked), auc, precision, ... a metric of that name in metrics
+ * (compile.metrics; NULL: none). what names the monitoring item in the
+ * message. 0, or -1 after an error at where.
  */
 int dt_monitor_check(const struct dt_node *where, const char *what, const char *name, int accuracy, int errors,
-		     int has_val);
+		     int has_val, const struct dt_metric_set *metrics);
 
 #endif

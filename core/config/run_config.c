@@ -42,7 +42,9 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
 	static const char *const metrics[] = { "accuracy", "acc", "mae", "mean_absolute_error", "rmse",
-					       "root_mean_squared_error", NULL };
+					       "root_mean_squared_error", "precision", "recall", "f1_score", "auc",
+					       "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
+					       "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", NULL };
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	if (!s)
 		return dt_cfg_require(root, "compile", "the config");
@@ -62,6 +64,15 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 		for (int i = 0; i < list->n; i++) {
 			const struct dt_node *it = list->items[i];
 			const char *close;
+			int rc = dt_metric_read(&c->metrics, it);
+			if (rc < 0)
+				return -1;
+			if (rc)
+				continue;
+			if (it->kind == DT_NODE_MAP && it->n == 1)
+				return dt_node_error(it, "unknown metric '%s' (metrics with arguments: precision, recall, "
+						     "f1_score, auc, binary_accuracy, top_k_categorical_accuracy, "
+						     "sparse_top_k_categorical_accuracy)", it->key_nodes[0]->value);
 			if (dt_node_expect(it, DT_NODE_SCALAR, "a metric") < 0)
 				return -1;
 			if (!strcmp(it->value, "accuracy") || !strcmp(it->value, "acc")) {
@@ -78,8 +89,10 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 			close = dt_did_you_mean(it->value, metrics);
 			if (close)
 				return dt_node_error(it, "unknown metric '%s'; did you mean '%s'?", it->value, close);
-			return dt_node_error(it, "unknown metric '%s' (expected: accuracy, mae or rmse; the loss is always "
-					     "reported)", it->value);
+			return dt_node_error(it, "unknown metric '%s' (expected: accuracy, mae, rmse, precision, recall, "
+					     "f1_score, auc, binary_accuracy, categorical_accuracy, "
+					     "sparse_categorical_accuracy, top_k_categorical_accuracy or "
+					     "sparse_top_k_categorical_accuracy; the loss is always reported)", it->value);
 		}
 	}
 	return 0;
@@ -168,7 +181,7 @@ bad:
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
 	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
-					    "class_weight", "callbacks", "max_memory", NULL };
+					    "class_weight", "callbacks", "max_memory", "plot", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
@@ -177,7 +190,8 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
 	    dt_cfg_int(s, "steps_per_epoch", 0, 0, INT64_MAX, &c->steps_per_epoch) < 0 ||
 	    dt_cfg_int(s, "threads", 0, 0, 4096, &threads) < 0 ||
-	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0)
+	    dt_cfg_int(s, "accumulate_steps", 1, 1, 1 << 20, &accumulate) < 0 || read_max_memory(c, s) < 0 ||
+	    dt_cfg_bool(s, "plot", 0, &c->plot) < 0)
 		return -1;
 	c->accumulate_steps = (int)accumulate;
 	c->class_weight = dt_node_get(s, "class_weight");
@@ -190,7 +204,7 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 	 */
 	if (dt_callbacks_config_read(&c->callback_cfg, c->callbacks) < 0 ||
 	    dt_callbacks_config_check(&c->callback_cfg, c->accuracy, c->errors || dt_loss_is_regression(c->loss),
-				      c->validation || c->validation_split > 0) < 0)
+				      c->validation || c->validation_split > 0, &c->metrics) < 0)
 		return -1;
 	if (c->callback_cfg.reduce_lr_on_plateau && dt_schedule_varies(&c->optimizer.schedule))
 		return dt_node_error(c->callback_cfg.plateau.where, "'reduce_lr_on_plateau' cannot change a learning rate "
@@ -241,7 +255,7 @@ static int read_save_best(struct dt_run_config *c, const struct dt_node *s)
 		return -1;
 	c->checkpoint_monitor_node = dt_node_get(b, "monitor");
 	if (c->checkpoint_monitor && dt_monitor_check(c->checkpoint_monitor_node, "save_best", c->checkpoint_monitor,
-						      c->accuracy, report_errors(c), -1) < 0)
+						      c->accuracy, report_errors(c), -1, &c->metrics) < 0)
 		return -1;
 	c->checkpoint_mode = dt_monitor_greater(mode, c->checkpoint_monitor) ? 1 : -1;
 	return 0;
@@ -262,7 +276,7 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 		return -1;
 	c->checkpoint_keep = (int)keep;
 	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy, report_errors(c),
-				      c->model_checkpoints, &c->nmodel_checkpoints) < 0)
+				      &c->metrics, c->model_checkpoints, &c->nmodel_checkpoints) < 0)
 		return -1;
 	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, msg, sizeof(msg)) < 0)
 		return dt_node_error(dt_node_get(s, "filename"), "checkpoint.filename '%s': %s", c->checkpoint_filename,

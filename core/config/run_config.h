@@ -13,6 +13,7 @@
 #include "core/fit/fit_callbacks.h"
 #include "core/checkpoint/model_checkpoint.h"
 #include "core/ops.h"
+#include "core/model/metric.h"
 #include "core/model/optimizer.h"
 #include "core/pipeline/pipeline.h"
 
@@ -37,6 +38,7 @@ struct dt_run_config {
 	int accuracy;                /* metrics: [accuracy] */
 	int errors;                  /* metrics: [mae] or [rmse] (Keras' long names too): report both */
 	const struct dt_node *errors_node; /* that metric's position, or NULL */
+	struct dt_metric_set metrics; /* precision, recall, f1_score, auc (core/model/metric.h); laid out by dt_app_build */
 	struct dt_optimizer_config optimizer;
 	const struct dt_node *loss_node; /* position for loss/label errors */
 	int precision;               /* enum dt_precision (core/cuda.h): fp32, tf32, bf16 */
@@ -57,6 +59,7 @@ struct dt_run_config {
 	uint64_t seed;
 	int64_t steps_per_epoch;     /* 0: the whole training set */
 	int threads;                 /* 0: all cores */
+	int plot;                    /* fit.plot: rewrite RUN_DIR/curves.png at each epoch's end */
 	int accumulate_steps;        /* 1: an update per batch */
 	int64_t max_memory;          /* bytes the model may take on a device; 0: the device's memory */
 	const struct dt_node *max_memory_node; /* fit.max_memory or NULL */

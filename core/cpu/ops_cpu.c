@@ -325,6 +325,50 @@ static void cpu_error_sums(const struct dt_tensor *predt, const struct dt_tensor
 	sums[1] = s;
 }
 
+static int64_t cpu_count_top_k(const struct dt_tensor *predt, const struct dt_tensor *targett, int sparse, int64_t k)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), hits = 0;
+	for (int64_t r = 0; r < rows; r++)
+		hits += dt_top_k_row(predt->data, targett->data, sparse, k, r, c);
+	return hits;
+}
+
+static void cpu_regression_sums(const struct dt_tensor *predt, const struct dt_tensor *targett,
+				struct dt_tensor *sumst)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
+	for (int64_t j = 0; j < c; j++)
+		dt_regression_column(predt->data, targett->data, rows, c, j, sumst->data + 4 * j);
+}
+
+static void cpu_confusion(enum dt_accuracy kind, const struct dt_tensor *predt, const struct dt_tensor *targett,
+			  float threshold, struct dt_tensor *countst)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), per_row = kind == DT_ACC_BINARY ? c : 1;
+	const float *p = predt->data, *t = targett->data;
+	float *counts = countst->data;
+	memset(counts, 0, (size_t)dt_tensor_count(countst) * sizeof(float));
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = 0; j < per_row; j++) {
+			int64_t cell = dt_confusion_cell(kind, p, t, threshold, r, c, j);
+			if (cell >= 0)
+				counts[cell] += 1;
+		}
+}
+
+static void cpu_auc_histogram(const struct dt_tensor *predt, const struct dt_tensor *targett, int64_t column,
+			      int sparse, int sigmoid, int num_thresholds, struct dt_tensor *histt)
+{
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
+	int64_t first = column < 0 ? 0 : column, last = column < 0 ? c : column + 1;
+	const float *p = predt->data, *t = targett->data;
+	float *hist = histt->data;
+	memset(hist, 0, (size_t)dt_tensor_count(histt) * sizeof(float));
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = first; j < last; j++)
+			hist[dt_auc_slot(p, t, sparse, sigmoid, num_thresholds, r, c, j)] += 1;
+}
+
 static void cpu_optimizer_update(const struct dt_opt_step *s, struct dt_tensor *wt, const struct dt_tensor *gt,
 				 struct dt_tensor *s1t, struct dt_tensor *s2t, struct dt_tensor *s3t)
 {
@@ -461,6 +505,10 @@ const struct dt_backend dt_cpu_backend = {
 	.loss = cpu_loss,
 	.count_correct = cpu_count_correct,
 	.error_sums = cpu_error_sums,
+	.count_top_k = cpu_count_top_k,
+	.regression_sums = cpu_regression_sums,
+	.confusion = cpu_confusion,
+	.auc_histogram = cpu_auc_histogram,
 	.optimizer_update = cpu_optimizer_update,
 	.regularize = cpu_regularize,
 	.plan_conv = dt_cpu_plan_conv,

@@ -500,6 +500,88 @@ static void cuda_error_sums(const struct dt_tensor *pred, const struct dt_tensor
 	sums[1] = g->host_acc[1];
 }
 
+__global__ void k_count_top_k(const float *p, const float *t, int sparse, int64_t k, int64_t rows, int64_t c,
+			      unsigned long long *out)
+{
+	int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+	unsigned long long n = r < rows ? (unsigned long long)dt_top_k_row(p, t, sparse, k, r, c) : 0;
+	n = block_sum(n);
+	if (threadIdx.x == 0)
+		atomicAdd(out, n);
+}
+
+static int64_t cuda_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *target, int sparse, int64_t k)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	if (rows == 0)
+		return 0;
+	acc_clear(g);
+	k_count_top_k<<<(unsigned)((rows + 127) / 128), 128, 0, g->stream>>>(pred->data, target->data, sparse, k, rows, c,
+									    g->count);
+	DT_CUDA_LAUNCH_CHECK();
+	acc_read(g);
+	return (int64_t)*g->host_count;
+}
+
+/* A thread per column, over the rows in order: the CPU's sums, bit for bit. */
+__global__ void k_regression_sums(const float *p, const float *t, int64_t rows, int64_t c, float *sums)
+{
+	GRID_LOOP(j, c) dt_regression_column(p, t, rows, c, j, sums + 4 * j);
+}
+
+static void cuda_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred);
+	k_regression_sums LAUNCH(g, c)(pred->data, target->data, rows, c, sums->data);
+	DT_CUDA_LAUNCH_CHECK();
+}
+
+/* Whole-number counts in float: atomic adds of 1 are exact in any order below 2^24. */
+__global__ void k_confusion(enum dt_accuracy kind, const float *p, const float *t, float threshold, int64_t rows,
+			    int64_t c, int64_t per_row, float *counts)
+{
+	GRID_LOOP(i, rows * per_row) {
+		int64_t cell = dt_confusion_cell(kind, p, t, threshold, i / per_row, c, i % per_row);
+		if (cell >= 0)
+			atomicAdd(&counts[cell], 1.0f);
+	}
+}
+
+static void cuda_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,
+			   float threshold, struct dt_tensor *counts)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred), per_row = kind == DT_ACC_BINARY ? c : 1, n = rows * per_row;
+	DT_CUDA_CHECK(cudaMemsetAsync(counts->data, 0, (size_t)t_count(counts) * sizeof(float), g->stream));
+	if (n == 0)
+		return;
+	k_confusion LAUNCH(g, n)(kind, pred->data, target->data, threshold, rows, c, per_row, counts->data);
+	DT_CUDA_LAUNCH_CHECK();
+}
+
+__global__ void k_auc_histogram(const float *p, const float *t, int64_t rows, int64_t c, int64_t first, int64_t cols,
+				int sparse, int sigmoid, int n, float *hist)
+{
+	GRID_LOOP(i, rows * cols)
+		atomicAdd(&hist[dt_auc_slot(p, t, sparse, sigmoid, n, i / cols, c, first + i % cols)], 1.0f);
+}
+
+static void cuda_auc_histogram(const struct dt_tensor *pred, const struct dt_tensor *target, int64_t column,
+			       int sparse, int sigmoid, int num_thresholds, struct dt_tensor *hist)
+{
+	struct dt_gpu *g = gpu_of(pred);
+	int64_t rows = t_rows(pred), c = t_cols(pred), first = column < 0 ? 0 : column, cols = column < 0 ? c : 1;
+	int64_t n = rows * cols;
+	DT_CUDA_CHECK(cudaMemsetAsync(hist->data, 0, (size_t)t_count(hist) * sizeof(float), g->stream));
+	if (n == 0)
+		return;
+	k_auc_histogram LAUNCH(g, n)(pred->data, target->data, rows, c, first, cols, sparse, sigmoid, num_thresholds,
+				     hist->data);
+	DT_CUDA_LAUNCH_CHECK();
+}
+
 /* ---- optimizers and regularization ---- */
 
 __global__ void k_sgd(float *w, const float *g, float lr, float gs, float cv, float decay, int64_t n)
@@ -658,6 +740,10 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->loss = cuda_loss;
 	b->count_correct = cuda_count_correct;
 	b->error_sums = cuda_error_sums;
+	b->count_top_k = cuda_count_top_k;
+	b->regression_sums = cuda_regression_sums;
+	b->confusion = cuda_confusion;
+	b->auc_histogram = cuda_auc_histogram;
 	b->optimizer_update = cuda_optimizer_update;
 	b->regularize = cuda_regularize;
 	b->plan_conv = dt_cuda_plan_conv;

@@ -23,7 +23,7 @@ static void install_output(struct dt_callback_set *set, struct dt_trainer *t, co
 	}
 }
 
-/* fit.callbacks without model_checkpoint: the deciding ones everywhere, csv_logger on the chief. */
+/* fit.callbacks without model_checkpoint: the deciding ones everywhere, csv_logger and tensorboard on the chief. */
 static int install_fit_callbacks(struct dt_callback_set *set, struct dt_trainer *t, const struct dt_run_config *cfg,
 				 const struct dt_callback_env *env)
 {
@@ -51,6 +51,17 @@ static int install_fit_callbacks(struct dt_callback_set *set, struct dt_trainer 
 			return -1;
 		dt_csv_logger_init(&set->csv, &cbc->csv, env->dir);
 		dt_trainer_add_callback(t, &set->csv.cb);
+	}
+	if (cbc->tensorboard && env->chief) {
+		dt_tensorboard_init(&set->tensorboard, &cbc->tensorboard_cfg, env->dir);
+		dt_trainer_add_callback(t, &set->tensorboard.cb);
+	}
+	if (cfg->plot && env->chief) {
+		if (dt_mkdir_p(env->dir) < 0)
+			return -1;
+		dt_plot_callback_init(&set->plot, env->dir);
+		set->have_plot = 1;
+		dt_trainer_add_callback(t, &set->plot.cb);
 	}
 	return 0;
 }
@@ -152,6 +163,9 @@ void dt_callback_set_release(struct dt_callback_set *set)
 {
 	dt_early_stopping_release(&set->early);
 	dt_csv_logger_release(&set->csv);
+	dt_tensorboard_release(&set->tensorboard);
+	if (set->have_plot)
+		dt_plot_callback_release(&set->plot);
 	if (set->have_ckpt)
 		dt_checkpointer_release(&set->ckpt);
 	for (int i = 0; i < set->nmcs; i++)

@@ -1,7 +1,7 @@
 /*
  * The callbacks fit installs, from the config: progress and --json lines,
  * fit.callbacks (terminate_on_nan, early_stopping, reduce_lr_on_plateau,
- * csv_logger, model_checkpoint) and the checkpoint section's writer. One
+ * csv_logger, tensorboard, model_checkpoint), fit.plot and the checkpoint section's writer. One
  * struct owns them all, so that `dtrain fit` wires a run in one call and
  * frees it in another.
  *
@@ -15,6 +15,8 @@
 #include "core/config/run_config.h"
 #include "core/fit/fit_callbacks.h"
 #include "core/fit/progress.h"
+#include "core/fit/tensorboard.h"
+#include "core/plot/plot.h"
 
 /* What the run knows beyond its config. */
 struct dt_callback_env {
@@ -35,6 +37,9 @@ struct dt_callback_set {
 	struct dt_early_stopping early;
 	struct dt_reduce_lr plateau;
 	struct dt_csv_logger csv;
+	struct dt_tensorboard tensorboard;
+	struct dt_plot_callback plot; /* fit.plot, when have_plot */
+	int have_plot;
 	struct dt_checkpointer ckpt;  /* the checkpoint section's writer, when have_ckpt */
 	int have_ckpt;
 	struct dt_checkpointer mcs[DT_MAX_MODEL_CHECKPOINTS]; /* fit.callbacks' model_checkpoint items */

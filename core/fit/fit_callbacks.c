@@ -8,12 +8,13 @@
 
 #include "core/error.h"
 #include "core/fit/fit_callbacks.h"
+#include "core/fit/progress.h"
 #include "core/checkpoint/snapshot.h"
 
 /* The one table of callback names fit.callbacks takes. */
 static const char *const names[] = { "early_stopping", "reduce_lr_on_plateau", "terminate_on_nan", "csv_logger",
-				     "model_checkpoint", NULL };
-enum { CB_EARLY_STOPPING, CB_REDUCE_LR, CB_TERMINATE_ON_NAN, CB_CSV_LOGGER, CB_MODEL_CHECKPOINT };
+				     "model_checkpoint", "tensorboard", NULL };
+enum { CB_EARLY_STOPPING, CB_REDUCE_LR, CB_TERMINATE_ON_NAN, CB_CSV_LOGGER, CB_MODEL_CHECKPOINT, CB_TENSORBOARD };
 
 static int read_early_stopping(struct dt_early_stopping_config *e, const struct dt_node *args)
 {
@@ -60,6 +61,35 @@ static int read_csv_logger(struct dt_csv_logger_config *c, const struct dt_node 
 	return 0;
 }
 
+/* update_freq: 'epoch', 'batch' (1) or a number of batches. */
+static int read_tensorboard(struct dt_tensorboard_config *c, const struct dt_node *args)
+{
+	static const char *const tensorboard_keys[] = { "log_dir", "update_freq", NULL };
+	const struct dt_node *f = dt_node_get(args, "update_freq");
+	if (dt_cfg_check_keys(args, "tensorboard", tensorboard_keys) < 0 ||
+	    dt_cfg_string(args, "log_dir", "logs", &c->log_dir) < 0)
+		return -1;
+	if (!c->log_dir[0])
+		return dt_node_error(dt_node_get(args, "log_dir"), "'log_dir' is empty");
+	c->update_freq = 0;
+	if (!f || (f->kind == DT_NODE_SCALAR && !strcmp(f->value, "epoch")))
+		return 0;
+	if (f->kind == DT_NODE_SCALAR && !strcmp(f->value, "batch")) {
+		c->update_freq = 1;
+		return 0;
+	}
+	if (f->kind == DT_NODE_SCALAR) {
+		char *end;
+		long long v = strtoll(f->value, &end, 10);
+		if (!*end && end != f->value && v >= 1) {
+			c->update_freq = v;
+			return 0;
+		}
+	}
+	return dt_node_error(f, "'update_freq' must be 'epoch', 'batch' or a number of batches (1 or more), not '%s'",
+			     f->kind == DT_NODE_SCALAR ? f->value : "a collection");
+}
+
 int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node *list)
 {
 	memset(c, 0, sizeof(*c));
@@ -91,7 +121,7 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 			if (close)
 				return dt_node_error(at, "unknown callback '%s'; did you mean '%s'?", name, close);
 			return dt_node_error(at, "unknown callback '%s' (expected one of: early_stopping, reduce_lr_on_plateau, "
-					     "terminate_on_nan, csv_logger, model_checkpoint)", name);
+					     "terminate_on_nan, csv_logger, model_checkpoint, tensorboard)", name);
 		}
 		if (k == CB_MODEL_CHECKPOINT) {
 			c->model_checkpoint++;
@@ -99,7 +129,8 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 		}
 		seen = k == CB_EARLY_STOPPING ? &c->early_stopping
 		     : k == CB_REDUCE_LR ? &c->reduce_lr_on_plateau
-		     : k == CB_TERMINATE_ON_NAN ? &c->terminate_on_nan : &c->csv_logger;
+		     : k == CB_TERMINATE_ON_NAN ? &c->terminate_on_nan
+		     : k == CB_CSV_LOGGER ? &c->csv_logger : &c->tensorboard;
 		if (*seen)
 			return dt_node_error(at, "callback '%s' is listed twice", name);
 		*seen = 1;
@@ -122,6 +153,10 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 			rc = read_csv_logger(&c->csv, args);
 			c->csv.where = at;
 			break;
+		case CB_TENSORBOARD:
+			rc = read_tensorboard(&c->tensorboard_cfg, args);
+			c->tensorboard_cfg.where = at;
+			break;
 		}
 		if (rc < 0)
 			return -1;
@@ -129,14 +164,16 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 	return 0;
 }
 
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val)
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val,
+			      const struct dt_metric_set *metrics)
 {
 	if (c->early_stopping &&
-	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val) < 0)
+	    dt_monitor_check(c->early.where, "early_stopping", c->early.monitor, has_accuracy, has_errors, has_val,
+			     metrics) < 0)
 		return -1;
 	if (c->reduce_lr_on_plateau &&
 	    dt_monitor_check(c->plateau.where, "reduce_lr_on_plateau", c->plateau.monitor, has_accuracy, has_errors,
-			     has_val) < 0)
+			     has_val, metrics) < 0)
 		return -1;
 	return 0;
 }
@@ -604,15 +641,13 @@ static void csv_row(struct dt_csv_logger *c, const struct dt_logs *l, int header
 		fputs("epoch", c->f);
 	else
 		fprintf(c->f, "%d", l->epoch);
-	csv_field(c, "accuracy", l->has_accuracy, l->accuracy, header);
-	csv_field(c, "learning_rate", l->has_learning_rate, (float)l->learning_rate, header);
-	csv_field(c, "loss", 1, l->loss, header);
-	csv_field(c, "mae", l->has_errors, l->mae, header);
-	csv_field(c, "rmse", l->has_errors, l->rmse, header);
-	csv_field(c, "val_accuracy", l->has_val && l->has_accuracy, l->val_accuracy, header);
-	csv_field(c, "val_loss", l->has_val, l->val_loss, header);
-	csv_field(c, "val_mae", l->has_val && l->has_errors, l->val_mae, header);
-	csv_field(c, "val_rmse", l->has_val && l->has_errors, l->val_rmse, header);
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = dt_logs_pairs(l, 1, pairs);
+	for (int i = 0; i < n; i++) {
+		/* The rate as the float the optimizer uses. */
+		int lr = !strcmp(pairs[i].name, "learning_rate");
+		csv_field(c, pairs[i].name, 1, lr ? (float)pairs[i].value : pairs[i].value, header);
+	}
 	fputc('\n', c->f);
 }
 
@@ -669,14 +704,19 @@ static int csv_state_load(struct dt_callback *cb, struct dt_trainer *t, const ch
 	return 0;
 }
 
+void dt_callback_path(const char *run_dir, const char *name, char *buf, size_t size)
+{
+	if (name[0] == '/')
+		snprintf(buf, size, "%s", name);
+	else
+		snprintf(buf, size, "%s/%s", run_dir, name);
+}
+
 int dt_csv_logger_init(struct dt_csv_logger *c, const struct dt_csv_logger_config *cfg, const char *run_dir)
 {
 	const char *name = cfg && cfg->filename ? cfg->filename : "history.csv";
 	memset(c, 0, sizeof(*c));
-	if (name[0] == '/')
-		snprintf(c->path, sizeof(c->path), "%s", name);
-	else
-		snprintf(c->path, sizeof(c->path), "%s/%s", run_dir, name);
+	dt_callback_path(run_dir, name, c->path, sizeof(c->path));
 	snprintf(c->sep, sizeof(c->sep), "%s", cfg && cfg->separator ? cfg->separator : ",");
 	c->append = cfg ? cfg->append : 0;
 	c->cb.name = "csv_logger";

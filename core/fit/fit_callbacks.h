@@ -9,6 +9,7 @@
  *   csv_logger             one row per epoch in a CSV file (history.csv in the
  *                          run directory)
  *   model_checkpoint       known here, read and run by the checkpointer
+ *   tensorboard            scalars in TensorBoard event files (core/fit/tensorboard.h)
  *
  * dt_callbacks_config_read checks the list when the config loads (one table of
  * names, did-you-mean, file:line:col). The callbacks decide from the logs
@@ -58,11 +59,18 @@ struct dt_csv_logger_config {
 	const struct dt_node *where;
 };
 
+struct dt_tensorboard_config {
+	const char *log_dir;        /* "logs", relative to the run directory */
+	int64_t update_freq;        /* 0: "epoch"; N: also every N batches ("batch": 1) */
+	const struct dt_node *where;
+};
+
 struct dt_callbacks_config {
-	int early_stopping, reduce_lr_on_plateau, terminate_on_nan, csv_logger, model_checkpoint;
+	int early_stopping, reduce_lr_on_plateau, terminate_on_nan, csv_logger, model_checkpoint, tensorboard;
 	struct dt_early_stopping_config early;
 	struct dt_reduce_lr_config plateau;
 	struct dt_csv_logger_config csv;
+	struct dt_tensorboard_config tensorboard_cfg;
 };
 
 /*
@@ -74,10 +82,12 @@ struct dt_callbacks_config {
 int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node *list);
 /*
  * Errors when a monitored metric will not be in the logs (dt_monitor_check):
- * has_accuracy, has_errors (MAE and RMSE) and has_val say what fit reports.
+ * has_accuracy, has_errors (MAE and RMSE), has_val and metrics (compile.metrics'
+ * others, NULL: none) say what fit reports.
  * 0 or -1 (the error names the YAML position).
  */
-int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val);
+int dt_callbacks_config_check(const struct dt_callbacks_config *c, int has_accuracy, int has_errors, int has_val,
+			      const struct dt_metric_set *metrics);
 
 struct dt_early_stopping {
 	struct dt_callback cb;
@@ -147,6 +157,8 @@ struct dt_csv_logger {
 	long offset;                /* bytes of the file after the latest row */
 	int resumed;                /* state_load gave an offset: truncate there, no header */
 };
+/* Where a callback writes name: name itself when absolute, else run_dir/name. */
+void dt_callback_path(const char *run_dir, const char *name, char *buf, size_t size);
 /* The file is cfg->filename, or history.csv, relative to run_dir. 0 or -1. */
 int dt_csv_logger_init(struct dt_csv_logger *c, const struct dt_csv_logger_config *cfg, const char *run_dir);
 void dt_csv_logger_release(struct dt_csv_logger *c);

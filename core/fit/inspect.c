@@ -195,7 +195,7 @@ static void replica_pass(struct dt_trainer *t, int r, const struct dt_batch *b, 
 
 	m->observe = observe;
 	m->observe_arg = &ob;
-	dt_trainer_replica_step(t, r, b, rp->begin, rp->end, 1, &ctx, sums, 1);
+	dt_trainer_replica_step(t, r, b, rp->begin, rp->end, 1, &ctx, sums, NULL, 1);
 	m->observe = NULL;
 	m->observe_arg = NULL;
 	rp->loss_sum = sums[DT_SUM_LOSS];

@@ -18,29 +18,55 @@ static size_t add_metric(char *buf, size_t size, size_t k, const char *name, dou
 	return k;
 }
 
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct dt_metric_pair *)a)->name, ((const struct dt_metric_pair *)b)->name);
+}
+
+/* The pairs of one side (val: the val_ ones), sorted; returns the count. */
+static int side_pairs(const struct dt_logs *logs, int val, struct dt_metric_pair *out)
+{
+	const char *prefix = val ? "val_" : "";
+	int n = 0;
+	if (logs->has_accuracy)
+		out[n++] = (struct dt_metric_pair){ "accuracy", val ? logs->val_accuracy : logs->accuracy };
+	if (!val && logs->has_learning_rate)
+		out[n++] = (struct dt_metric_pair){ "learning_rate", logs->learning_rate };
+	out[n++] = (struct dt_metric_pair){ "loss", val ? logs->val_loss : logs->loss };
+	if (logs->has_errors) {
+		out[n++] = (struct dt_metric_pair){ "mae", val ? logs->val_mae : logs->mae };
+		out[n++] = (struct dt_metric_pair){ "rmse", val ? logs->val_rmse : logs->rmse };
+	}
+	for (int i = 0; logs->metrics && i < logs->metrics->n; i++) {
+		snprintf(out[n].name, sizeof(out[n].name), "%s", logs->metrics->m[i].name);
+		out[n++].value = val ? logs->val_metric[i] : logs->metric[i];
+	}
+	qsort(out, (size_t)n, sizeof(*out), by_name);
+	for (int i = 0; val && i < n; i++) {
+		char base[DT_METRIC_NAME];
+		snprintf(base, sizeof(base), "%s", out[i].name);
+		snprintf(out[i].name, sizeof(out[i].name), "%s%s", prefix, base);
+	}
+	return n;
+}
+
+int dt_logs_pairs(const struct dt_logs *logs, int with_val, struct dt_metric_pair *out)
+{
+	int n = side_pairs(logs, 0, out);
+	if (with_val && logs->has_val)
+		n += side_pairs(logs, 1, out + n);
+	return n;
+}
+
 void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size)
 {
+	struct dt_metric_pair pairs[DT_MAX_PAIRS];
+	int n = dt_logs_pairs(logs, with_val, pairs);
 	size_t k = 0;
 	buf[0] = '\0';
 	/* Keras 3 lists metrics in alphabetical order. */
-	if (logs->has_accuracy)
-		k = add_metric(buf, size, k, "accuracy", logs->accuracy);
-	if (logs->has_learning_rate)
-		k = add_metric(buf, size, k, "learning_rate", logs->learning_rate);
-	k = add_metric(buf, size, k, "loss", logs->loss);
-	if (logs->has_errors) {
-		k = add_metric(buf, size, k, "mae", logs->mae);
-		k = add_metric(buf, size, k, "rmse", logs->rmse);
-	}
-	if (with_val && logs->has_val) {
-		if (logs->has_accuracy)
-			k = add_metric(buf, size, k, "val_accuracy", logs->val_accuracy);
-		k = add_metric(buf, size, k, "val_loss", logs->val_loss);
-		if (logs->has_errors) {
-			k = add_metric(buf, size, k, "val_mae", logs->val_mae);
-			add_metric(buf, size, k, "val_rmse", logs->val_rmse);
-		}
-	}
+	for (int i = 0; i < n; i++)
+		k = add_metric(buf, size, k, pairs[i].name, pairs[i].value);
 }
 
 static void format_eta(double s, char *buf, size_t size)
@@ -76,7 +102,7 @@ static int digits(int64_t n)
 
 static void draw_bar(struct dt_progress *p, const struct dt_logs *logs, int final)
 {
-	char metrics[512], when[32], per[32];
+	char metrics[1024], when[32], per[32];
 	int done = logs->steps ? (int)(20 * logs->step / logs->steps) : 20;
 	double per_step = logs->step ? logs->seconds / logs->step : 0;
 
@@ -115,7 +141,7 @@ static void progress_batch_end(struct dt_callback *cb, struct dt_trainer *t, con
 static int progress_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const struct dt_logs *logs)
 {
 	struct dt_progress *p = cb->priv;
-	char metrics[512], per[32];
+	char metrics[1024], per[32];
 	if (p->mode == DT_PROGRESS_BAR) {
 		draw_bar(p, logs, 1);
 	} else if (p->mode == DT_PROGRESS_LINES) {
@@ -156,6 +182,8 @@ static int json_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const st
 		cJSON_AddNumberToObject(o, "mae", logs->mae);
 		cJSON_AddNumberToObject(o, "rmse", logs->rmse);
 	}
+	for (int i = 0; logs->metrics && i < logs->metrics->n; i++)
+		cJSON_AddNumberToObject(o, logs->metrics->m[i].name, logs->metric[i]);
 	if (logs->has_val) {
 		cJSON_AddNumberToObject(o, "val_loss", logs->val_loss);
 		if (logs->has_accuracy)
@@ -163,6 +191,11 @@ static int json_epoch_end(struct dt_callback *cb, struct dt_trainer *t, const st
 		if (logs->has_errors) {
 			cJSON_AddNumberToObject(o, "val_mae", logs->val_mae);
 			cJSON_AddNumberToObject(o, "val_rmse", logs->val_rmse);
+		}
+		for (int i = 0; logs->metrics && i < logs->metrics->n; i++) {
+			char name[DT_METRIC_NAME + 4];
+			snprintf(name, sizeof(name), "val_%s", logs->metrics->m[i].name);
+			cJSON_AddNumberToObject(o, name, logs->val_metric[i]);
 		}
 	}
 	cJSON_AddNumberToObject(o, "seconds", logs->seconds);

@@ -25,6 +25,19 @@ void dt_progress_init(struct dt_progress *p, enum dt_progress_mode mode, FILE *o
 /* " - accuracy: 0.8912 - loss: 0.3012 ..." for logs, Keras' number format. */
 void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size);
 
+/* One metric of the logs by name, as printed. */
+struct dt_metric_pair {
+	char name[DT_METRIC_NAME + 4];
+	double value;
+};
+#define DT_MAX_PAIRS (2 * (6 + DT_MAX_METRICS))
+/*
+ * The logs' metrics in Keras' order: alphabetical, then (with_val and
+ * validation) the val_ ones, alphabetical. out holds DT_MAX_PAIRS; returns
+ * the count.
+ */
+int dt_logs_pairs(const struct dt_logs *logs, int with_val, struct dt_metric_pair *out);
+
 struct dt_json_log {
 	struct dt_callback cb;
 	FILE *out;

@@ -49,22 +49,31 @@ void dt_fit_signals_install(void)
 /*
  * The signal flags, the same on every process (a SIGINT may reach only some
  * of an MPI job): [0] stop signal, [1] save request. Clears save_request.
- * With pos (after a training step), also pos->all_sums, in the same
- * all-reduce.
+ * With pos (after a training step), also pos->all_sums and pos->all_stats,
+ * in the same all-reduce.
  */
 static void poll_signals(struct dt_trainer *t, double flags[2], struct dt_fit_pos *pos)
 {
-	double v[2 + DT_NSUMS] = { stop_signal, save_request };
-	int n = pos ? 2 + DT_NSUMS : 2;
+	double *v = t->reduce_buf;
+	int64_t nstats = t->metrics.nstats;
+	int n = pos ? 2 + DT_NSUMS + (int)nstats : 2;
+	v[0] = stop_signal;
+	v[1] = save_request;
 	save_request = 0;
-	if (pos)
+	if (pos) {
 		memcpy(v + 2, pos->sums, sizeof(pos->sums));
+		if (nstats)
+			memcpy(v + 2 + DT_NSUMS, pos->stats, (size_t)nstats * sizeof(double));
+	}
 	if (t->strategy->world > 1)
 		t->strategy->type->reduce_sum(t->strategy, v, n);
 	flags[0] = v[0];
 	flags[1] = v[1];
-	if (pos)
+	if (pos) {
 		memcpy(pos->all_sums, v + 2, sizeof(pos->all_sums));
+		if (nstats)
+			memcpy(pos->all_stats, v + 2 + DT_NSUMS, (size_t)nstats * sizeof(double));
+	}
 }
 
 /* Writes pos with every saver, or with those that keep latest.safetensors (the resumable ones). */
@@ -95,6 +104,16 @@ void dt_trainer_init(struct dt_trainer *t)
 	t->labels = dt_calloc(s->nreplicas, sizeof(float *));
 	for (int r = 0; r < s->nreplicas; r++)
 		t->labels[r] = dt_device_alloc(s->devices[r], (int64_t)max * dt_shape_count(&t->label));
+	t->reduce_buf = dt_calloc(2 + DT_NSUMS + (size_t)t->metrics.nstats, sizeof(double));
+	if (t->metrics.nstats) {
+		int64_t n = dt_metric_scratch(&t->metrics);
+		t->metric_scratch = dt_calloc(s->nreplicas, sizeof(float *));
+		t->metric_host = dt_calloc(s->nreplicas, sizeof(float *));
+		for (int r = 0; r < s->nreplicas; r++) {
+			t->metric_scratch[r] = dt_device_alloc(s->devices[r], n);
+			t->metric_host[r] = dt_calloc((size_t)n, sizeof(float));
+		}
+	}
 	if (t->accumulate_steps < 1)
 		t->accumulate_steps = 1;
 	if (t->accumulate_steps > 1) {
@@ -131,6 +150,18 @@ void dt_trainer_release(struct dt_trainer *t)
 		dt_device_free(t->strategy->devices[r], t->class_weights[r]);
 	free(t->class_weights);
 	t->class_weights = NULL;
+	for (int r = 0; t->metric_scratch && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->metric_scratch[r]);
+	free(t->metric_scratch);
+	t->metric_scratch = NULL;
+	for (int r = 0; t->metric_host && r < t->strategy->nreplicas; r++)
+		free(t->metric_host[r]);
+	free(t->metric_host);
+	t->metric_host = NULL;
+	free(t->reduce_buf);
+	t->reduce_buf = NULL;
+	free(t->initial_stats);
+	t->initial_stats = NULL;
 }
 
 int dt_trainer_add_callback(struct dt_trainer *t, struct dt_callback *cb)
@@ -186,11 +217,16 @@ double dt_logs_get(const struct dt_logs *logs, const char *name)
 		return logs->has_val && logs->has_errors ? logs->val_rmse : NAN;
 	if (!strcmp(name, "learning_rate"))
 		return logs->has_learning_rate ? logs->learning_rate : NAN;
+	{
+		int val = !strncmp(name, "val_", 4), i;
+		if (dt_metric_find(logs->metrics, val ? name + 4 : name, &i))
+			return !val ? logs->metric[i] : logs->has_val ? logs->val_metric[i] : NAN;
+	}
 	return NAN;
 }
 
 void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end,
-			     int train, const struct dt_step_ctx *ctx, double sums[DT_NSUMS], int group)
+			     int train, const struct dt_step_ctx *ctx, double sums[DT_NSUMS], double *stats, int group)
 {
 	struct dt_model *m = &t->models[r];
 	int n = end - begin;
@@ -227,6 +263,10 @@ void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch 
 		sums[DT_SUM_ABS_ERROR] += err[0];
 		sums[DT_SUM_SQ_ERROR] += err[1];
 	}
+	if (stats && t->metrics.nstats) {
+		struct dt_tensor scratch = dt_tensor_flat(t->metric_scratch[r], m->dev, dt_metric_scratch(&t->metrics));
+		dt_metric_accumulate(&t->metrics, &pred, &y, &scratch, t->metric_host[r], stats);
+	}
 	if (train) {
 		dt_model_backward(m, n);
 		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
@@ -240,8 +280,12 @@ uint64_t dt_trainer_step_key(const struct dt_trainer *t, int epoch, int64_t step
 	return dt_hash64(dt_hash64(t->seed, (uint64_t)epoch), (uint64_t)step * DT_MAX_REPLICAS);
 }
 
-static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[DT_NSUMS])
+static void fill_logs(const struct dt_trainer *t, struct dt_logs *logs, const double sums[DT_NSUMS],
+		      const double *stats)
 {
+	logs->metrics = &t->metrics;
+	for (int i = 0; i < t->metrics.n; i++)
+		logs->metric[i] = dt_metric_value(&t->metrics, i, stats);
 	double n = sums[DT_SUM_SAMPLES], values = n * t->objective.outputs;
 	logs->loss = n > 0 ? sums[DT_SUM_LOSS] / n : 0;
 	logs->has_accuracy = t->accuracy;
@@ -256,28 +300,41 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, struct dt_metrics *
 	struct dt_batch *b = &t->batch; /* every pipeline has the training batch size and label shape */
 	struct dt_step_ctx ctx = { .training = 0 };
 	double sums[DT_NSUMS] = { 0 };
+	double *stats = dt_calloc((size_t)t->metrics.nstats + 1, sizeof(double));
 	int64_t steps = dt_pipeline_steps(p);
 	struct dt_model *m = &t->models[0];
 	struct dt_logs logs = { 0 };
 
 	DT_ASSERT(p->batch_size == t->train->batch_size && dt_shape_equal(&p->label, &t->label));
 	for (int64_t step = 0; step < steps; step++) {
-		if (dt_pipeline_read(p, 0, step, b) < 0)
+		if (dt_pipeline_read(p, 0, step, b) < 0) {
+			free(stats);
 			return -1;
+		}
 		/* Inference on replica 0, in chunks of its batch capacity. */
 		for (int k = 0; k < b->n; k += m->max_batch)
-			dt_trainer_replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums, 1);
+			dt_trainer_replica_step(t, 0, b, k, b->n - k < m->max_batch ? b->n : k + m->max_batch, 0, &ctx, sums,
+						stats, 1);
 		sums[DT_SUM_SAMPLES] += b->n;
 		if (step == 0) {
 			dt_test_crash_point("evaluate");
 			dt_test_raise_in("evaluate");
 		}
-		if (stop_signal)
+		if (stop_signal) {
+			free(stats);
 			return 1;
+		}
 	}
 	dt_pipeline_report_skipped(p, -1);
-	fill_logs(t, &logs, sums);
-	*out = (struct dt_metrics){ logs.loss, logs.accuracy, logs.mae, logs.rmse };
+	fill_logs(t, &logs, sums, stats);
+	out->loss = logs.loss;
+	out->accuracy = logs.accuracy;
+	out->mae = logs.mae;
+	out->rmse = logs.rmse;
+	memcpy(out->metric, logs.metric, sizeof(out->metric));
+	if (out->stats)
+		memcpy(out->stats, stats, (size_t)t->metrics.nstats * sizeof(double));
+	free(stats);
 	return 0;
 }
 
@@ -328,7 +385,8 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	struct dt_strategy *s = t->strategy;
 	int epoch = pos->epoch;
 	int64_t steps = dt_pipeline_steps(t->train);
-	double *sums = pos->sums, start = dt_now(), flags[2], total[DT_NSUMS];
+	double *sums = pos->sums, *stats = pos->stats, start = dt_now(), flags[2], total[DT_NSUMS];
+	int64_t nstats = t->metrics.nstats;
 	unsigned due = 0;
 	int stop = 0, signal_save = 0;
 
@@ -338,7 +396,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	logs->epoch = epoch;
 	logs->steps = steps;
 	logs->step = pos->step;
-	fill_logs(t, logs, sums);
+	fill_logs(t, logs, sums, stats);
 	pos->logs = logs;
 	for (int64_t step = pos->step; step < steps; step++) {
 		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
@@ -353,7 +411,8 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 			int begin, end;
 			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
 			struct dt_step_ctx ctx = { .training = 1, .key = dt_trainer_step_key(t, epoch, step), .first_row = begin };
-			dt_trainer_replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, group_size(t, step, steps));
+			dt_trainer_replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, stats,
+						group_size(t, step, steps));
 			sums[DT_SUM_SAMPLES] += end - begin;
 			if (t->trace)
 				for (int i = begin; i < end; i++)
@@ -364,7 +423,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 			s->type->apply_gradients(s, t->models, t->opts);
 		logs->step = step + 1;
 		logs->seconds = dt_now() - start;
-		fill_logs(t, logs, sums);
+		fill_logs(t, logs, sums, stats);
 		for (int i = 0; i < t->ncallbacks; i++)
 			if (t->callbacks[i]->on_batch_end)
 				t->callbacks[i]->on_batch_end(t->callbacks[i], t, logs);
@@ -404,8 +463,12 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	memcpy(total, sums, sizeof(total));
 	s->type->reduce_sum(s, total, DT_NSUMS);
 	memcpy(pos->all_sums, total, sizeof(total));
+	if (nstats) {
+		memcpy(pos->all_stats, stats, (size_t)nstats * sizeof(double));
+		s->type->reduce_sum(s, pos->all_stats, (int)nstats);
+	}
 	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
-	fill_logs(t, logs, total);
+	fill_logs(t, logs, total, pos->all_stats);
 	logs->seconds = dt_now() - start;
 	logs->samples_per_sec = logs->seconds > 0 ? total[DT_SUM_SAMPLES] / logs->seconds : 0;
 	return 0;
@@ -433,16 +496,36 @@ static int train_end(struct dt_trainer *t, int rc)
 	return rc;
 }
 
+static int fit_epochs(struct dt_trainer *t, struct dt_fit_pos *pos_in);
+
 int dt_fit(struct dt_trainer *t)
 {
-	struct dt_strategy *s = t->strategy;
-	struct dt_logs logs;
 	struct dt_fit_pos pos = { .epoch = t->initial_epoch, .step = t->initial_step,
 				  .global_step = t->initial_global_step };
-	double flags[2];
+	int64_t nstats = t->metrics.nstats;
 	int rc;
 
 	memcpy(pos.sums, t->initial_sums, sizeof(pos.sums));
+	pos.stats = dt_calloc((size_t)nstats + 1, sizeof(double));
+	pos.all_stats = dt_calloc((size_t)nstats + 1, sizeof(double));
+	if (nstats && t->initial_stats)
+		memcpy(pos.stats, t->initial_stats, (size_t)nstats * sizeof(double));
+	rc = fit_epochs(t, &pos);
+	free(pos.stats);
+	free(pos.all_stats);
+	return rc;
+}
+
+/* dt_fit's epochs from pos. */
+static int fit_epochs(struct dt_trainer *t, struct dt_fit_pos *pos_in)
+{
+	struct dt_strategy *s = t->strategy;
+	struct dt_fit_pos pos = *pos_in;
+	struct dt_logs logs;
+	double flags[2];
+	int64_t nstats = t->metrics.nstats;
+	int rc;
+
 	if (s->type->serve) {
 		rc = s->type->serve(s, t->models, t->opts);
 		if (rc)
@@ -475,7 +558,7 @@ int dt_fit(struct dt_trainer *t)
 		logs.has_learning_rate = t->log_learning_rate;
 		logs.learning_rate = (float)dt_optimizer_lr(&t->opts[0]);
 		if (t->val) {
-			struct dt_metrics val;
+			struct dt_metrics val = { .stats = NULL };
 			rc = dt_evaluate(t, t->val, &val);
 			if (rc < 0)
 				return -1;
@@ -484,6 +567,7 @@ int dt_fit(struct dt_trainer *t)
 			logs.val_accuracy = val.accuracy;
 			logs.val_mae = val.mae;
 			logs.val_rmse = val.rmse;
+			memcpy(logs.val_metric, val.metric, sizeof(logs.val_metric));
 		}
 		poll_signals(t, flags, NULL);
 		if (rc > 0 || flags[0]) {
@@ -507,6 +591,8 @@ int dt_fit(struct dt_trainer *t)
 		}
 		pos.step = 0;
 		memset(pos.sums, 0, sizeof(pos.sums));
+		if (nstats)
+			memset(pos.stats, 0, (size_t)nstats * sizeof(double));
 		if (stop)
 			break;
 	}

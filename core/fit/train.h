@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "core/model/loss.h"
+#include "core/model/metric.h"
 #include "core/pipeline/pipeline.h"
 #include "core/fit/strategy.h"
 
@@ -32,11 +33,16 @@ struct dt_logs {
 	int has_learning_rate; /* the rate varies (a schedule, reduce_lr_on_plateau): show it */
 	double learning_rate;  /* at the epoch's end (always set): the rate of the next update, before callbacks */
 	int64_t skipped;       /* unreadable records skipped in the epoch (data.on_error: skip) */
+	/* compile.metrics of the table (core/model/metric.h): metric[i] is metrics->m[i]'s value */
+	const struct dt_metric_set *metrics; /* NULL or n 0: none */
+	double metric[DT_MAX_METRICS], val_metric[DT_MAX_METRICS];
 };
 
 /* The metrics of one pass over a pipeline (dt_evaluate); accuracy, mae and rmse when reported. */
 struct dt_metrics {
 	double loss, accuracy, mae, rmse;
+	double metric[DT_MAX_METRICS]; /* the trainer's metrics' values (dt_metric_value) */
+	double *stats;                 /* set by the caller: a buffer of metrics.nstats that gets the statistics, or NULL */
 };
 
 /*
@@ -102,6 +108,8 @@ struct dt_fit_pos {
 	 * from 0.
 	 */
 	double all_sums[DT_NSUMS];
+	/* the metrics' statistics (t->metrics.nstats each), as sums and all_sums */
+	double *stats, *all_stats;
 };
 
 /*
@@ -153,6 +161,12 @@ struct dt_trainer {
 	int64_t initial_step;             /* steps already done in initial_epoch */
 	int64_t initial_global_step;
 	double initial_sums[DT_NSUMS];    /* their running sums */
+	double *initial_stats;            /* and the metrics' statistics (metrics.nstats; NULL: zeros); freed by dt_trainer_release */
+	/*
+	 * compile.metrics of the table beyond accuracy, MAE and RMSE, laid out
+	 * (dt_metric_set_layout) before dt_trainer_init; n 0: none.
+	 */
+	struct dt_metric_set metrics;
 	int nsavers;                      /* the resumable ones also write on signals */
 	struct dt_saver *savers[DT_MAX_SAVERS];
 	int stop_signal;                  /* after DT_FIT_INTERRUPTED: SIGINT or SIGTERM */
@@ -161,6 +175,9 @@ struct dt_trainer {
 	float **labels;                   /* per replica, on its device */
 	float **accum;                    /* per replica, ntrainable: the gradients accumulated so far */
 	struct dt_shape label;
+	float **metric_scratch;           /* per replica, on its device, dt_metric_scratch floats */
+	float **metric_host;              /* per replica, their copy in host memory */
+	double *reduce_buf;               /* 2 + DT_NSUMS + metrics.nstats: the per-step all-reduce */
 };
 
 /*
@@ -186,8 +203,9 @@ void dt_trainer_stop(struct dt_trainer *t, int how);
 /* Every replica's parameters from host memory (models[0].nparams floats). */
 void dt_trainer_set_weights(struct dt_trainer *t, const float *host);
 /*
- * A metric of logs by its name (loss, accuracy, mae, rmse, their val_ forms,
- * learning_rate); NaN when the logs do not have it.
+ * A metric of logs by its name (loss, accuracy, mae, rmse, the metrics of
+ * logs->metrics, their val_ forms, learning_rate); NaN when the logs do not
+ * have it.
  */
 double dt_logs_get(const struct dt_logs *logs, const char *name);
 /*
@@ -205,13 +223,13 @@ int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t ste
  * Forward (and with train, backward and the regularizers) of replica r on
  * rows [begin, end) of the host batch b; adds its loss sum (with its share
  * of the penalty when training), correct count and errors to sums (all but
- * DT_SUM_SAMPLES). The gradient is scaled by 1/(b->n * group), b->n the
+ * DT_SUM_SAMPLES), and the metrics' statistics to stats (NULL: not kept). The gradient is scaled by 1/(b->n * group), b->n the
  * whole global batch and group the batches accumulated into one update (1
  * without accumulation). One training step of fit is this on every replica,
  * then the strategy's apply_gradients; dtrain inspect runs it too.
  */
 void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch *b, int begin, int end, int train,
-			     const struct dt_step_ctx *ctx, double sums[DT_NSUMS], int group);
+			     const struct dt_step_ctx *ctx, double sums[DT_NSUMS], double *stats, int group);
 /* The randomness (dropout keys) of global step `step` of `epoch`: the same for every replica. */
 uint64_t dt_trainer_step_key(const struct dt_trainer *t, int epoch, int64_t step);
 /*

@@ -213,10 +213,12 @@ images_args() {
 # stalled N RANK SIGNAL ARGS...: starts N ranks of a long run, sends SIGNAL to
 # RANK once training runs (the chief's sample trace grows: every rank is past
 # MPI start-up, whose own waits are MPI's), and sets status, output and seconds
-# (from the signal to the end).
+# (from the signal to the end). With cont=1 set, RANK is continued (SIGCONT)
+# once a rank has printed its timeout (the job gave up on RANK).
 stalled() {
 	local n=$1 rank=$2 sig=$3 start
 	shift 3
+	rm -f "$TMP"/trace.* "$TMP"/pid.* "$TMP/out"
 	DTRAIN_TRACE_SAMPLES=$TMP/trace mpi "$n" sh -c 'echo $$ >"$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$TMP" \
 		"$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1000000 --set checkpoint.enabled=false \
 		--set distribute.timeout=3 "$@" >"$TMP/out" 2>&1 &
@@ -225,6 +227,10 @@ stalled() {
 	sleep 0.5
 	start=$SECONDS
 	kill -"$sig" "$(cat "$TMP/pid.$rank")"
+	if [ -n "${cont-}" ]; then
+		for _ in $(seq 300); do grep -q 'timed out after' "$TMP/out" && break; sleep 0.1; done
+		kill -CONT "$(cat "$TMP/pid.$rank")" 2>/dev/null || true
+	fi
 	status=0
 	wait $job || status=$?
 	seconds=$((SECONDS - start))
@@ -260,6 +266,63 @@ stalled() {
 	[ "$status" -ne 0 ]
 	[ "$seconds" -le 15 ]
 	[[ $output == *"timed out after 3 s (distribute.timeout) waiting for server rank 2"* ]]
+}
+
+# ---- issue 13, item 6: the rank that stalled is named once, by the rank that noticed ----
+
+# blamed RANK WORDS: the output has exactly one timeout line, and it has WORDS.
+blamed() {
+	local n
+	n=$(grep -c 'timed out after' <<<"$output")
+	[ "$n" -eq 1 ] || {
+		echo "$n timeout lines, not 1" >&2
+		return 1
+	}
+	grep 'timed out after' <<<"$output" | grep -qF "$1" || {
+		echo "the timeout line lacks '$1'" >&2
+		return 1
+	}
+}
+
+@test "parameter_server: a stopped worker (1 server, 2 workers) is named once, by the server" {
+	need_mpi
+	stalled 3 1 STOP --set distribute.strategy=parameter_server
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 15 ]
+	# The server's silence check or its reply stuck on the worker: either names the worker, not the server.
+	blamed "waiting for worker rank 1"
+}
+
+# A rank stopped past the timeout, then continued (by mpirun on its way to end the
+# job, and by hand once a rank named it): the rank that noticed named it, and it
+# blames no healthy rank. mpirun's SIGKILL comes 4 s after its SIGCONT and SIGTERM
+# here (1 s by default), time enough for the continued rank to reach its own timeout.
+
+@test "multi_worker_mirrored: a rank stopped, then continued, is named once and blames no one" {
+	need_mpi
+	export OMPI_MCA_odls_base_sigkill_timeout=4
+	cont=1 stalled 2 1 STOP
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 25 ]
+	blamed "rank 1 "
+	# The chief stopped: rank 1 alone names it (rank 2 waits longer), and the chief, continued, says nothing.
+	cont=1 stalled 3 0 STOP
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 25 ]
+	blamed "rank 0 (the chief) did not name the missing ranks"
+}
+
+@test "parameter_server: a worker stopped, then continued, is named once and blames no one" {
+	need_mpi
+	export OMPI_MCA_odls_base_sigkill_timeout=4
+	cont=1 stalled 3 1 STOP --set distribute.strategy=parameter_server
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[ "$seconds" -le 25 ]
+	blamed "waiting for worker rank 1"
 }
 
 @test "a rank that fails (the chief cannot write its checkpoints) ends the job at once, not at the timeout" {

@@ -423,6 +423,55 @@ static void test_error_sums(void **state)
 	pair_free(&target);
 }
 
+static void test_metric_counts(void **state)
+{
+	enum { N = 1000, C = 7, T = 200 };
+	need_gpu();
+	struct pair pred = pair_rnd(sh(2, N, C, 0, 0), 94, 0, 1), onehot = pair_rnd(sh(2, N, C, 0, 0), 95, 0, 1);
+	struct pair logits = pair_rnd(sh(2, N, C, 0, 0), 96, -6, 6);
+	float *cls = malloc(sizeof(float) * N);
+	for (int i = 0; i < N; i++)
+		cls[i] = (float)(i * 5 % C);
+	struct pair sparse = pair_new(sh(2, N, 1, 0, 0), cls);
+	struct pair cm = pair_new(sh(1, C * C, 0, 0, 0), NULL), cm2 = pair_new(sh(1, 4, 0, 0, 0), NULL);
+	struct pair hist = pair_new(sh(1, 2 * (T + 1), 0, 0, 0), NULL);
+	/* Whole-number counts: equal, not close. */
+	dt_op_confusion(DT_ACC_SPARSE, &pred.c, &sparse.c, 0.5f, &cm.c);
+	dt_op_confusion(DT_ACC_SPARSE, &pred.g, &sparse.g, 0.5f, &cm.g);
+	expect_equal("confusion sparse", &cm);
+	dt_op_confusion(DT_ACC_CATEGORICAL, &pred.c, &onehot.c, 0.5f, &cm.c);
+	dt_op_confusion(DT_ACC_CATEGORICAL, &pred.g, &onehot.g, 0.5f, &cm.g);
+	expect_equal("confusion categorical", &cm);
+	dt_op_confusion(DT_ACC_BINARY, &pred.c, &onehot.c, 0.4f, &cm2.c);
+	dt_op_confusion(DT_ACC_BINARY, &pred.g, &onehot.g, 0.4f, &cm2.g);
+	expect_equal("confusion binary", &cm2);
+	{
+		struct pair sums = pair_new(sh(1, 4 * C, 0, 0, 0), NULL);
+		dt_op_regression_sums(&logits.c, &pred.c, &sums.c);
+		dt_op_regression_sums(&logits.g, &pred.g, &sums.g);
+		expect_close("regression sums", &sums, 1e-6);
+		pair_free(&sums);
+	}
+	for (int k = 1; k <= C; k += 3) {
+		assert_int_equal(dt_op_count_top_k(&pred.g, &sparse.g, 1, k), dt_op_count_top_k(&pred.c, &sparse.c, 1, k));
+		assert_int_equal(dt_op_count_top_k(&pred.g, &onehot.g, 0, k), dt_op_count_top_k(&pred.c, &onehot.c, 0, k));
+	}
+	dt_op_auc_histogram(&pred.c, &sparse.c, -1, 1, 0, T, &hist.c);
+	dt_op_auc_histogram(&pred.g, &sparse.g, -1, 1, 0, T, &hist.g);
+	expect_equal("auc histogram sparse, every column", &hist);
+	dt_op_auc_histogram(&logits.c, &onehot.c, 3, 0, 1, T, &hist.c);
+	dt_op_auc_histogram(&logits.g, &onehot.g, 3, 0, 1, T, &hist.g);
+	expect_close("auc histogram of logits, column 3", &hist, 0.02); /* expf may differ by an ulp at a bucket's edge */
+	free(cls);
+	pair_free(&pred);
+	pair_free(&onehot);
+	pair_free(&logits);
+	pair_free(&sparse);
+	pair_free(&cm);
+	pair_free(&cm2);
+	pair_free(&hist);
+}
+
 /* ---- optimizers ---- */
 
 static void test_optimizers(void **state)
@@ -705,6 +754,7 @@ int main(void)
 		cmocka_unit_test(test_loss_args),
 		cmocka_unit_test(test_count_correct),
 		cmocka_unit_test(test_error_sums),
+		cmocka_unit_test(test_metric_counts),
 		cmocka_unit_test(test_optimizers),
 		cmocka_unit_test(test_regularize),
 		cmocka_unit_test(test_conv),

@@ -3,7 +3,8 @@
  * on scripted metric sequences (patience, min_delta, baseline, start_from_epoch,
  * cooldown, min_lr, modes), mode: auto for every monitored name in the four
  * monitoring items, restore_best_weights, state_save -> state_load
- * round trips that continue identically, and csv_logger's file and numbers.
+ * round trips that continue identically, csv_logger's file and numbers, and
+ * tensorboard's arguments.
  */
 #include <math.h>
 
@@ -78,17 +79,17 @@ static void test_config_errors(void **state)
 	assert_int_equal(parse(&c, "callbacks: [{csv_logger: {separator: ''}}]\n"), -1);
 	/* A monitored metric fit will not report. */
 	assert_int_equal(parse(&c, "callbacks: [early_stopping]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 0), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 0, NULL), -1);
 	assert_error_contains("no validation data");
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1), 0);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1, NULL), 0);
 	assert_int_equal(parse(&c, "callbacks: [{reduce_lr_on_plateau: {monitor: accuracy}}]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 0, 1, NULL), -1);
 	assert_error_contains("'accuracy'");
 	/* MAE and RMSE: only for a regression loss or with metrics: [mae] or [rmse]. */
 	assert_int_equal(parse(&c, "callbacks: [{early_stopping: {monitor: val_rmse}}]\n"), 0);
-	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 1), -1);
+	assert_int_equal(dt_callbacks_config_check(&c, 1, 0, 1, NULL), -1);
 	assert_error_contains("monitors 'val_rmse'");
-	assert_int_equal(dt_callbacks_config_check(&c, 0, 1, 1), 0);
+	assert_int_equal(dt_callbacks_config_check(&c, 0, 1, 1, NULL), 0);
 	assert_int_equal(parse(&c, "callbacks: [{reduce_lr_on_plateau: {monitor: val_acuracy}}]\n"), -1);
 	assert_error_contains("did you mean 'val_accuracy'");
 	dt_error_set_quiet(0);
@@ -698,6 +699,33 @@ static void test_csv_logger(void **state)
 	rmdir(dir);
 }
 
+static void test_tensorboard_config(void **state)
+{
+	struct dt_callbacks_config c;
+	assert_int_equal(parse(&c, "callbacks: [tensorboard]\n"), 0);
+	assert_true(c.tensorboard);
+	assert_string_equal(c.tensorboard_cfg.log_dir, "logs");
+	assert_int_equal(c.tensorboard_cfg.update_freq, 0);
+	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {log_dir: tb, update_freq: 50}}]\n"), 0);
+	assert_string_equal(c.tensorboard_cfg.log_dir, "tb");
+	assert_int_equal(c.tensorboard_cfg.update_freq, 50);
+	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {update_freq: batch}}]\n"), 0);
+	assert_int_equal(c.tensorboard_cfg.update_freq, 1);
+	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {update_freq: epoch}}]\n"), 0);
+	assert_int_equal(c.tensorboard_cfg.update_freq, 0);
+	dt_error_set_quiet(1);
+	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {update_freq: 0}}]\n"), -1);
+	assert_error_contains("'update_freq' must be 'epoch', 'batch' or a number of batches");
+	assert_string_equal(dt_cfg_last_where(), "m.yaml:1:41");
+	assert_int_equal(parse(&c, "callbacks: [{tensorboard: {log_dri: x}}]\n"), -1);
+	assert_error_contains("did you mean 'log_dir'");
+	assert_int_equal(parse(&c, "callbacks: [tensorboard, tensorboard]\n"), -1);
+	assert_error_contains("listed twice");
+	assert_int_equal(parse(&c, "callbacks: [tensorbord]\n"), -1);
+	assert_error_contains("did you mean 'tensorboard'");
+	dt_error_set_quiet(0);
+}
+
 static int teardown(void **state)
 {
 	dt_doc_free(doc);
@@ -720,6 +748,7 @@ int main(void)
 		cmocka_unit_test(test_terminate_on_nan),
 		cmocka_unit_test(test_repr),
 		cmocka_unit_test(test_csv_logger),
+		cmocka_unit_test(test_tensorboard_config),
 	};
 	return cmocka_run_group_tests(tests, NULL, teardown);
 }
