@@ -44,9 +44,10 @@
 load helpers
 
 # The examples each document holds (doc_examples.py list).
-COUNTS='README.md 39
+COUNTS='README.md 44
+man/dtrain-config.1 4
 man/dtrain-devices.1 3
-man/dtrain-evaluate.1 5
+man/dtrain-evaluate.1 7
 man/dtrain-fit.1 13
 man/dtrain-inspect.1 6
 man/dtrain-plot.1 3
@@ -226,6 +227,7 @@ document() {
 		echo "no examples listed (the first case says why)"
 		return 1
 	}
+	! grep -F "doc_examples.py: $doc:" "$EX/list.err" || return 1 # the extractor could not read this one
 	dir=$EX/docs/${doc//\//_}
 	rm -rf "$dir"
 	mkdir -p "$EX/docs"
@@ -304,6 +306,7 @@ document() {
 @test "README.md" { document README.md; }
 @test "man/dtrain.1" { document man/dtrain.1; }
 @test "man/dtrain-devices.1" { document man/dtrain-devices.1; }
+@test "man/dtrain-config.1" { document man/dtrain-config.1; }
 @test "man/dtrain-evaluate.1" { document man/dtrain-evaluate.1; }
 @test "man/dtrain-fit.1" { document man/dtrain-fit.1; }
 @test "man/dtrain-inspect.1" { document man/dtrain-inspect.1; }
