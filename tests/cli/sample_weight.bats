@@ -42,6 +42,16 @@ same_weights() {
 	[[ $output == *"worst 0 "* ]]
 }
 
+# fails_with TRAIN-SOURCE TEXT...: fit on it exits non-zero, its stderr holding every TEXT.
+fails_with() {
+	local source=$1
+	shift
+	model m.yaml "$source"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set checkpoint.dir="$TMP/run"
+	[ "$status" -ne 0 ]
+	stderr_has "$@"
+}
+
 first_loss() {
 	jq -s -r '[.[] | select(.event == "epoch")][0].loss' "$TMP/$1.json"
 }
@@ -87,12 +97,8 @@ setup() {
 }
 
 @test "NPY: sample_weight is a (N,) file; weights of 2 are twice the rate" {
-	python3 -c '
-import struct, csv
-def npy(path, descr, shape, data):
-    h = "{\"descr\": \"%s\", \"fortran_order\": False, \"shape\": %s, }" % (descr, shape)
-    h += " " * (117 - len(h)) + "\n"
-    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+	npy_python '
+import csv
 rows = list(csv.reader(open("plain.csv")))[1:]
 npy("x.npy", "<f4", "(12, 2)", b"".join(struct.pack("<2f", float(r[0]), float(r[1])) for r in rows))
 npy("y.npy", "<i8", "(12,)", struct.pack("<12q", *[int(r[2]) for r in rows]))
@@ -105,28 +111,18 @@ npy("wneg.npy", "<f4", "(12,)", struct.pack("<12f", *[1.0] * 5 + [-1.0] + [1.0] 
 	fit fast fast.yaml
 	fit twos twos.yaml
 	same_weights fast twos
-	model bad.yaml "{format: npy, x: x.npy, y: y.npy, sample_weight: w11.npy}"
-	run --separate-stderr "$DTRAIN" fit -q "$TMP/bad.yaml" --set checkpoint.dir="$TMP/bad"
-	[ "$status" -ne 0 ]
-	stderr_has "'$TMP/w11.npy' has 11 weights but '$TMP/x.npy' has 12 records"
-	model neg.yaml "{format: npy, x: x.npy, y: y.npy, sample_weight: wneg.npy}"
-	run --separate-stderr "$DTRAIN" fit -q "$TMP/neg.yaml" --set checkpoint.dir="$TMP/neg"
-	[ "$status" -ne 0 ]
-	stderr_has "'$TMP/wneg.npy', record 5: the sample_weight -1 is not a finite number >= 0"
+	fails_with "{format: npy, x: x.npy, y: y.npy, sample_weight: w11.npy}" \
+		"'$TMP/w11.npy' has 11 weights but '$TMP/x.npy' has 12 records"
+	fails_with "{format: npy, x: x.npy, y: y.npy, sample_weight: wneg.npy}" \
+		"'$TMP/wneg.npy', record 5: the sample_weight -1 is not a finite number >= 0"
 }
 
 @test "CSV: a missing weight column, a negative weight and the label's column are errors naming the file" {
-	model m.yaml "{format: csv, path: ones.csv, label: kind, sample_weight: weight}"
-	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set checkpoint.dir="$TMP/run"
-	[ "$status" -ne 0 ]
-	stderr_has "m.yaml:6:" "'$TMP/ones.csv' has no column 'weight' in its header (the sample_weight)"
+	fails_with "{format: csv, path: ones.csv, label: kind, sample_weight: weight}" \
+		"m.yaml:6:" "'$TMP/ones.csv' has no column 'weight' in its header (the sample_weight)"
 	sed '4s/,1,/,-0.5,/' ones.csv >neg.csv
-	model m.yaml "{format: csv, path: neg.csv, label: kind, sample_weight: w}"
-	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set checkpoint.dir="$TMP/run"
-	[ "$status" -ne 0 ]
-	stderr_has "'$TMP/neg.csv', row 4: the sample_weight '-0.5' is not a finite number >= 0"
-	model m.yaml "{format: csv, path: ones.csv, label: kind, sample_weight: 3}"
-	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set checkpoint.dir="$TMP/run"
-	[ "$status" -ne 0 ]
-	stderr_has "sample_weight names the label column of '$TMP/ones.csv'"
+	fails_with "{format: csv, path: neg.csv, label: kind, sample_weight: w}" \
+		"'$TMP/neg.csv', row 4: the sample_weight '-0.5' is not a finite number >= 0"
+	fails_with "{format: csv, path: ones.csv, label: kind, sample_weight: 3}" \
+		"sample_weight names the label column of '$TMP/ones.csv'"
 }
