@@ -54,6 +54,11 @@ struct dt_loss_args {
 	float alpha;               /* the focal losses: 0.25 */
 	int apply_class_balancing; /* binary_focal_crossentropy: 0 */
 	float label_smoothing;     /* categorical, binary and the focal crossentropies: 0 */
+	/*
+	 * Keras' sample_weight: one weight per row of the prediction, on its
+	 * device, multiplied with the row's class weight; NULL: every row weighs 1.
+	 */
+	const float *sample_weight;
 };
 
 /* How the prediction handed to dt_op_loss relates to the loss. */

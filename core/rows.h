@@ -346,7 +346,8 @@ static inline DT_HOST_DEVICE float dt_class_weight_row(const float *cw, int64_t 
 /*
  * The loss of row r of p (rows, c) against the targets t (rows, tc), times
  * the row's class weight (cw: k weights, or NULL for 1). With dp, writes row
- * r of the gradient times grad_scale and the weight. What ops.h says of
+ * r of the gradient times grad_scale and the weight (times a->sample_weight[r]
+ * when set). What ops.h says of
  * dt_op_loss_weighted, for one row.
  */
 static inline DT_HOST_DEVICE double dt_loss_row(enum dt_loss loss, const struct dt_loss_args *a,
@@ -355,7 +356,10 @@ static inline DT_HOST_DEVICE double dt_loss_row(enum dt_loss loss, const struct 
 {
 	const float *pr = p + r * c;
 	float *dr = dp ? dp + r * c : NULL;
-	float w = cw ? dt_class_weight_row(cw, k, t + r * tc, tc) : 1.0f, scale = grad_scale * w;
+	float w = cw ? dt_class_weight_row(cw, k, t + r * tc, tc) : 1.0f;
+	if (a->sample_weight)
+		w *= a->sample_weight[r];
+	float scale = grad_scale * w;
 	double l = 0;
 	switch (loss) {
 	case DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {

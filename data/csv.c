@@ -10,6 +10,10 @@
  *   label: species          the label column, by name or by index (0-based,
  *                           negative from the end as in Python); default last
  *   delimiter: ","          one character ("\t" for TSV)
+ *   sample_weight: w        a column of per-record weights (Keras'
+ *                           sample_weight), by name or index as label;
+ *                           not a feature. Each must be a finite number >= 0
+ *                           (else an error naming the row at open)
  *   shape: [28, 28, 1]      the sample shape; default (features,)
  *
  * The whole file is parsed at open (random access for shuffling). Labels
@@ -231,6 +235,7 @@ static int csv_number(const char *s, float *out)
 struct csv_layout {
 	int ncols;     /* fields per row */
 	int label_col; /* -1: none (predict input of features only) */
+	int weight_col; /* the sample_weight column, -1: none */
 	char **names;  /* ncols header names (NULL-terminated, pointers into name_text), or NULL */
 	char *name_text;
 	char delim;
@@ -265,7 +270,7 @@ static const char *csv_features(const struct csv_layout *L, char **f, int k, int
 		return msg;
 	}
 	for (int i = 0, j = 0; i < k; i++) {
-		if (i == L->label_col)
+		if (i == L->label_col || i == L->weight_col)
 			continue;
 		if (csv_number(f[i], &x[j++]) < 0) {
 			csv_column(L, i, col, sizeof(col));
@@ -545,6 +550,40 @@ static void csv_keep_names(struct csv_layout *L, char **fields, int k)
 }
 
 /*
+ * Finds the sample_weight column w (a column name or index, NULL: none) of
+ * the k columns of file, after the label's: L->weight_col. 0 or -1.
+ */
+static int csv_weight_column(const struct dt_node *w, struct csv_layout *L, int k, const char *file)
+{
+	long index;
+	L->weight_col = -1;
+	if (!w)
+		return 0;
+	if (csv_label_index(w, &index)) {
+		if (index < -k || index >= k)
+			return dt_node_error(w, "sample_weight column %ld is out of range: '%s' has %d columns", index,
+					     file, k);
+		L->weight_col = (int)(index < 0 ? k + index : index);
+	} else {
+		if (!L->names)
+			return dt_node_error(w, "sample_weight '%s' names a column but '%s' has no header; give the "
+					     "column's index", w->value, file);
+		for (L->weight_col = 0; L->weight_col < k; L->weight_col++)
+			if (!strcmp(L->names[L->weight_col], w->value))
+				break;
+		if (L->weight_col == k)
+			return dt_node_error(w, "'%s' has no column '%s' in its header (the sample_weight)", file,
+					     w->value);
+	}
+	if (L->weight_col == L->label_col)
+		return dt_node_error(w, "sample_weight names the label column of '%s'", file);
+	if (k < 3)
+		return dt_node_error(w, "'%s' has %d columns: no feature beside the label and the sample_weight", file,
+				     k);
+	return 0;
+}
+
+/*
  * Skips `skip` lines, reads the header (or the first row: then *pending)
  * and finds the label column. `header` is a csv_header. 0 or -1.
  */
@@ -606,6 +645,8 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 						    label->value, (long long)l->line);
 		}
 	}
+	if (csv_weight_column(dt_node_get(args, "sample_weight"), L, k, l->name) < 0)
+		return -1;
 	if (header == CSV_HEADER_AUTO)
 		csv_note_first_row(l->name, l->line, *fields, k, names);
 	return 0;
@@ -639,8 +680,9 @@ static int64_t csv_first_rows(int ncols)
 static int csv_args(const struct dt_node *args, const char **given, char **path, int *header, int64_t *skip,
 		    char *delim, struct dt_shape *shape)
 {
-	static const char *const keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape", NULL };
-	const struct dt_node *label = dt_node_get(args, "label");
+	static const char *const keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape",
+					    "sample_weight", NULL };
+	const struct dt_node *label = dt_node_get(args, "label"), *weight = dt_node_get(args, "sample_weight");
 
 	*path = NULL;
 	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
@@ -650,6 +692,8 @@ static int csv_args(const struct dt_node *args, const char **given, char **path,
 		return -1;
 	if (label && label->kind != DT_NODE_SCALAR)
 		return dt_node_error(label, "label must be a column name or index");
+	if (weight && weight->kind != DT_NODE_SCALAR)
+		return dt_node_error(weight, "sample_weight must be a column name or index");
 	return strcmp(*given, "-") && dt_cfg_path(args, "path", path) < 0 ? -1 : 0;
 }
 
@@ -690,7 +734,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 		goto out;
 	if (csv_layout_read(&l, args, header, skip, &L, &fields, &cap, &pending) < 0)
 		goto out;
-	d->features = L.ncols - 1;
+	d->features = L.ncols - 1 - (L.weight_col >= 0);
 	if (shape.ndim && dt_shape_count(&shape) != d->features) {
 		char buf[64];
 		dt_node_error(dt_node_get(args, "shape"), "shape %s holds %lld values but the rows of '%s' have %lld features",
@@ -719,9 +763,21 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 			d->x = dt_realloc(d->x, (size_t)(rowcap * d->features) * sizeof(float));
 			d->y = dt_realloc(d->y, (size_t)rowcap * sizeof(float));
 			d->bad = dt_realloc(d->bad, (size_t)rowcap);
+			if (L.weight_col >= 0)
+				s->sample_weight = dt_realloc(s->sample_weight, (size_t)rowcap * sizeof(float));
 			ids = dt_realloc(ids, (size_t)rowcap * sizeof(int));
 		}
 		bad = csv_features(&L, fields, k, l.line, d->x + rows * d->features, msg, sizeof(msg));
+		if (L.weight_col >= 0) {
+			/* A weight is the run's configuration: a wrong one is an error, not a row to skip. */
+			float *w = &s->sample_weight[rows];
+			*w = 0;
+			if (k == L.ncols && (csv_number(fields[L.weight_col], w) < 0 || *w < 0)) {
+				dt_error("'%s', row %lld: the sample_weight '%.40s' is not a finite number >= 0", s->name,
+					 (long long)l.line, fields[L.weight_col]);
+				goto out;
+			}
+		}
 		if (!bad && !fields[L.label_col][0])
 			bad = (snprintf(msg, sizeof(msg), "row %lld: the label is empty", (long long)l.line), msg);
 		ids[rows] = -1;
@@ -870,6 +926,7 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	c->features = dt_shape_count(&o->sample);
 	c->L.delim = ',';
 	c->L.label_col = -1;
+	c->L.weight_col = -1;
 	if (train && dt_cfg_string(train, "format", NULL, &format) >= 0 && format && !strcmp(format, "csv")) {
 		if (csv_delimiter(train, &c->L.delim) < 0)
 			return -1;

@@ -4,6 +4,8 @@
  *
  *   x: features.npy    (N, ...) the samples; the first dimension is records
  *   y: labels.npy      (N,) class indices (or values), or (N, K) vectors
+ *   sample_weight: w.npy  optional (N,) per-record weights, finite and >= 0
+ *                      (Keras' sample_weight)
  *
  * A .npy file: the magic "\x93NUMPY", version 1.0, 2.0 or 3.0, the header
  * length (2 bytes in 1.0, 4 after), a Python dict literal such as
@@ -328,17 +330,54 @@ static int npy_path(const struct dt_node *args, const char *key, char **out)
 	return dt_cfg_path(args, key, out);
 }
 
+/*
+ * Loads the sample_weight file at path into s->sample_weight: one finite
+ * weight >= 0 for each of s->count records. 0 or -1.
+ */
+static int npy_weights(struct dt_source *s, const char *path)
+{
+	struct npy_file w = { 0 };
+	int rc = -1;
+	if (npy_load(&w, path) < 0)
+		return -1;
+	if (w.a.ndim != 1) {
+		dt_error("'%s' has %d dimensions; sample_weight is a 1-D array (N,) of one weight per record", w.name,
+			 w.a.ndim);
+		goto out;
+	}
+	if (w.a.count != s->count) {
+		dt_error("'%s' has %lld weights but '%s' has %lld records", w.name, (long long)w.a.count, s->name,
+			 (long long)s->count);
+		goto out;
+	}
+	s->sample_weight = dt_malloc((size_t)s->count * sizeof(float));
+	npy_convert(&w.a, w.data, s->count, s->sample_weight);
+	for (int64_t i = 0; i < s->count; i++) {
+		float v = s->sample_weight[i];
+		if (!(isfinite(v) && v >= 0)) {
+			dt_error("'%s', record %lld: the sample_weight %g is not a finite number >= 0", w.name,
+				 (long long)i, v);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(w.data);
+	return rc;
+}
+
 /* The two paths (the caller frees them, also after an error). 0 or -1. */
 static int npy_args(const struct dt_node *args, char **xpath, char **ypath)
 {
-	static const char *const keys[] = { "format", "x", "y", NULL };
+	static const char *const keys[] = { "format", "x", "y", "sample_weight", NULL };
+	const char *weights;
 	*xpath = *ypath = NULL;
 	if (dt_cfg_check_keys(args, "npy", keys) < 0 || dt_cfg_require(args, "x", "npy") < 0 ||
 	    dt_cfg_require(args, "y", "npy") < 0 || npy_path(args, "x", xpath) < 0 || npy_path(args, "y", ypath) < 0)
 		return -1;
 	if (!strcmp(*xpath, "-") && !strcmp(*ypath, "-"))
 		return dt_node_error(dt_node_get(args, "y"), "x and y cannot both be standard input ('-')");
-	return 0;
+	return dt_cfg_string(args, "sample_weight", NULL, &weights);
 }
 
 static int npy_check(const struct dt_node *args)
@@ -397,6 +436,13 @@ static int npy_open(struct dt_source *s, const struct dt_node *args)
 		if (classes)
 			s->num_classes = max + 1 < 2 ? 2 : (int)max + 1;
 		snprintf(s->label_file, sizeof(s->label_file), "%s", d->y.name);
+	}
+	if (dt_node_get(args, "sample_weight")) {
+		char *wpath = NULL;
+		int bad = dt_cfg_path(args, "sample_weight", &wpath) < 0 || npy_weights(s, wpath) < 0;
+		free(wpath);
+		if (bad)
+			goto out;
 	}
 	rc = 0;
 out:

@@ -104,6 +104,12 @@ void dt_trainer_init(struct dt_trainer *t)
 	t->labels = dt_calloc(s->nreplicas, sizeof(float *));
 	for (int r = 0; r < s->nreplicas; r++)
 		t->labels[r] = dt_device_alloc(s->devices[r], (int64_t)max * dt_shape_count(&t->label));
+	if (t->train->src && t->train->src->sample_weight) {
+		t->sample_weights = dt_calloc(s->nreplicas, sizeof(float *));
+		for (int r = 0; r < s->nreplicas; r++)
+			t->sample_weights[r] = dt_device_alloc(s->devices[r], max);
+		t->weight_host = dt_calloc((size_t)t->batch.capacity, sizeof(float));
+	}
 	t->reduce_buf = dt_calloc(2 + DT_NSUMS + (size_t)t->metrics.nstats, sizeof(double));
 	if (t->metrics.nstats) {
 		int64_t n = dt_metric_scratch(&t->metrics);
@@ -150,6 +156,12 @@ void dt_trainer_release(struct dt_trainer *t)
 		dt_device_free(t->strategy->devices[r], t->class_weights[r]);
 	free(t->class_weights);
 	t->class_weights = NULL;
+	for (int r = 0; t->sample_weights && r < t->strategy->nreplicas; r++)
+		dt_device_free(t->strategy->devices[r], t->sample_weights[r]);
+	free(t->sample_weights);
+	t->sample_weights = NULL;
+	free(t->weight_host);
+	t->weight_host = NULL;
 	for (int r = 0; t->metric_scratch && r < t->strategy->nreplicas; r++)
 		dt_device_free(t->strategy->devices[r], t->metric_scratch[r]);
 	free(t->metric_scratch);
@@ -247,9 +259,21 @@ void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch 
 	dt_op_from_host(&y, b->y + (int64_t)begin * ys);
 	pred = dt_model_forward(m, n, ctx);
 	dpred = dt_model_output_grad(m, n);
-	if (train && t->class_weights) {
-		struct dt_tensor cw = dt_tensor_flat(t->class_weights[r], m->dev, t->num_classes);
-		sums[DT_SUM_LOSS] += dt_objective_loss_weighted(&t->objective, &pred, &y, &cw, &dpred,
+	if (train && (t->class_weights || t->sample_weights)) {
+		struct dt_tensor cw, sw;
+		if (t->class_weights)
+			cw = dt_tensor_flat(t->class_weights[r], m->dev, t->num_classes);
+		if (t->sample_weights) {
+			/* The weights of the batch's records, as Keras multiplies them with the class weights. */
+			const float *by_record = t->train->src->sample_weight;
+			for (int i = begin; i < end; i++)
+				t->weight_host[i] = by_record[b->records[i]];
+			sw = dt_tensor_flat(t->sample_weights[r], m->dev, n);
+			dt_op_from_host(&sw, t->weight_host + begin);
+		}
+		sums[DT_SUM_LOSS] += dt_objective_loss_weighted(&t->objective, &pred, &y,
+								t->class_weights ? &cw : NULL,
+								t->sample_weights ? &sw : NULL, &dpred,
 								1.0f / ((float)b->n * group));
 	} else {
 		sums[DT_SUM_LOSS] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL,

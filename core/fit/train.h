@@ -155,6 +155,15 @@ struct dt_trainer {
 	int accumulate_steps;
 	float **class_weights;            /* per replica, on its device, num_classes floats; NULL: none */
 	int num_classes;                  /* entries of class_weights */
+	/*
+	 * data.sample_weight of the training source (its sample_weight, by
+	 * record; set by dt_trainer_init): per replica a device buffer of one
+	 * weight per row of its slice, copied from weight_host (B floats, the
+	 * global batch's weights).
+	 * NULL: none.
+	 */
+	float **sample_weights;
+	float *weight_host;
 	int log_learning_rate;            /* put the rate in the logs (it varies) */
 	int stop_training;                /* dt_trainer_stop()'s request */
 	/* exact resume and checkpoints (set before dt_fit; zero: a fresh run without) */

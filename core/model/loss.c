@@ -153,9 +153,14 @@ double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *p
 
 double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_tensor *pred,
 				  const struct dt_tensor *target, const struct dt_tensor *class_weight,
-				  struct dt_tensor *dpred, float grad_scale)
+				  const struct dt_tensor *sample_weight, struct dt_tensor *dpred, float grad_scale)
 {
-	return dt_op_loss_args(o->loss, &o->args, o->input, pred, target, class_weight, dpred, grad_scale);
+	struct dt_loss_args a = o->args;
+	if (sample_weight) {
+		DT_ASSERT(dt_tensor_count(sample_weight) == dt_tensor_rows(pred));
+		a.sample_weight = sample_weight->data;
+	}
+	return dt_op_loss_args(o->loss, &a, o->input, pred, target, class_weight, dpred, grad_scale);
 }
 
 /* The one place that says which losses are regression losses. */

@@ -60,10 +60,15 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, const struct dt
  */
 double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *pred,
 			 const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale);
-/* dt_objective_loss with per-class weights (see dt_op_loss_weighted); class_weight may be NULL. */
+/*
+ * dt_objective_loss with per-class weights (see dt_op_loss_weighted) and
+ * per-row weights (Keras' sample_weight: one float per row of pred, on its
+ * device); either may be NULL. A row's loss and gradient are multiplied by
+ * both.
+ */
 double dt_objective_loss_weighted(const struct dt_objective *o, const struct dt_tensor *pred,
 				  const struct dt_tensor *target, const struct dt_tensor *class_weight,
-				  struct dt_tensor *dpred, float grad_scale);
+				  const struct dt_tensor *sample_weight, struct dt_tensor *dpred, float grad_scale);
 /*
  * The classes class weights index for model m: its output width, or 2 for a
  * single output (binary).

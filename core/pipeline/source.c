@@ -65,6 +65,7 @@ void dt_source_close(struct dt_source *s)
 			free(s->class_names[i]);
 		free(s->class_names);
 	}
+	free(s->sample_weight);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -62,6 +62,13 @@ struct dt_source {
 	 * num_classes and class_names become the map's. Other formats ignore it.
 	 */
 	const struct dt_class_map *class_map;
+	/*
+	 * data.sample_weight: count malloc'd weights (>= 0), one per record,
+	 * when the source's arguments name them (a CSV column, an NPY file),
+	 * freed by dt_source_close; NULL otherwise. Training multiplies each
+	 * record's loss by it (evaluation and metrics stay unweighted).
+	 */
+	float *sample_weight;
 	void *priv;
 };
 

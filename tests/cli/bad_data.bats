@@ -329,12 +329,7 @@ idx_labels_with() {
 
 @test "a label beyond the model's outputs names the labels file and the record (NPY)" {
 	# x: (12, 4, 4) uint8 zeros; y: (12,) int64 labels 0, 1, 2, ... with 200 at record 9.
-	python3 -c '
-import struct
-def npy(path, descr, shape, data):
-    h = "{\"descr\": \"%s\", \"fortran_order\": False, \"shape\": %s, }" % (descr, shape)
-    h += " " * (117 - len(h)) + "\n"
-    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+	npy_python '
 npy("x.npy", "|u1", "(12, 4, 4)", bytes(12 * 16))
 npy("y.npy", "<i8", "(12,)", struct.pack("<12q", *[200 if i == 9 else i % 3 for i in range(12)]))
 '

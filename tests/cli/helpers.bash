@@ -8,6 +8,19 @@
 
 bats_require_minimum_version 1.5.0
 
+# npy_python 'PYTHON': runs PYTHON (in the current directory) with
+# npy(path, descr, shape, data), which writes a version 1.0 .npy file of raw
+# little-endian bytes (struct is imported): no NumPy needed.
+npy_python() {
+	python3 -c '
+import struct
+def npy(path, descr, shape, data):
+    h = "{\"descr\": \"%s\", \"fortran_order\": False, \"shape\": %s, }" % (descr, shape)
+    h += " " * (117 - len(h)) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + data)
+'"$1"
+}
+
 common_setup() {
 	REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 	DTRAIN=${DTRAIN:-$REPO/build/dtrain}

@@ -258,6 +258,37 @@ static void test_class_weight_loss(void **state)
 	assert_float_equal(bg[2], 3 * (0.4 - 1), 1e-6);
 }
 
+static void test_sample_weight_loss(void **state)
+{
+	/* 3 samples, 2 classes: per-row weights times the class weights, as Keras multiplies them. */
+	float p[6] = { 0.8f, 0.2f, 0.3f, 0.7f, 0.4f, 0.6f }, t[3] = { 0, 1, 0 };
+	float cw[2] = { 1.0f, 4.0f }, sw[3] = { 2.0f, 0.5f, 0.0f }, g[6], gs[6];
+	struct dt_shape s2 = dt_shape_make(2, (int[]){ 3, 2 }), s1 = dt_shape_make(2, (int[]){ 3, 1 });
+	struct dt_shape sk = dt_shape_make(1, (int[]){ 2 }), sn = dt_shape_make(1, (int[]){ 3 });
+	struct dt_tensor P = { p, s2, DT_CPU }, T = { t, s1, DT_CPU }, CW = { cw, sk, DT_CPU }, SW = { sw, sn, DT_CPU };
+	struct dt_tensor G = { g, s2, DT_CPU }, GS = { gs, s2, DT_CPU };
+	struct dt_objective o = { .loss = DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY, .input = DT_LOSS_PROBS,
+				  .args = dt_loss_args_default() };
+	double l;
+
+	/* The sum of w_i * l_i (the trainer divides by the batch size: Keras' sum_over_batch_size). */
+	l = dt_objective_loss_weighted(&o, &P, &T, NULL, &SW, &GS, 0.5f);
+	assert_float_equal(l, -(2.0 * log(0.8) + 0.5 * log(0.7)), 1e-5);
+	dt_objective_loss(&o, &P, &T, &G, 0.5f);
+	for (int r = 0; r < 3; r++)
+		for (int j = 0; j < 2; j++)
+			assert_float_equal(gs[r * 2 + j], g[r * 2 + j] * sw[r], 1e-6);
+	/* With class weights: the product (row 1 is class 1, weight 4 * 0.5). */
+	l = dt_objective_loss_weighted(&o, &P, &T, &CW, &SW, &GS, 1);
+	assert_float_equal(l, -(2.0 * log(0.8) + 2.0 * log(0.7)), 1e-5);
+	assert_float_equal(gs[3], -2.0 / 0.7, 1e-5);
+	assert_float_equal(gs[4], 0, 0);
+	/* Weights of 1 give the plain loss, bit for bit. */
+	float ones[3] = { 1, 1, 1 };
+	struct dt_tensor ONE = { ones, sn, DT_CPU };
+	assert_true(dt_objective_loss_weighted(&o, &P, &T, NULL, &ONE, NULL, 1) == dt_objective_loss(&o, &P, &T, NULL, 1));
+}
+
 static void test_class_weight_read(void **state)
 {
 	struct dt_doc *d = dt_doc_parse("m.yaml", "a: {0: 1.5, 3: 2.5}\nb: {4: 1}\nc: {1: -1}\nd: {x: 1}\n", ".");
@@ -286,6 +317,7 @@ int main(void)
 		cmocka_unit_test(test_ends_update),
 		cmocka_unit_test(test_dropout_same_for_any_replica_count),
 		cmocka_unit_test(test_class_weight_loss),
+		cmocka_unit_test(test_sample_weight_loss),
 		cmocka_unit_test(test_class_weight_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
