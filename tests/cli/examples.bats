@@ -90,6 +90,8 @@ setup_file() {
 	common_setup
 	EX=$BATS_FILE_TMPDIR
 	export OMP_WAIT_POLICY=PASSIVE # as in setup
+	# the examples run mpirun: in a sanitizer build, Open MPI's own leaks are suppressed
+	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp:fast_unwind_on_malloc=0}
 	# A list that fails is reported by the first case.
 	(cd "$REPO" && python3 tests/tools/doc_examples.py list $(docs) >"$EX/examples.jsonl" 2>"$EX/list.err") || true
 	mkdir -p "$EX/bin" "$EX/base/runs"
@@ -122,6 +124,7 @@ setup() {
 	# a 2-thread example down by its share, not many times over (the
 	# numbers are the same).
 	export OMP_WAIT_POLICY=PASSIVE
+	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$BATS_TEST_DIRNAME/lsan-mpi.supp:fast_unwind_on_malloc=0}
 }
 
 # wait_checkpoint PID: waits until a checkpoint newer than ./.started exists

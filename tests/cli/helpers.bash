@@ -113,9 +113,11 @@ need_mpi() {
 }
 
 # mpi N ARGS...: ARGS under mpirun with N ranks on this host, as root if need be.
+# In a sanitizer build, Open MPI's own leaks are suppressed (lsan-mpi.supp).
 mpi() {
 	local n=$1
 	shift
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
+	LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$REPO/tests/cli/lsan-mpi.supp:fast_unwind_on_malloc=0} \
+		OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
 		timeout 120 mpirun --oversubscribe -np "$n" "$@"
 }
