@@ -721,6 +721,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	char *path = NULL, **fields = NULL, msg[512];
 	int header, cap = 0, pending = 0, rc = -1, *ids = NULL;
 	int64_t rows = 0, rowcap = 0, good = 0, skip;
+	int first_bad_width = 0; /* the first bad row has another count of fields than the header */
 	struct csv *d = dt_calloc(1, sizeof(*d));
 
 	s->priv = d;
@@ -790,6 +791,8 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 			memset(d->x + rows * d->features, 0, (size_t)d->features * sizeof(float));
 			if (d->nbad % 64 == 0)
 				d->bads = dt_realloc(d->bads, (size_t)(d->nbad + 64) * sizeof(*d->bads));
+			if (d->nbad == 0)
+				first_bad_width = k >= 0 && k != L.ncols;
 			d->bads[d->nbad].record = rows;
 			d->bads[d->nbad++].msg = dt_strdup(msg);
 		} else if (map) {
@@ -808,7 +811,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	if (good == 0) {
 		/* A line of counts before the header (sklearn's wine_data.csv) reads as a header of the wrong width. */
 		char hint[128] = "";
-		if (L.names && strstr(d->bads[0].msg, " fields, found "))
+		if (L.names && first_bad_width)
 			snprintf(hint, sizeof(hint), " (is line %lld a preamble, not the header? skip_rows: N skips N lines)",
 				 (long long)skip + 1);
 		dt_error("'%s' has no readable row; the first: %s%s", s->name, d->bads[0].msg, hint);
