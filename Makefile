@@ -24,7 +24,7 @@ CC ?= cc
 
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
-	libcjson-dev libopenmpi-dev openmpi-bin
+	libcjson-dev libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler python3-onnx
 DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn iproute2
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
@@ -56,12 +56,17 @@ ifneq ($(NATIVE),0)
 OPT += -march=native
 endif
 
-PKGS := yaml-0.1 zlib libpng libcjson ompi-c
+PKGS := yaml-0.1 zlib libpng libcjson ompi-c libprotobuf-c
+
+# ONNX's published schema (python3-onnx ships it), compiled by protoc-c into
+# build/gen/ at build time for dtrain export (core/export/onnx.c).
+ONNX_PROTO_DIR ?= /usr/lib/python3/dist-packages/onnx
+ONNX_GEN := build/gen/onnx.pb-c.c build/gen/onnx.pb-c.h
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Wno-unused-parameter -Wshadow \
-	-fopenmp -fno-math-errno $(SANFLAGS) -I. $(PKG_CFLAGS) -DDT_VERSION='"$(VERSION)"' -MMD -MP
+	-fopenmp -fno-math-errno $(SANFLAGS) -I. -Ibuild/gen $(PKG_CFLAGS) -DDT_VERSION='"$(VERSION)"' -MMD -MP
 LDLIBS += $(PKG_LIBS) -ldnnl -fopenmp -lm -lpthread -ldl
 LDFLAGS += $(SANFLAGS)
 
@@ -101,7 +106,7 @@ endif
 LIB_SRC := $(wildcard core/*.c core/*/*.c layers/*.c data/*.c strategies/*.c)
 CMD_SRC := $(wildcard cmd/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/onnx.pb-c.o
 CMD_OBJ := $(CMD_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%)
 # Helpers the CLI tests run (tests/tools/NAME.c -> $(BUILD)/tests/tools/NAME).
@@ -137,6 +142,17 @@ endif
 $(BUILD)/tests/unit/libdtrain_cuda.so: $(CUDA_SO)
 	@mkdir -p $(dir $@)
 	$(Q)ln -sf $(CURDIR)/$(CUDA_SO) $@
+
+# One generation whatever BUILD is (as build/cuda/); every object may include it.
+$(ONNX_GEN) &: $(ONNX_PROTO_DIR)/onnx.proto
+	@mkdir -p build/gen
+	@$(if $(Q),echo "  PROTOC  $<")
+	$(Q)protoc-c --c_out=build/gen --proto_path=$(ONNX_PROTO_DIR) onnx.proto
+$(LIB_OBJ) $(CMD_OBJ): build/gen/onnx.pb-c.h
+$(BUILD)/gen/onnx.pb-c.o: build/gen/onnx.pb-c.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -227,8 +243,8 @@ test-bins: $(TEST_BIN) $(TOOL_BIN)
 .PHONY: ref-venv
 ref-venv:
 	$(Q)[ -x $(BUILD)/venv/bin/pip ] || python3 -m venv --system-site-packages $(BUILD)/venv
-	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard
-	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)') ✓"
+	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard onnxruntime
+	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)'), onnxruntime $$($(BUILD)/venv/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)') ✓"
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_NAME.c -> build/fuzz/fuzz_NAME ----
 # The library again, built by clang with coverage for libFuzzer, AddressSanitizer and
@@ -237,12 +253,12 @@ ref-venv:
 FUZZ_S ?= 60
 FUZZ_CC ?= clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wno-unused-parameter -I. $(PKG_CFLAGS) \
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wno-unused-parameter -I. -Ibuild/gen $(PKG_CFLAGS) \
 	-DDT_VERSION='"$(VERSION)"' -DDT_CUDA_BUILT=0 -MMD -MP $(FUZZ_SAN)
 FUZZ_OBJ := $(LIB_SRC:%.c=build/fuzz/%.o)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
-build/fuzz/%.o: %.c
+build/fuzz/%.o: %.c build/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZCC  $<")
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@

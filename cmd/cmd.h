@@ -25,6 +25,7 @@ int cmd_predict(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 /*
  * dtrain config (cmd/config.c), before the config is bound: gives every
  * reader a mapping to note its defaults in, without changing what the

@@ -20,6 +20,7 @@ static const struct subcommand commands[] = {
 	{ "fit", cmd_fit, "train the model a YAML file describes" },
 	{ "evaluate", cmd_evaluate, "loss and metrics of a checkpoint on the test set" },
 	{ "predict", cmd_predict, "the class (or the values) of every sample of an input, one line each, streaming" },
+	{ "export", cmd_export, "a checkpoint's model as an ONNX file" },
 	{ "summary", cmd_summary, "the model's layers, shapes and parameter counts" },
 	{ "config", cmd_config, "the configuration as fit uses it: defaults filled in, data file inlined, --set applied" },
 	{ "inspect", cmd_inspect, "one training step on the first batch: every layer's outputs, gradients, warnings" },

@@ -1,6 +1,7 @@
 /*
  * activation: y = act(x), as Keras' Activation. Argument: activation (required).
  */
+#include "core/export/onnx.h"
 #include "layers.h"
 
 static int activation_init(struct dt_layer *l, const struct dt_node *args)
@@ -30,6 +31,11 @@ static void activation_backward(struct dt_layer *l, const struct dt_tensor *x, c
 		dt_op_act_backward(l->act, x, y, dy, dx);
 }
 
+static const char *activation_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	return dt_onnx_activation(g, l->act, x, l->name);
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "7", "{activation: relu}" },
 	{ "2,3", "{activation: sigmoid}" },
@@ -51,4 +57,5 @@ const struct dt_layer_type dt_activation_layer = {
 	.init = activation_init,
 	.forward = activation_forward,
 	.backward = activation_backward,
+	.export = activation_export,
 };

@@ -9,9 +9,12 @@
  * Parameters: gamma (C) ones, beta (C) zeros; state moving_mean (C) zeros,
  * moving_variance (C) ones. Any input shape (..., C); output shape = input.
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/export/onnx.h"
 #include "layers.h"
 
 struct batchnorm {
@@ -88,6 +91,44 @@ static void batchnorm_release(struct dt_layer *l)
 	l->priv = NULL;
 }
 
+/*
+ * Inference form over the last axis: x * s + t with s = gamma / sqrt(var +
+ * epsilon), t = beta - mean * s, from the moving statistics (ONNX's
+ * BatchNormalization would want the channels on axis 1).
+ */
+static const char *batchnorm_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	const struct batchnorm *b = l->priv;
+	int64_t c = l->in.dim[l->in.ndim - 1];
+	float *mean = dt_onnx_param_data(&l->params[b->mean]), *var = dt_onnx_param_data(&l->params[b->var]);
+	float *gamma = b->gamma >= 0 ? dt_onnx_param_data(&l->params[b->gamma]) : NULL;
+	float *beta = b->beta >= 0 ? dt_onnx_param_data(&l->params[b->beta]) : NULL;
+	float *s = dt_malloc((size_t)c * sizeof(float)), *t = dt_malloc((size_t)c * sizeof(float));
+	char name[160];
+	const char *in[2];
+
+	for (int64_t i = 0; i < c; i++) {
+		double si = (gamma ? gamma[i] : 1.0) / sqrt((double)var[i] + b->epsilon);
+		s[i] = (float)si;
+		t[i] = (float)((beta ? beta[i] : 0.0) - mean[i] * si);
+	}
+	snprintf(name, sizeof(name), "%s/scale", l->name);
+	in[0] = x;
+	in[1] = dt_onnx_floats(g, name, 1, &c, s);
+	x = dt_onnx_node(g, "Mul", in, 2, l->name);
+	snprintf(name, sizeof(name), "%s/shift", l->name);
+	in[0] = x;
+	in[1] = dt_onnx_floats(g, name, 1, &c, t);
+	x = dt_onnx_node(g, "Add", in, 2, l->name);
+	free(mean);
+	free(var);
+	free(gamma);
+	free(beta);
+	free(s);
+	free(t);
+	return x;
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "3,3,2", NULL },
 	{ "5", "{momentum: 0.9}" },
@@ -107,4 +148,5 @@ const struct dt_layer_type dt_batch_normalization_layer = {
 	.backward = batchnorm_backward,
 	.release = batchnorm_release,
 	.alloc = batchnorm_alloc,
+	.export = batchnorm_export,
 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/export/onnx.h"
 #include "layers.h"
 #include "window.h"
 
@@ -144,6 +145,39 @@ static int64_t conv2d_flops(const struct dt_layer *l)
 	return 2 * (int64_t)g->kh * g->kw * g->in_c * g->out_c * g->out_h * g->out_w;
 }
 
+/*
+ * ONNX's Conv is NCHW with an (out, in, kh, kw) weight: the input is
+ * transposed to NCHW, the kernel from Keras' (kh, kw, in, out), and the
+ * output back to channels last before the activation.
+ */
+static const char *conv2d_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	static const int64_t to_nchw[4] = { 0, 3, 1, 2 }, to_nhwc[4] = { 0, 2, 3, 1 };
+	const struct dt_conv_geom *c = &((const struct conv2d *)l->priv)->g;
+	int64_t dims[4] = { c->out_c, c->in_c, c->kh, c->kw };
+	float *k = dt_onnx_param_data(&l->params[KERNEL]);
+	float *w = dt_malloc((size_t)dt_shape_count(&l->params[KERNEL].shape) * sizeof(float));
+	const char *in[3], *y;
+
+	for (int i = 0; i < c->kh; i++)
+		for (int j = 0; j < c->kw; j++)
+			for (int ci = 0; ci < c->in_c; ci++)
+				for (int co = 0; co < c->out_c; co++)
+					w[(((int64_t)co * c->in_c + ci) * c->kh + i) * c->kw + j] =
+						k[(((int64_t)i * c->kw + j) * c->in_c + ci) * c->out_c + co];
+	in[0] = dt_onnx_transpose(g, x, to_nchw, l->name);
+	in[1] = dt_onnx_floats(g, l->name, 4, dims, w);
+	in[2] = l->nparams > BIAS ? dt_onnx_param(g, l->name, &l->params[BIAS]) : NULL;
+	free(k);
+	free(w);
+	y = dt_onnx_node(g, "Conv", in, l->nparams > BIAS ? 3 : 2, l->name);
+	dt_onnx_attr_ints(g, "kernel_shape", 2, (int64_t[]){ c->kh, c->kw });
+	dt_onnx_attr_ints(g, "strides", 2, (int64_t[]){ c->stride_h, c->stride_w });
+	dt_onnx_attr_ints(g, "dilations", 2, (int64_t[]){ c->dil_h, c->dil_w });
+	dt_onnx_attr_ints(g, "pads", 4, (int64_t[]){ c->pad_top, c->pad_left, c->pad_bottom, c->pad_right });
+	return dt_onnx_activation(g, l->act, dt_onnx_transpose(g, y, to_nhwc, l->name), l->name);
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "5,5,2", "{filters: 3, kernel_size: 3}" },
 	{ "5,6,2", "{filters: 2, kernel_size: 3, padding: same, activation: elu}" },
@@ -166,4 +200,5 @@ const struct dt_layer_type dt_conv2d_layer = {
 	.release = conv2d_release,
 	.alloc = conv2d_alloc,
 	.flops = conv2d_flops,
+	.export = conv2d_export,
 };

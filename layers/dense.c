@@ -6,6 +6,7 @@
  * Parameters: kernel (in, units); bias (units).
  */
 #include "core/error.h"
+#include "core/export/onnx.h"
 #include "layers.h"
 
 enum { KERNEL, BIAS };
@@ -78,6 +79,19 @@ static int64_t dense_flops(const struct dt_layer *l)
 	return 2 * (int64_t)l->in.dim[0] * l->out.dim[0];
 }
 
+/* MatMul with the (in, units) kernel, Add of the bias, the activation. */
+static const char *dense_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	const char *in[2] = { x, dt_onnx_param(g, l->name, &l->params[KERNEL]) };
+	const char *y = dt_onnx_node(g, "MatMul", in, 2, l->name);
+	if (l->nparams > BIAS) {
+		in[0] = y;
+		in[1] = dt_onnx_param(g, l->name, &l->params[BIAS]);
+		y = dt_onnx_node(g, "Add", in, 2, l->name);
+	}
+	return dt_onnx_activation(g, l->act, y, l->name);
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "5", "{units: 3}" },
 	{ "4", "{units: 3, activation: gelu}" },
@@ -98,4 +112,5 @@ const struct dt_layer_type dt_dense_layer = {
 	.forward = dense_forward,
 	.backward = dense_backward,
 	.flops = dense_flops,
+	.export = dense_export,
 };

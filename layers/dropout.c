@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/export/onnx.h"
 #include "core/rng.h"
 #include "layers.h"
 
@@ -67,6 +68,12 @@ static void dropout_release(struct dt_layer *l)
 	l->priv = NULL;
 }
 
+/* Inference: the identity. */
+static const char *dropout_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	return dt_onnx_node(g, "Identity", &x, 1, l->name);
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "20", "{rate: 0.5}" },
 	{ "3,4", "{rate: 0.1}" },
@@ -81,5 +88,6 @@ const struct dt_layer_type dt_dropout_layer = {
 	.init = dropout_init,
 	.forward = dropout_forward,
 	.backward = dropout_backward,
+	.export = dropout_export,
 	.release = dropout_release,
 };

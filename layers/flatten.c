@@ -1,6 +1,7 @@
 /*
  * flatten: (N, d1, d2, ...) -> (N, d1*d2*...), as Keras' Flatten. No arguments.
  */
+#include "core/export/onnx.h"
 #include "layers.h"
 
 static int flatten_init(struct dt_layer *l, const struct dt_node *args)
@@ -25,6 +26,12 @@ static void flatten_backward(struct dt_layer *l, const struct dt_tensor *x, cons
 		dt_op_copy(dy, dx);
 }
 
+/* Reshape to (batch, out...): the sample's values in their channels-last order. */
+static const char *flatten_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	return dt_onnx_reshape(g, x, &l->out, l->name);
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "2,3,2", NULL },
 	{ "5", NULL },
@@ -38,4 +45,5 @@ const struct dt_layer_type dt_flatten_layer = {
 	.init = flatten_init,
 	.forward = flatten_forward,
 	.backward = flatten_backward,
+	.export = flatten_export,
 };

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/export/onnx.h"
 #include "pool2d.h"
 #include "window.h"
 
@@ -126,6 +127,27 @@ void dt_pool2d_release(struct dt_layer *l)
 		dt_plan_free(p->plan);
 	free(p);
 	l->priv = NULL;
+}
+
+const char *dt_pool2d_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	static const int64_t to_nchw[4] = { 0, 3, 1, 2 }, to_nhwc[4] = { 0, 2, 3, 1 };
+	const struct dt_pool_geom *p = &((const struct pool2d *)l->priv)->g;
+	const char *y;
+
+	if (l->out.ndim == 1) { /* global average pooling: (N, H, W, C) -> (N, C) */
+		y = dt_onnx_node(g, "ReduceMean", &x, 1, l->name);
+		dt_onnx_attr_ints(g, "axes", 2, (int64_t[]){ 1, 2 });
+		dt_onnx_attr_int(g, "keepdims", 0);
+		return y;
+	}
+	x = dt_onnx_transpose(g, x, to_nchw, l->name);
+	/* AveragePool's count_include_pad defaults to 0: padding stays out of the mean, as here. */
+	y = dt_onnx_node(g, p->kind == DT_POOL_MAX ? "MaxPool" : "AveragePool", &x, 1, l->name);
+	dt_onnx_attr_ints(g, "kernel_shape", 2, (int64_t[]){ p->kh, p->kw });
+	dt_onnx_attr_ints(g, "strides", 2, (int64_t[]){ p->stride_h, p->stride_w });
+	dt_onnx_attr_ints(g, "pads", 4, (int64_t[]){ p->pad_top, p->pad_left, p->pad_bottom, p->pad_right });
+	return dt_onnx_transpose(g, y, to_nhwc, l->name);
 }
 
 /* The geometries both pooling layers are checked with. */

@@ -23,6 +23,8 @@ void dt_pool2d_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_
 void dt_pool2d_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
 			struct dt_tensor *dy, struct dt_tensor *dx);
 void dt_pool2d_release(struct dt_layer *l);
+/* MaxPool or AveragePool between Transposes to NCHW and back; global: ReduceMean over H, W. */
+const char *dt_pool2d_export(const struct dt_layer *l, struct dt_onnx *g, const char *x);
 
 /* Pooling geometries for the gradient check, shared by max and average pooling. */
 extern const struct dt_layer_example dt_pool2d_examples[];

@@ -6,6 +6,7 @@
 #include <limits.h>
 
 #include "core/error.h"
+#include "core/export/onnx.h"
 #include "layers.h"
 
 static int reshape_init(struct dt_layer *l, const struct dt_node *args)
@@ -65,6 +66,12 @@ static void reshape_backward(struct dt_layer *l, const struct dt_tensor *x, cons
 		dt_op_copy(dy, dx);
 }
 
+/* Reshape to (batch, out...): the sample's values in their channels-last order. */
+static const char *reshape_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	return dt_onnx_reshape(g, x, &l->out, l->name);
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "16", "{target_shape: [4, 4, 1]}" },
 	{ "2,3,4", "{target_shape: [-1, 4]}" },
@@ -80,4 +87,5 @@ const struct dt_layer_type dt_reshape_layer = {
 	.init = reshape_init,
 	.forward = reshape_forward,
 	.backward = reshape_backward,
+	.export = reshape_export,
 };

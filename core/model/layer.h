@@ -19,6 +19,8 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 
+struct dt_onnx; /* core/export/onnx.h */
+
 #define DT_LAYER_MAX_PARAMS 4
 #define DT_LAYER_MAX_BUFS 4
 
@@ -110,6 +112,13 @@ struct dt_layer_type {
 	int (*alloc)(struct dt_layer *l, struct dt_device dev, int max_batch);
 	/* Optional: multiply-adds x 2 of one sample's forward pass, for dtrain time. */
 	int64_t (*flops)(const struct dt_layer *l);
+	/*
+	 * Optional: emits the layer's inference nodes into an ONNX graph
+	 * (core/export/onnx.h), from the value named x (N, in...) channels last;
+	 * returns the output's value name, or NULL after an error. NULL here:
+	 * dtrain export refuses the model, naming the layer and its type.
+	 */
+	const char *(*export)(const struct dt_layer *l, struct dt_onnx *g, const char *x);
 };
 
 /* Declares a trainable parameter; returns its index in l->params. */
