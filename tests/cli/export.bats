@@ -1,0 +1,176 @@
+#!/usr/bin/env bats
+# dtrain export: every example model of models/ after a short fit (one
+# epoch of 2 steps), and two fixtures that hold every layer type, every
+# activation, rescale and normalize: auto, and a model that outputs logits
+# (softmax, and one sigmoid output). ONNX's checker (Debian's python3-onnx)
+# accepts each file; under onnxruntime (build/venv, make ref-venv) the
+# outputs match dtrain predict's to 1e-5, a test that skips without it.
+
+load helpers
+
+# Debian's Python, where python3-onnx lives (PATH may name another).
+ONNX_PY=/usr/bin/python3
+
+# every.yaml: the layer types and activations of dtrain's table on 48 features seen as (4, 4, 3).
+every_layer_model() {
+	cat <<-EOF
+		model:
+		  name: every_layer
+		  layers:
+		    - reshape: {target_shape: [4, 4, 3]}
+		    - conv2d: {filters: 4, kernel_size: 3, padding: same, activation: gelu}
+		    - batch_normalization
+		    - conv2d: {filters: 4, kernel_size: [2, 3], strides: [2, 1], padding: same, activation: swish}
+		    - average_pooling2d: {pool_size: 2, strides: 1, padding: same}
+		    - conv2d: {filters: 3, kernel_size: 2, dilation_rate: 2, padding: same, activation: elu, use_bias: false}
+		    - max_pooling2d: {pool_size: [2, 3], strides: [1, 2], padding: same}
+		    - activation: {activation: leaky_relu}
+		    - dropout: {rate: 0.5}
+		    - conv2d: {filters: 3, kernel_size: 1, activation: softplus}
+		    - global_average_pooling2d
+		    - dense: {units: 8, activation: tanh}
+		    - batch_normalization: {center: false}
+		    - dense: {units: 6, activation: sigmoid}
+		    - dense: {units: 3}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy, from_logits: true}
+		data:
+		  train: {format: synthetic, kind: blobs, samples: 200, classes: 3, features: 48, noise: 0.3, seed: 1}
+		  rescale: 0.5
+		  normalize: auto
+		  batch_size: 16
+		fit: {epochs: 2, seed: 3}
+	EOF
+}
+
+# binary.yaml: one logit output (binary_crossentropy from logits), reshape, flatten, relu.
+binary_model() {
+	cat <<-EOF
+		model:
+		  name: binary
+		  layers:
+		    - reshape: {target_shape: [2, 3]}
+		    - flatten
+		    - dense: {units: 8, activation: relu}
+		    - dense: {units: 1}
+		compile: {optimizer: adam, loss: binary_crossentropy, from_logits: true}
+		data:
+		  train: {format: synthetic, kind: blobs, samples: 200, classes: 2, features: 6, noise: 0.3, seed: 1}
+		  batch_size: 16
+		fit: {epochs: 2, seed: 3}
+	EOF
+}
+
+# fit_short NAME MODEL.yaml [--set ...]: one epoch of 2 steps into $D/NAME, no validation or test pass.
+fit_short() {
+	local name=$1 model=$2
+	shift 2
+	"$DTRAIN" fit -q "$model" --set fit.epochs=1 --set fit.steps_per_epoch=2 --set data.validation=null \
+		--set data.test=null --set checkpoint.dir="$D/$name" "$@" >"$D/$name.log" 2>&1
+}
+
+setup_file() {
+	local repo
+	repo=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	D=$BATS_FILE_TMPDIR
+	DTRAIN=${DTRAIN:-$repo/build/dtrain}
+	export OMP_NUM_THREADS=1
+	(cd "$D" && python3 "$repo/models/fashion_png.py" --out fp --limit 40 >/dev/null)
+	every_layer_model >"$D/every.yaml"
+	binary_model >"$D/binary.yaml"
+	for f in "$repo"/models/*.yaml; do
+		m=$(basename "$f" .yaml)
+		if [ "$m" = fashion_png ]; then
+			fit_short "$m" "$f" --set data.train.directory="$D/fp/train"
+		else
+			fit_short "$m" "$f"
+		fi || echo "$m" >>"$D/failed"
+	done
+	fit_short every "$D/every.yaml" || echo every >>"$D/failed"
+	fit_short binary "$D/binary.yaml" || echo binary >>"$D/failed"
+}
+
+setup() {
+	common_setup
+	D=$BATS_FILE_TMPDIR
+	export OMP_NUM_THREADS=1
+	[ ! -e "$D/failed" ] || { cat "$D"/*.log >&2; echo "training failed: $(cat "$D/failed")" >&2; return 1; }
+}
+
+# The runs to export: every example model, then the two fixtures.
+runs() {
+	for f in "$REPO"/models/*.yaml; do basename "$f" .yaml; done
+	echo every
+	echo binary
+}
+
+@test "export: every example model and the fixtures pass ONNX's checker (python3-onnx), opset 13" {
+	for m in $(runs); do
+		run --separate-stderr "$DTRAIN" export "$D/$m" -o "$TMP/$m.onnx"
+		status_is 0
+		stderr_has "wrote '$TMP/$m.onnx' (ONNX opset 13)"
+		run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/$m.onnx"
+		status_is 0
+		[[ $output == "opset 13 "* ]] || { echo "$m: $output"; false; }
+	done
+	# The fixture holds every kind of node the layers emit.
+	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/every.onnx"
+	for op in Reshape Conv Transpose Erf Sigmoid AveragePool MaxPool LeakyRelu Elu Softplus ReduceMean \
+		MatMul Tanh Softmax Sub Div; do
+		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
+	done
+}
+
+@test "export: the preprocessing comes first, a model of logits ends in softmax or sigmoid" {
+	"$DTRAIN" export -q "$D/every" -o "$TMP/every.onnx"
+	"$DTRAIN" export -q "$D/binary" -o "$TMP/binary.onnx"
+	run "$ONNX_PY" -c '
+import sys, onnx
+for path in sys.argv[1:]:
+    g = onnx.load(path).graph
+    print(" ".join(n.op_type for n in g.node[:3]), "...", " ".join(n.op_type for n in g.node[-2:]))
+' "$TMP/every.onnx" "$TMP/binary.onnx"
+	status_is 0
+	[ "${lines[0]}" = "Mul Sub Div ... Softmax Identity" ]
+	[ "${lines[1]}" = "Reshape Reshape MatMul ... Sigmoid Identity" ]
+}
+
+@test "export: onnxruntime's outputs match dtrain predict's to 1e-5 (build/venv)" {
+	local py=$REPO/build/venv/bin/python scale
+	[ -x "$py" ] && "$py" -c 'import onnxruntime' 2>/dev/null ||
+		skip "no onnxruntime package in build/venv (make ref-venv): the numeric comparison is not run"
+	for m in $(runs); do
+		"$DTRAIN" export -q "$D/$m" -o "$TMP/$m.onnx"
+		case $m in fashion*) scale=255 ;; *) scale=2 ;; esac
+		"$py" "$REPO/tests/tools/onnx_compare.py" input "$TMP/$m.onnx" 64 "$scale" "$TMP/$m.npy"
+		# --all: every class's probability; a regression model refuses it (status 2) and prints its values.
+		run "$DTRAIN" predict -q "$D/$m" "$TMP/$m.npy" --format npy --all --header
+		[ "$status" -ne 2 ] || run "$DTRAIN" predict -q "$D/$m" "$TMP/$m.npy" --format npy --header
+		status_is 0
+		printf '%s\n' "$output" >"$TMP/$m.csv"
+		run "$py" "$REPO/tests/tools/onnx_compare.py" compare "$TMP/$m.onnx" "$TMP/$m.npy" "$TMP/$m.csv" 1e-5
+		echo "# $m: $output" >&3
+		status_is 0
+	done
+}
+
+@test "export: a bad checkpoint path is named, exit 1 or 2, nothing written" {
+	run --separate-stderr "$DTRAIN" export "$TMP/missing.safetensors" -o "$TMP/m.onnx"
+	[ "$status" -ne 0 ]
+	not_crashed
+	stderr_has "$TMP/missing.safetensors"
+	[ ! -e "$TMP/m.onnx" ]
+	printf 'not a checkpoint' >"$TMP/bad.safetensors"
+	run --separate-stderr "$DTRAIN" export "$D/binary.yaml" --checkpoint "$TMP/bad.safetensors" -o "$TMP/m.onnx"
+	[ "$status" -ne 0 ]
+	not_crashed
+	[ ! -e "$TMP/m.onnx" ]
+}
+
+@test "export: -o to an unwritable place names it and fails; -o is required" {
+	run --separate-stderr "$DTRAIN" export "$D/binary" -o "$TMP/no/such/dir/m.onnx"
+	status_is 1
+	stderr_has "cannot write '$TMP/no/such/dir/m.onnx'" "No such file or directory"
+	run --separate-stderr "$DTRAIN" export "$D/binary"
+	status_is 2
+	stderr_has "needs -o FILE"
+}
