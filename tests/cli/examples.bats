@@ -44,10 +44,11 @@
 load helpers
 
 # The examples each document holds (doc_examples.py list).
-COUNTS='README.md 44
+COUNTS='README.md 45
 man/dtrain-config.1 4
 man/dtrain-devices.1 3
 man/dtrain-evaluate.1 7
+man/dtrain-export.1 4
 man/dtrain-fit.1 13
 man/dtrain-inspect.1 6
 man/dtrain-plot.1 3
@@ -311,6 +312,7 @@ document() {
 @test "man/dtrain-devices.1" { document man/dtrain-devices.1; }
 @test "man/dtrain-config.1" { document man/dtrain-config.1; }
 @test "man/dtrain-evaluate.1" { document man/dtrain-evaluate.1; }
+@test "man/dtrain-export.1" { document man/dtrain-export.1; }
 @test "man/dtrain-fit.1" { document man/dtrain-fit.1; }
 @test "man/dtrain-inspect.1" { document man/dtrain-inspect.1; }
 @test "man/dtrain-plot.1" { document man/dtrain-plot.1; }
