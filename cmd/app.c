@@ -666,6 +666,15 @@ int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)
 	return 0;
 }
 
+int dt_app_model(struct dt_app *a, struct dt_model *m)
+{
+	struct dt_shape in;
+	int rc = dt_app_input_shape(a, &in);
+	if (rc)
+		return rc;
+	return dt_model_init(m, a->cfg.name, &in, a->cfg.layers, dt_layer_types) < 0 ? dt_exit_status() : 0;
+}
+
 /* Every pipeline must give samples of the model's input shape and labels of one shape. */
 static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in, const struct dt_shape *label,
 			  const struct dt_shape *out)

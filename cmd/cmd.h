@@ -161,6 +161,8 @@ void dt_app_metrics_json(const struct dt_app *a, const struct dt_metrics *m, str
 void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FILE *f);
 /* The per-sample input shape: model.input_shape, else the training data's (opened for it). */
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in);
+/* The model of the config, its layers built on that input shape (no weights allocated): 0 or the exit status. */
+int dt_app_model(struct dt_app *a, struct dt_model *m);
 /* Builds the strategy, one model and optimizer per replica, the objective and trainer. */
 int dt_app_build(struct dt_app *a);
 /*

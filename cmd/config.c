@@ -8,7 +8,6 @@
 #include "cmd.h"
 #include "core/config/resolved.h"
 #include "core/error.h"
-#include "layers/layers.h"
 
 static const char usage[] =
 	"usage: dtrain config [options] MODEL.yaml|CHECKPOINT\n"
@@ -54,14 +53,11 @@ int dt_config_prepare(struct dt_doc *doc)
 static int note_layers(struct dt_app *a)
 {
 	struct dt_model m = { 0 };
-	struct dt_shape in;
 	int rc;
 
 	if (a->cfg.input_shape.ndim)
 		return 0; /* dt_app_config built them */
-	if ((rc = dt_app_input_shape(a, &in)))
-		return rc;
-	rc = dt_model_init(&m, a->cfg.name, &in, a->cfg.layers, dt_layer_types) < 0 ? dt_exit_status() : 0;
+	rc = dt_app_model(a, &m);
 	dt_model_release(&m);
 	return rc;
 }

@@ -11,7 +11,6 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/export/onnx.h"
-#include "layers/layers.h"
 
 static const char usage[] =
 	"usage: dtrain export [options] CHECKPOINT|MODEL.yaml -o MODEL.onnx\n"
@@ -43,8 +42,7 @@ int cmd_export(int argc, char **argv)
 	struct dt_app a;
 	struct dt_model m = { 0 };
 	struct dt_preprocess pp = { 0 };
-	struct dt_shape in;
-	int rc, have_model = 0;
+	int rc;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set checkpoint output quiet", usage)) >= 0)
 		goto out_opts;
@@ -55,19 +53,14 @@ int cmd_export(int argc, char **argv)
 	}
 	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
-	if ((rc = dt_app_input_shape(&a, &in)))
+	if ((rc = dt_app_model(&a, &m)))
 		goto out;
-	if (dt_model_init(&m, a.cfg.name, &in, a.cfg.layers, dt_layer_types) < 0) {
-		rc = dt_exit_status();
-		goto out;
-	}
-	have_model = 1;
 	rc = DT_EXIT_FAIL;
 	if (dt_model_alloc(&m, DT_CPU, 1) < 0)
 		goto out;
 	if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_weights(&a, &m, "exporting the average") < 0)
 		goto out;
-	if (dt_app_preprocess(&a, dt_checkpoint_meta(a.ckpt, "preprocessing"), a.ckpt_path, &in, &pp) < 0)
+	if (dt_app_preprocess(&a, dt_checkpoint_meta(a.ckpt, "preprocessing"), a.ckpt_path, &m.input, &pp) < 0)
 		goto out;
 	if (dt_onnx_export(&m, &pp, final_activation(&a, &m), o.output) < 0)
 		goto out;
@@ -76,8 +69,7 @@ int cmd_export(int argc, char **argv)
 	rc = DT_EXIT_OK;
 out:
 	dt_preprocess_release(&pp);
-	if (have_model)
-		dt_model_release(&m);
+	dt_model_release(&m);
 	dt_app_release(&a);
 out_opts:
 	dt_opts_release(&o);

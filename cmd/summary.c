@@ -7,7 +7,6 @@
 
 #include "cmd.h"
 #include "core/error.h"
-#include "layers/layers.h"
 
 static const char usage[] =
 	"usage: dtrain summary [options] MODEL.yaml|CHECKPOINT\n"
@@ -83,7 +82,6 @@ int cmd_summary(int argc, char **argv)
 	struct dt_opts o;
 	struct dt_app a;
 	struct dt_model m = { 0 };
-	struct dt_shape in;
 	char shape[64], count[32], size[32];
 	int rc;
 
@@ -91,12 +89,8 @@ int cmd_summary(int argc, char **argv)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
-	if ((rc = dt_app_input_shape(&a, &in)))
+	if ((rc = dt_app_model(&a, &m)))
 		goto out;
-	if (dt_model_init(&m, a.cfg.name, &in, a.cfg.layers, dt_layer_types) < 0) {
-		rc = dt_exit_status();
-		goto out;
-	}
 	printf("Model: \"%s\"\n", m.name);
 	rule("┏", "━", "┳", "┓", w);
 	row("Layer (type)", "Output Shape", "Param #", w, "┃");

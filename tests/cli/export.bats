@@ -1,64 +1,16 @@
 #!/usr/bin/env bats
 # dtrain export: every example model of models/ after a short fit (one
-# epoch of 2 steps), and two fixtures that hold every layer type, every
-# activation, rescale and normalize: auto, and a model that outputs logits
-# (softmax, and one sigmoid output). ONNX's checker (Debian's python3-onnx)
-# accepts each file; under onnxruntime (build/venv, make ref-venv) the
-# outputs match dtrain predict's to 1e-5, a test that skips without it.
+# epoch of 2 steps), and two fixtures (tests/cli/models/export_*.yaml) that
+# hold every layer type, every activation, rescale and normalize: auto, and
+# models that output logits (softmax, and one sigmoid output). ONNX's
+# checker (Debian's python3-onnx) accepts each file; under onnxruntime
+# (build/venv, make ref-venv) the outputs match dtrain predict's to 1e-5, a
+# test that skips without it.
 
 load helpers
 
 # Debian's Python, where python3-onnx lives (PATH may name another).
 ONNX_PY=/usr/bin/python3
-
-# every.yaml: the layer types and activations of dtrain's table on 48 features seen as (4, 4, 3).
-every_layer_model() {
-	cat <<-EOF
-		model:
-		  name: every_layer
-		  layers:
-		    - reshape: {target_shape: [4, 4, 3]}
-		    - conv2d: {filters: 4, kernel_size: 3, padding: same, activation: gelu}
-		    - batch_normalization
-		    - conv2d: {filters: 4, kernel_size: [2, 3], strides: [2, 1], padding: same, activation: swish}
-		    - average_pooling2d: {pool_size: 2, strides: 1, padding: same}
-		    - conv2d: {filters: 3, kernel_size: 2, dilation_rate: 2, padding: same, activation: elu, use_bias: false}
-		    - max_pooling2d: {pool_size: [2, 3], strides: [1, 2], padding: same}
-		    - activation: {activation: leaky_relu}
-		    - dropout: {rate: 0.5}
-		    - conv2d: {filters: 3, kernel_size: 1, activation: softplus}
-		    - global_average_pooling2d
-		    - dense: {units: 8, activation: tanh}
-		    - batch_normalization: {center: false}
-		    - dense: {units: 6, activation: sigmoid}
-		    - dense: {units: 3}
-		compile: {optimizer: adam, loss: sparse_categorical_crossentropy, from_logits: true}
-		data:
-		  train: {format: synthetic, kind: blobs, samples: 200, classes: 3, features: 48, noise: 0.3, seed: 1}
-		  rescale: 0.5
-		  normalize: auto
-		  batch_size: 16
-		fit: {epochs: 2, seed: 3}
-	EOF
-}
-
-# binary.yaml: one logit output (binary_crossentropy from logits), reshape, flatten, relu.
-binary_model() {
-	cat <<-EOF
-		model:
-		  name: binary
-		  layers:
-		    - reshape: {target_shape: [2, 3]}
-		    - flatten
-		    - dense: {units: 8, activation: relu}
-		    - dense: {units: 1}
-		compile: {optimizer: adam, loss: binary_crossentropy, from_logits: true}
-		data:
-		  train: {format: synthetic, kind: blobs, samples: 200, classes: 2, features: 6, noise: 0.3, seed: 1}
-		  batch_size: 16
-		fit: {epochs: 2, seed: 3}
-	EOF
-}
 
 # fit_short NAME MODEL.yaml [--set ...]: one epoch of 2 steps into $D/NAME, no validation or test pass.
 fit_short() {
@@ -75,8 +27,6 @@ setup_file() {
 	DTRAIN=${DTRAIN:-$repo/build/dtrain}
 	export OMP_NUM_THREADS=1
 	(cd "$D" && python3 "$repo/models/fashion_png.py" --out fp --limit 40 >/dev/null)
-	every_layer_model >"$D/every.yaml"
-	binary_model >"$D/binary.yaml"
 	for f in "$repo"/models/*.yaml; do
 		m=$(basename "$f" .yaml)
 		if [ "$m" = fashion_png ]; then
@@ -85,8 +35,8 @@ setup_file() {
 			fit_short "$m" "$f"
 		fi || echo "$m" >>"$D/failed"
 	done
-	fit_short every "$D/every.yaml" || echo every >>"$D/failed"
-	fit_short binary "$D/binary.yaml" || echo binary >>"$D/failed"
+	fit_short every "$BATS_TEST_DIRNAME/models/export_every.yaml" || echo every >>"$D/failed"
+	fit_short binary "$BATS_TEST_DIRNAME/models/export_binary.yaml" || echo binary >>"$D/failed"
 }
 
 setup() {
@@ -160,7 +110,7 @@ for path in sys.argv[1:]:
 	stderr_has "$TMP/missing.safetensors"
 	[ ! -e "$TMP/m.onnx" ]
 	printf 'not a checkpoint' >"$TMP/bad.safetensors"
-	run --separate-stderr "$DTRAIN" export "$D/binary.yaml" --checkpoint "$TMP/bad.safetensors" -o "$TMP/m.onnx"
+	run --separate-stderr "$DTRAIN" export "$MODELS/export_binary.yaml" --checkpoint "$TMP/bad.safetensors" -o "$TMP/m.onnx"
 	[ "$status" -ne 0 ]
 	not_crashed
 	[ ! -e "$TMP/m.onnx" ]
