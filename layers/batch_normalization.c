@@ -100,9 +100,9 @@ static const char *batchnorm_export(const struct dt_layer *l, struct dt_onnx *g,
 {
 	const struct batchnorm *b = l->priv;
 	int64_t c = l->in.dim[l->in.ndim - 1];
-	float *mean = dt_onnx_param_data(&l->params[b->mean]), *var = dt_onnx_param_data(&l->params[b->var]);
-	float *gamma = b->gamma >= 0 ? dt_onnx_param_data(&l->params[b->gamma]) : NULL;
-	float *beta = b->beta >= 0 ? dt_onnx_param_data(&l->params[b->beta]) : NULL;
+	float *mean = dt_onnx_param_alloc(&l->params[b->mean]), *var = dt_onnx_param_alloc(&l->params[b->var]);
+	float *gamma = b->gamma >= 0 ? dt_onnx_param_alloc(&l->params[b->gamma]) : NULL;
+	float *beta = b->beta >= 0 ? dt_onnx_param_alloc(&l->params[b->beta]) : NULL;
 	float *s = dt_malloc((size_t)c * sizeof(float)), *t = dt_malloc((size_t)c * sizeof(float));
 	char name[160];
 	const char *in[2];

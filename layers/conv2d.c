@@ -155,7 +155,7 @@ static const char *conv2d_export(const struct dt_layer *l, struct dt_onnx *g, co
 	static const int64_t to_nchw[4] = { 0, 3, 1, 2 }, to_nhwc[4] = { 0, 2, 3, 1 };
 	const struct dt_conv_geom *c = &((const struct conv2d *)l->priv)->g;
 	int64_t dims[4] = { c->out_c, c->in_c, c->kh, c->kw };
-	float *k = dt_onnx_param_data(&l->params[KERNEL]);
+	float *k = dt_onnx_param_alloc(&l->params[KERNEL]);
 	float *w = dt_malloc((size_t)dt_shape_count(&l->params[KERNEL].shape) * sizeof(float));
 	const char *in[3], *y;
 

@@ -149,7 +149,8 @@ static const char *constant(struct dt_onnx *g, const char *name, int type, int n
 	t->data_type = type;
 	t->n_dims = (size_t)ndim;
 	t->dims = zalloc(g, (size_t)ndim * sizeof(int64_t));
-	memcpy(t->dims, dims, (size_t)ndim * sizeof(int64_t));
+	if (ndim) /* a scalar has no dims (and dims may be NULL) */
+		memcpy(t->dims, dims, (size_t)ndim * sizeof(int64_t));
 	t->has_raw_data = 1;
 	t->raw_data.len = bytes;
 	t->raw_data.data = zalloc(g, bytes);
@@ -177,7 +178,7 @@ const char *dt_onnx_int64s(struct dt_onnx *g, const char *name, int n, const int
 	return constant(g, name, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, dims, data, (size_t)n * sizeof(int64_t));
 }
 
-float *dt_onnx_param_data(const struct dt_param *p)
+float *dt_onnx_param_alloc(const struct dt_param *p)
 {
 	float *data = dt_malloc((size_t)dt_shape_count(&p->shape) * sizeof(float));
 	dt_op_to_host(&p->value, data);
@@ -188,7 +189,7 @@ const char *dt_onnx_param(struct dt_onnx *g, const char *layer, const struct dt_
 {
 	char name[160];
 	int64_t dims[DT_MAX_DIMS];
-	float *data = dt_onnx_param_data(p);
+	float *data = dt_onnx_param_alloc(p);
 	const char *v;
 	for (int i = 0; i < p->shape.ndim; i++)
 		dims[i] = p->shape.dim[i];

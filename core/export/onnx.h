@@ -43,7 +43,7 @@ const char *dt_onnx_floats(struct dt_onnx *g, const char *name, int ndim, const 
 /* A 1-d int64 constant (Reshape's shape); returns its value name. */
 const char *dt_onnx_int64s(struct dt_onnx *g, const char *name, int n, const int64_t *data);
 /* A parameter's values on the host (malloc'ed, the caller frees), in its Keras layout. */
-float *dt_onnx_param_data(const struct dt_param *p);
+float *dt_onnx_param_alloc(const struct dt_param *p);
 /* A parameter as a constant named "LAYER/PARAM" in its Keras layout; returns its value name. */
 const char *dt_onnx_param(struct dt_onnx *g, const char *layer, const struct dt_param *p);
 /* Transpose(x, perm): NHWC -> NCHW is {0, 3, 1, 2}, back {0, 2, 3, 1}; value "PREFIX/to_nchw" or "/to_nhwc". */
