@@ -195,6 +195,8 @@ found:
 	@echo "dtrain $(VERSION) build:"
 	@for p in $(PKGS); do pkg-config --exists $$p && echo "  ✓ $$p $$(pkg-config --modversion $$p)" || echo "  ✗ $$p"; done
 	@test -f /usr/include/oneapi/dnnl/dnnl.h && echo "  ✓ oneDNN" || echo "  ✗ oneDNN (libdnnl-dev)"
+	@command -v protoc-c >/dev/null && echo "  ✓ protoc-c" || echo "  ✗ protoc-c (protobuf-c-compiler)"
+	@test -f $(ONNX_PROTO_DIR)/onnx.proto && echo "  ✓ onnx.proto ($(ONNX_PROTO_DIR))" || echo "  ✗ onnx.proto (python3-onnx)"
 	@$(if $(filter 1,$(CUDA_ON)),echo "  ✓ nvcc $(NVCC) (CUDA backend: $(CUDA_SO))",echo "  ✗ CUDA backend off ($(if $(filter 0,$(CUDA)),CUDA=0,nvcc not found))")
 
 demo: deps
