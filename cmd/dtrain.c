@@ -77,9 +77,9 @@ static int cmd_version(int argc, char **argv)
 
 /*
  * dtrain complete commands | options COMMAND | keys | values KEY: the words
- * the shell completion scripts offer (man dtrain, COMPLETION), from the
- * tables that parse the command line and check the config. Not in the list
- * of commands: people do not type it. An unknown question prints nothing.
+ * the shell completion scripts offer (man dtrain, SHELL COMPLETION), from
+ * the tables that parse the command line and check the config. Not in the
+ * list of commands: people do not type it. An unknown question prints nothing.
  */
 static int cmd_complete(int argc, char **argv)
 {
