@@ -6,7 +6,10 @@
 #   make check      deps + build + every test; ends with "N passed, N failed"
 #   make fuzz       clang + the libFuzzer harnesses of tests/fuzz/, each run FUZZ_S
 #                   seconds (default 60); a finding is kept in tests/fuzz/regress/
-#   make install    binary and man pages under PREFIX (default /usr/local)
+#   make install    binary, man pages and the bash and zsh completions under
+#                   $(DESTDIR)$(PREFIX) (default /usr/local); BASH_COMPDIR and
+#                   ZSH_COMPDIR move the completions
+#   make uninstall  removes what make install put there
 #   make device-kit build/device-kit.tar.xz: dtrain with CUDA, its tests and
 #                   libraries, bats, jq, Fashion-MNIST, for a bare GPU machine
 #                   (tests/gpu/device-run.sh runs it there)
@@ -20,12 +23,14 @@
 
 VERSION := 0.1.0
 PREFIX ?= /usr/local
+BASH_COMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSH_COMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
 CC ?= cc
 
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler python3-onnx
-DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn iproute2
+DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn iproute2 zsh
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
@@ -114,7 +119,7 @@ TOOL_BIN := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/tools/*.c))
 LIB := $(BUILD)/libdtrain.a
 BIN := $(BUILD)/dtrain
 
-.PHONY: all deps demo check test install clean found
+.PHONY: all deps demo check test install uninstall clean found
 # The tools too: CLI tests such as multihost.bats run them after a plain `make`.
 all: $(BIN) $(CUDA_TARGETS) $(TOOL_BIN)
 
@@ -288,6 +293,18 @@ install: $(BIN)
 	$(if $(filter 1,$(CUDA_ON)),install -d $(DESTDIR)$(PREFIX)/lib/dtrain && install -m 755 $(CUDA_SO) $(DESTDIR)$(PREFIX)/lib/dtrain/)
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -d $(DESTDIR)$(BASH_COMPDIR) $(DESTDIR)$(ZSH_COMPDIR)
+	install -m 644 cmd/completion/dtrain.bash $(DESTDIR)$(BASH_COMPDIR)/dtrain
+	install -m 644 cmd/completion/_dtrain $(DESTDIR)$(ZSH_COMPDIR)/_dtrain
+
+# The files install put, and lib/dtrain, dtrain's own folder; the folders
+# other programs share (bin, share/man/man1, ...) stay.
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/dtrain $(DESTDIR)$(PREFIX)/lib/dtrain/libdtrain_cuda.so
+	[ ! -d $(DESTDIR)$(PREFIX)/lib/dtrain ] || rmdir $(DESTDIR)$(PREFIX)/lib/dtrain
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(wildcard man/*.1)))
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man5/,$(notdir $(wildcard man/*.5)))
+	rm -f $(DESTDIR)$(BASH_COMPDIR)/dtrain $(DESTDIR)$(ZSH_COMPDIR)/_dtrain
 
 clean:
 	rm -rf build

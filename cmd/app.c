@@ -87,6 +87,26 @@ static void allowed_options(const struct option *all, const char *allowed, struc
 	memset(&longs[n], 0, sizeof(longs[n]));
 }
 
+int dt_opts_list;
+
+/*
+ * -h: the usage, or under dt_opts_list the options of longs and the short
+ * ones of shorts (getopt's string), one a line. DT_EXIT_OK.
+ */
+static int show_help(const char *usage, const struct option *longs, const char *shorts)
+{
+	if (!dt_opts_list) {
+		fputs(usage, stdout);
+		return DT_EXIT_OK;
+	}
+	for (int i = 0; longs[i].name; i++)
+		printf("--%s%s\n", longs[i].name, longs[i].has_arg == required_argument ? "\tVALUE" : "");
+	for (const char *s = shorts; *s; s++)
+		if (*s != ':')
+			printf("-%c%s\n", *s, s[1] == ':' ? "\tVALUE" : "");
+	return DT_EXIT_OK;
+}
+
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage)
 {
 	static const struct option all[] = {
@@ -121,8 +141,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 	while ((c = getopt_long(argc, argv, short_options(allowed, shorts, sizeof(shorts)), longs, NULL)) != -1) {
 		switch (c) {
 		case 'h':
-			fputs(usage, stdout);
-			return DT_EXIT_OK;
+			return show_help(usage, longs, shorts);
 		case 's':
 			o->sets[o->nsets++] = optarg;
 			break;

@@ -67,6 +67,18 @@ struct dt_opts {
  * else the exit status to return (0 after -h, 2 on a usage error).
  */
 int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed, const char *usage);
+/*
+ * Set by `dtrain complete options COMMAND`, which runs the subcommand with
+ * -h: its option parser prints the options it takes instead of the usage,
+ * one a line ("--set\tVALUE" for one that takes a value, "--json"), and the
+ * subcommand returns 0.
+ */
+extern int dt_opts_list;
+/*
+ * dtrain complete keys | values KEY (cmd/complete.c): every config key path,
+ * or the names a key takes, one a line, from the tables that check them.
+ */
+int dt_complete_config(int argc, char **argv);
 void dt_opts_release(struct dt_opts *o);
 
 struct dt_app {

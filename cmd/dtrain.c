@@ -15,6 +15,7 @@ struct subcommand {
 
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
+static int cmd_complete(int argc, char **argv);
 
 static const struct subcommand commands[] = {
 	{ "fit", cmd_fit, "train the model a YAML file describes" },
@@ -75,6 +76,31 @@ static int cmd_version(int argc, char **argv)
 	return DT_EXIT_OK;
 }
 
+/*
+ * dtrain complete commands | options COMMAND | keys | values KEY: the words
+ * the shell completion scripts offer (man dtrain, SHELL COMPLETION), from
+ * the tables that parse the command line and check the config. Not in the
+ * list of commands: people do not type it. An unknown question prints nothing.
+ */
+static int cmd_complete(int argc, char **argv)
+{
+	const struct subcommand *c;
+	if (argc == 2 && !strcmp(argv[1], "commands")) {
+		for (int i = 0; commands[i].name; i++)
+			puts(commands[i].name);
+		return DT_EXIT_OK;
+	}
+	if (argc == 3 && !strcmp(argv[1], "options")) {
+		char *args[] = { argv[2], "-h", NULL };
+		c = find(argv[2]);
+		if (!c || c->run == cmd_help || c->run == cmd_version)
+			return DT_EXIT_OK;
+		dt_opts_list = 1;
+		return c->run(2, args);
+	}
+	return dt_complete_config(argc, argv);
+}
+
 int main(int argc, char **argv)
 {
 	const struct subcommand *c;
@@ -86,6 +112,8 @@ int main(int argc, char **argv)
 		return cmd_version(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		return cmd_help(1, argv + 1);
+	if (!strcmp(argv[1], "complete"))
+		return cmd_complete(argc - 1, argv + 1);
 	c = find(argv[1]);
 	if (!c) {
 		dt_error("unknown command '%s'; see 'dtrain help'", argv[1]);

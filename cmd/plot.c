@@ -49,12 +49,18 @@ static int parse_size(const char *s, int *w, int *h)
 /* DT_EXIT_OK after -h, DT_EXIT_USAGE after an error, -1 to go on. */
 static int parse(struct plot_opts *o, int argc, char **argv)
 {
+	/* What the loop below takes, printed for -h under dt_opts_list (`dtrain complete options plot`). */
+	static const char *const options[] = { "--help", "-h", "--output\tVALUE", "-o\tVALUE", "--size\tVALUE",
+					       "--json", NULL };
 	memset(o, 0, sizeof(*o));
 	o->output = "curves.png";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage, stdout);
+			for (int k = 0; dt_opts_list && options[k]; k++)
+				puts(options[k]);
+			if (!dt_opts_list)
+				fputs(usage, stdout);
 			return DT_EXIT_OK;
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--size")) {
 			if (i + 1 == argc) {

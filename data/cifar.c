@@ -202,6 +202,8 @@ static int cifar_names(struct dt_source *s, const char *dir, const char *file, i
 	return 0;
 }
 
+static const char *const cifar_keys[] = { "format", "files", "directory", "split", "label_mode", NULL };
+
 /*
  * The arguments, which need no file: the batch files to read (paths[0..*npaths),
  * from `files` or from `directory` and `split`), the directory (NULL with
@@ -211,7 +213,6 @@ static int cifar_names(struct dt_source *s, const char *dir, const char *file, i
 static int cifar_args(const struct dt_node *args, const struct cifar_kind *k, char **paths, int *npaths, char **dir,
 		      int *mode)
 {
-	static const char *const keys[] = { "format", "files", "directory", "split", "label_mode", NULL };
 	static const char *const names[] = { "train", "test", NULL };  /* split */
 	static const char *const kinds[] = { "fine", "coarse", NULL }; /* label_mode */
 	const char *what = k == &cifar10_kind ? "cifar10" : "cifar100";
@@ -220,7 +221,7 @@ static int cifar_args(const struct dt_node *args, const struct cifar_kind *k, ch
 
 	*npaths = 0;
 	*dir = NULL;
-	if (dt_cfg_check_keys(args, what, keys) < 0 || dt_cfg_path(args, "directory", dir) < 0 ||
+	if (dt_cfg_check_keys(args, what, cifar_keys) < 0 || dt_cfg_path(args, "directory", dir) < 0 ||
 	    dt_cfg_enum(args, "split", names, 0, &split) < 0 || dt_cfg_enum(args, "label_mode", kinds, 0, mode) < 0)
 		return -1;
 	if (k == &cifar10_kind && dt_node_get(args, "label_mode"))
@@ -339,6 +340,7 @@ static int cifar100_check(const struct dt_node *args) { return cifar_check(args,
 
 const struct dt_source_type dt_cifar10_source = {
 	.name = "cifar10",
+	.keys = cifar_keys,
 	.open = cifar10_open,
 	.read = cifar_read,
 	.close = cifar_close,
@@ -347,6 +349,7 @@ const struct dt_source_type dt_cifar10_source = {
 
 const struct dt_source_type dt_cifar100_source = {
 	.name = "cifar100",
+	.keys = cifar_keys,
 	.open = cifar100_open,
 	.read = cifar_read,
 	.close = cifar_close,

@@ -671,6 +671,9 @@ static int64_t csv_first_rows(int ncols)
 	return rows < 1 ? 1 : rows > 1024 ? 1024 : rows;
 }
 
+static const char *const csv_keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape",
+					"sample_weight", NULL };
+
 /*
  * The arguments that need no file: the path as given and resolved (*path
  * NULL for "-"; the caller frees it, also after an error), header, skip_rows,
@@ -680,12 +683,10 @@ static int64_t csv_first_rows(int ncols)
 static int csv_args(const struct dt_node *args, const char **given, char **path, int *header, int64_t *skip,
 		    char *delim, struct dt_shape *shape)
 {
-	static const char *const keys[] = { "format", "path", "header", "skip_rows", "label", "delimiter", "shape",
-					    "sample_weight", NULL };
 	const struct dt_node *label = dt_node_get(args, "label"), *weight = dt_node_get(args, "sample_weight");
 
 	*path = NULL;
-	if (dt_cfg_check_keys(args, "csv", keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
+	if (dt_cfg_check_keys(args, "csv", csv_keys) < 0 || dt_cfg_require(args, "path", "csv") < 0 ||
 	    dt_cfg_string(args, "path", NULL, given) < 0 || csv_header_arg(args, header) < 0 ||
 	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, skip) < 0 || csv_delimiter(args, delim) < 0 ||
 	    dt_cfg_shape(args, "shape", shape) < 0)
@@ -878,6 +879,7 @@ static void csv_labels(struct dt_source *s, int32_t *out)
 
 const struct dt_source_type dt_csv_source = {
 	.name = "csv",
+	.keys = csv_keys,
 	.open = csv_open,
 	.read = csv_read,
 	.close = csv_close,

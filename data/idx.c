@@ -170,12 +170,13 @@ static void idx_close(struct dt_source *s)
 	s->priv = NULL;
 }
 
+static const char *const idx_keys[] = { "format", "images", "labels", NULL };
+
 /* The two paths (the caller frees them, also after an error). 0 or -1. */
 static int idx_args(const struct dt_node *args, char **images_path, char **labels_path)
 {
-	static const char *const keys[] = { "format", "images", "labels", NULL };
 	*images_path = *labels_path = NULL;
-	if (dt_cfg_check_keys(args, "idx", keys) < 0 || dt_cfg_require(args, "images", "idx") < 0 ||
+	if (dt_cfg_check_keys(args, "idx", idx_keys) < 0 || dt_cfg_require(args, "images", "idx") < 0 ||
 	    dt_cfg_require(args, "labels", "idx") < 0 || dt_cfg_path(args, "images", images_path) < 0 ||
 	    dt_cfg_path(args, "labels", labels_path) < 0)
 		return -1;
@@ -262,6 +263,7 @@ static int idx_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 
 const struct dt_source_type dt_idx_source = {
 	.name = "idx",
+	.keys = idx_keys,
 	.open = idx_open,
 	.read = idx_read,
 	.close = idx_close,

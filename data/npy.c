@@ -366,13 +366,14 @@ out:
 	return rc;
 }
 
+static const char *const npy_keys[] = { "format", "x", "y", "sample_weight", NULL };
+
 /* The two paths (the caller frees them, also after an error). 0 or -1. */
 static int npy_args(const struct dt_node *args, char **xpath, char **ypath)
 {
-	static const char *const keys[] = { "format", "x", "y", "sample_weight", NULL };
 	const char *weights;
 	*xpath = *ypath = NULL;
-	if (dt_cfg_check_keys(args, "npy", keys) < 0 || dt_cfg_require(args, "x", "npy") < 0 ||
+	if (dt_cfg_check_keys(args, "npy", npy_keys) < 0 || dt_cfg_require(args, "x", "npy") < 0 ||
 	    dt_cfg_require(args, "y", "npy") < 0 || npy_path(args, "x", xpath) < 0 || npy_path(args, "y", ypath) < 0)
 		return -1;
 	if (!strcmp(*xpath, "-") && !strcmp(*ypath, "-"))
@@ -470,6 +471,7 @@ static int npy_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 
 const struct dt_source_type dt_npy_source = {
 	.name = "npy",
+	.keys = npy_keys,
 	.open = npy_open,
 	.read = npy_read,
 	.close = npy_close,

@@ -273,6 +273,9 @@ static void folder_close(struct dt_source *s)
 
 static const int channels[] = { 1, 3, 4 }; /* of each color_mode */
 
+static const char *const folder_keys[] = { "format", "directory", "image_size", "color_mode", "class_names",
+					"shuffle", "seed", NULL };
+
 /*
  * The arguments that need no file: the directory (the caller frees it, also
  * after an error), color_mode, image_size, shuffle and seed. 0 or -1.
@@ -280,12 +283,11 @@ static const int channels[] = { 1, 3, 4 }; /* of each color_mode */
 static int folder_args(const struct dt_node *args, char **dir, int *mode, struct dt_shape *size, int *shuffle,
 		       int64_t *seed)
 {
-	static const char *const keys[] = { "format", "directory", "image_size", "color_mode", "class_names",
-					    "shuffle", "seed", NULL };
 	static const char *const names[] = { "grayscale", "rgb", "rgba", NULL };
 
 	*dir = NULL;
-	if (dt_cfg_check_keys(args, "png_folder", keys) < 0 || dt_cfg_require(args, "directory", "png_folder") < 0 ||
+	if (dt_cfg_check_keys(args, "png_folder", folder_keys) < 0 ||
+	    dt_cfg_require(args, "directory", "png_folder") < 0 ||
 	    dt_cfg_path(args, "directory", dir) < 0 || dt_cfg_enum(args, "color_mode", names, 1, mode) < 0 ||
 	    dt_cfg_shape(args, "image_size", size) < 0 || dt_cfg_bool(args, "shuffle", 1, shuffle) < 0 ||
 	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, seed) < 0)
@@ -478,6 +480,7 @@ static void folder_labels(struct dt_source *s, int32_t *out)
 
 const struct dt_source_type dt_png_folder_source = {
 	.name = "png_folder",
+	.keys = folder_keys,
 	.open = folder_open,
 	.read = folder_read,
 	.close = folder_close,

@@ -94,12 +94,14 @@ struct synthetic_args {
 
 static const char *const kinds[] = { "blobs", "spirals", NULL };
 
+static const char *const synthetic_keys[] = { "format", "kind", "samples", "classes", "features", "noise", "seed",
+					      NULL };
+
 static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
 {
-	static const char *const keys[] = { "format", "kind", "samples", "classes", "features", "noise", "seed", NULL };
 	const struct dt_node *where = dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args;
 
-	if (dt_cfg_check_keys(args, "synthetic", keys) < 0 ||
+	if (dt_cfg_check_keys(args, "synthetic", synthetic_keys) < 0 ||
 	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &a->kind) < 0 ||
 	    dt_cfg_int(args, "samples", 1000, 1, INT32_MAX, &a->samples) < 0 ||
 	    dt_cfg_int(args, "classes", 3, 2, 1000, &a->classes) < 0 ||
@@ -166,6 +168,7 @@ static int synthetic_read(struct dt_source *s, const int64_t *idx, int n, float 
 
 const struct dt_source_type dt_synthetic_source = {
 	.name = "synthetic",
+	.keys = synthetic_keys,
 	.open = synthetic_open,
 	.read = synthetic_read,
 	.close = synthetic_close,

@@ -17,8 +17,8 @@ const struct dt_strategy_type *const dt_strategy_types[] = {
 };
 
 /* Every name the config accepts; those absent from the table are refused. */
-static const char *const names[] = { "auto", "one_device", "mirrored", "multi_worker_mirrored",
-				     "parameter_server", NULL };
+const char *const dt_strategy_names[] = { "auto", "one_device", "mirrored", "multi_worker_mirrored",
+					  "parameter_server", NULL };
 
 /* The first of vars set to a whole number >= min; def when none is. */
 static int env_int(const char *const *vars, int min, int def)
@@ -99,7 +99,7 @@ const char *dt_strategy_auto(const struct dt_system *s, const struct dt_distribu
 static const struct dt_strategy_type *choose(const struct dt_distribute *d, const struct dt_system *sys, char *why,
 					     size_t size)
 {
-	const char *name = names[d->which];
+	const char *name = dt_strategy_names[d->which];
 	if (d->which == 0)
 		name = dt_strategy_auto(sys, d, why, size);
 	else
@@ -214,14 +214,16 @@ static int parse_device(const struct dt_node *n, struct dt_device *d)
 	return 0;
 }
 
+const char *const dt_distribute_keys[] = { "strategy", "device", "devices", "num_ps", "timeout", NULL };
+
 int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d)
 {
-	static const char *const keys[] = { "strategy", "device", "devices", "num_ps", "timeout", NULL };
 	const struct dt_node *n = dt_node_get(args, "devices");
 	int64_t num_ps;
 
 	memset(d, 0, sizeof(*d));
-	if (dt_cfg_check_keys(args, "distribute", keys) < 0 || dt_cfg_enum(args, "strategy", names, 0, &d->which) < 0 ||
+	if (dt_cfg_check_keys(args, "distribute", dt_distribute_keys) < 0 ||
+	    dt_cfg_enum(args, "strategy", dt_strategy_names, 0, &d->which) < 0 ||
 	    dt_cfg_int(args, "num_ps", 1, 1, 1 << 20, &num_ps) < 0 ||
 	    dt_cfg_float(args, "timeout", 300, 0.001, 1e9, &d->timeout) < 0)
 		return -1;

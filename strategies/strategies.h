@@ -51,6 +51,9 @@ struct dt_distribute {
 	double timeout;
 };
 int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d);
+/* The keys `distribute:` allows and the names `strategy:` takes (auto first), NULL-terminated. */
+extern const char *const dt_distribute_keys[];
+extern const char *const dt_strategy_names[];
 /* 1 when `what` was started by mpirun or srun (MPI is to be initialized). */
 int dt_strategy_mpi_launched(void);
 /*

@@ -85,6 +85,16 @@ int dt_node_expect(const struct dt_node *n, enum dt_node_kind kind, const char *
 
 /* Rejects keys of map not in allowed (NULL-terminated): "unknown key 'untis' in 'dense'; did you mean 'units'?" 0 or -1. */
 int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *const *allowed);
+/*
+ * A mapping of the config and the keys it allows (the NULL-terminated list
+ * its reader gives dt_cfg_check_keys), by its path: "" for the top level,
+ * "data.split". Tables of them end with { NULL, NULL }; `dtrain complete`
+ * walks them.
+ */
+struct dt_cfg_section {
+	const char *path;
+	const char *const *keys;
+};
 /* Error at map unless key is present with a non-null value: "missing required key 'units' in 'dense'". 0 or -1. */
 int dt_cfg_require(const struct dt_node *map, const char *key, const char *what);
 

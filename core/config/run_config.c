@@ -14,13 +14,14 @@
 #include "core/config/run_config.h"
 #include "core/model/loss.h"
 
+static const char *const section_keys[] = { "model", "compile", "data", "fit", "checkpoint", "distribute", NULL };
+static const char *const model_keys[] = { "name", "input_shape", "layers", NULL };
 static int read_model(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "name", "input_shape", "layers", NULL };
 	const struct dt_node *m = dt_node_get(root, "model");
 	if (!m)
 		return dt_cfg_require(root, "model", "the config");
-	if (dt_node_expect(m, DT_NODE_MAP, "model") < 0 || dt_cfg_check_keys(m, "model", keys) < 0 ||
+	if (dt_node_expect(m, DT_NODE_MAP, "model") < 0 || dt_cfg_check_keys(m, "model", model_keys) < 0 ||
 	    dt_cfg_string(m, "name", c->name, &c->name) < 0 || dt_cfg_require(m, "layers", "model") < 0)
 		return -1;
 	c->input_shape_node = dt_node_get(m, "input_shape");
@@ -38,9 +39,9 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 	return dt_node_expect(c->layers, DT_NODE_SEQ, "layers");
 }
 
+static const char *const compile_keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
 static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "optimizer", "loss", "from_logits", "metrics", "precision", NULL };
 	static const char *const metrics[] = { "accuracy", "acc", "mae", "mean_absolute_error", "rmse",
 					       "root_mean_squared_error", "precision", "recall", "f1_score", "auc",
 					       "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
@@ -48,7 +49,7 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	if (!s)
 		return dt_cfg_require(root, "compile", "the config");
-	if (dt_node_expect(s, DT_NODE_MAP, "compile") < 0 || dt_cfg_check_keys(s, "compile", keys) < 0 ||
+	if (dt_node_expect(s, DT_NODE_MAP, "compile") < 0 || dt_cfg_check_keys(s, "compile", compile_keys) < 0 ||
 	    dt_cfg_require(s, "loss", "compile") < 0 ||
 	    dt_loss_config_read(&c->loss, &c->loss_args, s) < 0 ||
 	    dt_cfg_bool(s, "from_logits", 0, &c->from_logits) < 0 ||
@@ -98,11 +99,11 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 	return 0;
 }
 
+static const char *const data_keys[] = { "train", "validation", "test", "batch_size", "validation_split",
+					 "rescale", "shuffle", "one_hot", "prefetch", "cache", "on_error",
+					 "normalize", "augment", "test_split", "split", NULL };
 static int read_data(struct dt_run_config *c, struct dt_node *root)
 {
-	static const char *const keys[] = { "train", "validation", "test", "batch_size", "validation_split",
-					    "rescale", "shuffle", "one_hot",
-					    "prefetch", "cache", "on_error", "normalize", "augment", "test_split", "split", NULL };
 	const struct dt_node *s;
 	int64_t batch;
 	/* Again, in case a --set replaced the data mapping by a file name. */
@@ -116,7 +117,7 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	if (!s) /* summary and time need model.input_shape alone; what reads data asks for it (dt_app_data) */
 		return dt_pipeline_config_read(&c->pipeline, NULL);
 	/* data.train may be absent (evaluate --data): what trains asks for it (dt_app_data) */
-	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || dt_cfg_check_keys(s, "data", keys) < 0 ||
+	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || dt_cfg_check_keys(s, "data", data_keys) < 0 ||
 	    dt_cfg_int(s, "batch_size", 32, 1, 1 << 20, &batch) < 0 ||
 	    dt_cfg_float(s, "validation_split", 0, 0, 0.99, &c->validation_split) < 0 ||
 	    dt_cfg_float(s, "rescale", 1, -1e30, 1e30, &c->rescale) < 0 ||
@@ -178,13 +179,13 @@ bad:
 			     n->kind == DT_NODE_SCALAR ? n->value : "a collection");
 }
 
+static const char *const fit_keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
+					"class_weight", "callbacks", "max_memory", "plot", NULL };
 static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "epochs", "seed", "steps_per_epoch", "threads", "accumulate_steps",
-					    "class_weight", "callbacks", "max_memory", "plot", NULL };
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
-	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", keys) < 0))
+	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", fit_keys) < 0))
 		return -1;
 	if (dt_cfg_int(s, "epochs", 1, 1, DT_MAX_EPOCHS, &epochs) < 0 ||
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
@@ -241,16 +242,16 @@ static int report_errors(const struct dt_run_config *c)
 	return c->errors || dt_loss_is_regression(c->loss);
 }
 
+static const char *const save_best_keys[] = { "monitor", "mode", NULL };
 /* save_best: {monitor: NAME, mode: min | max | auto} (core/config/monitor.h). */
 static int read_save_best(struct dt_run_config *c, const struct dt_node *s)
 {
-	static const char *const keys[] = { "monitor", "mode", NULL };
 	const struct dt_node *b = dt_node_get(s, "save_best");
 	enum dt_monitor_mode mode;
 	c->checkpoint_mode = -1;
 	if (!b)
 		return 0;
-	if (dt_node_expect(b, DT_NODE_MAP, "save_best") < 0 || dt_cfg_check_keys(b, "save_best", keys) < 0 ||
+	if (dt_node_expect(b, DT_NODE_MAP, "save_best") < 0 || dt_cfg_check_keys(b, "save_best", save_best_keys) < 0 ||
 	    dt_monitor_read(b, NULL, &c->checkpoint_monitor, &mode) < 0)
 		return -1;
 	c->checkpoint_monitor_node = dt_node_get(b, "monitor");
@@ -261,13 +262,14 @@ static int read_save_best(struct dt_run_config *c, const struct dt_node *s)
 	return 0;
 }
 
+static const char *const checkpoint_keys[] = { "dir", "enabled", "every", "keep", "save_best", "filename", NULL };
 static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 {
-	static const char *const keys[] = { "dir", "enabled", "every", "keep", "save_best", "filename", NULL };
 	const struct dt_node *s = dt_node_get(root, "checkpoint");
 	int64_t keep;
 	char msg[256];
-	if (s && (dt_node_expect(s, DT_NODE_MAP, "checkpoint") < 0 || dt_cfg_check_keys(s, "checkpoint", keys) < 0))
+	if (s && (dt_node_expect(s, DT_NODE_MAP, "checkpoint") < 0 ||
+		  dt_cfg_check_keys(s, "checkpoint", checkpoint_keys) < 0))
 		return -1;
 	if (dt_cfg_string(s, "dir", NULL, &c->checkpoint_dir) < 0 ||
 	    dt_cfg_bool(s, "enabled", 1, &c->checkpoint_enabled) < 0 || read_every(s, &c->checkpoint_every) < 0 ||
@@ -308,7 +310,6 @@ int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *s
 
 int dt_run_config_bind(struct dt_run_config *c, struct dt_doc *doc, const char *path, char *const *sets, int nsets)
 {
-	static const char *const sections[] = { "model", "compile", "data", "fit", "checkpoint", "distribute", NULL };
 	struct dt_node *root;
 	char *copy, *dot;
 
@@ -329,7 +330,7 @@ int dt_run_config_bind(struct dt_run_config *c, struct dt_doc *doc, const char *
 	if (dot && dot != c->file_name)
 		*dot = '\0';
 	c->name = c->file_name;
-	if (dt_cfg_check_keys(root, "the config", sections) < 0 || read_model(c, root) < 0 ||
+	if (dt_cfg_check_keys(root, "the config", section_keys) < 0 || read_model(c, root) < 0 ||
 	    read_compile(c, root) < 0 || read_data(c, root) < 0 || read_fit(c, root) < 0 ||
 	    read_checkpoint(c, root) < 0 || read_distribute(c, root) < 0)
 		goto fail;
@@ -368,3 +369,19 @@ char *dt_node_to_json(const struct dt_node *n)
 	cJSON_Delete(o);
 	return s;
 }
+
+const struct dt_cfg_section dt_run_config_sections[] = {
+	{ "", section_keys },
+	{ "model", model_keys },
+	{ "compile", compile_keys },
+	{ "data", data_keys },
+	{ "data.split", dt_split_keys },
+	{ "data.normalize", dt_normalize_keys },
+	{ "data.augment", dt_augment_keys },
+	{ "data.augment.random_crop", dt_random_crop_keys },
+	{ "data.augment.random_translation", dt_random_translation_keys },
+	{ "fit", fit_keys },
+	{ "checkpoint", checkpoint_keys },
+	{ "checkpoint.save_best", save_best_keys },
+	{ NULL, NULL },
+};

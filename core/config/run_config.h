@@ -84,6 +84,14 @@ struct dt_run_config {
 	const char *strategy;        /* "auto" by default */
 };
 
+/*
+ * The mappings this file's readers check, with their keys: the top level,
+ * model, compile, data (with split, normalize, augment), fit, checkpoint
+ * (with save_best). distribute, the data sources, optimizers, losses and
+ * layers check their own. Ends with { NULL, NULL }.
+ */
+extern const struct dt_cfg_section dt_run_config_sections[];
+
 /* Loads path, applies --set assignments, validates. 0, or -1 after printing the error. */
 int dt_run_config_load(struct dt_run_config *c, const char *path, char *const *sets, int nsets);
 /*

@@ -43,18 +43,20 @@ static int read_factor(const struct dt_node *map, const char *key, double *lo, d
 	return 0;
 }
 
+const char *const dt_augment_keys[] = { "random_flip", "random_crop", "random_translation", NULL };
+const char *const dt_random_crop_keys[] = { "padding", NULL };
+const char *const dt_random_translation_keys[] = { "height_factor", "width_factor", "fill_mode", "fill_value",
+						    NULL };
+
 int dt_augment_read(struct dt_augment *a, const struct dt_node *n)
 {
-	static const char *const augment_keys[] = { "random_flip", "random_crop", "random_translation", NULL };
-	static const char *const crop_keys[] = { "padding", NULL };
-	static const char *const translation_keys[] = { "height_factor", "width_factor", "fill_mode", "fill_value", NULL };
 	const struct dt_node *flip, *crop, *tr;
 	int mode;
 	int64_t pad;
 	double fill;
 
 	memset(a, 0, sizeof(*a));
-	if (dt_node_expect(n, DT_NODE_MAP, "augment") < 0 || dt_cfg_check_keys(n, "augment", augment_keys) < 0)
+	if (dt_node_expect(n, DT_NODE_MAP, "augment") < 0 || dt_cfg_check_keys(n, "augment", dt_augment_keys) < 0)
 		return -1;
 	if ((flip = dt_node_get(n, "random_flip"))) {
 		if (dt_cfg_enum(n, "random_flip", flip_names, 0, &mode) < 0)
@@ -64,7 +66,7 @@ int dt_augment_read(struct dt_augment *a, const struct dt_node *n)
 	}
 	if ((crop = dt_node_get(n, "random_crop"))) {
 		if (dt_node_expect(crop, DT_NODE_MAP, "random_crop") < 0 ||
-		    dt_cfg_check_keys(crop, "random_crop", crop_keys) < 0 ||
+		    dt_cfg_check_keys(crop, "random_crop", dt_random_crop_keys) < 0 ||
 		    dt_cfg_require(crop, "padding", "random_crop") < 0 ||
 		    dt_cfg_int(crop, "padding", 0, 1, 4096, &pad) < 0)
 			return -1;
@@ -72,7 +74,7 @@ int dt_augment_read(struct dt_augment *a, const struct dt_node *n)
 	}
 	if ((tr = dt_node_get(n, "random_translation"))) {
 		if (dt_node_expect(tr, DT_NODE_MAP, "random_translation") < 0 ||
-		    dt_cfg_check_keys(tr, "random_translation", translation_keys) < 0 ||
+		    dt_cfg_check_keys(tr, "random_translation", dt_random_translation_keys) < 0 ||
 		    dt_cfg_require(tr, "height_factor", "random_translation") < 0 ||
 		    read_factor(tr, "height_factor", &a->height_lo, &a->height_hi) < 0 ||
 		    read_factor(tr, "width_factor", &a->width_lo, &a->width_hi) < 0 ||

@@ -74,6 +74,14 @@ struct dt_pipeline_config {
  * of the data mapping. 0, or -1 after the error.
  */
 int dt_pipeline_config_read(struct dt_pipeline_config *c, const struct dt_node *data);
+/*
+ * The keys the mappings data.normalize, data.augment and its random_crop and
+ * random_translation allow, NULL-terminated: the lists their readers check.
+ */
+extern const char *const dt_normalize_keys[];
+extern const char *const dt_augment_keys[];
+extern const char *const dt_random_crop_keys[];
+extern const char *const dt_random_translation_keys[];
 void dt_pipeline_config_release(struct dt_pipeline_config *c);
 
 /*

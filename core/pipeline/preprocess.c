@@ -42,9 +42,10 @@ static int read_floats(const struct dt_node *n, const char *what, double min, in
 	return 0;
 }
 
+const char *const dt_normalize_keys[] = { "mean", "std", NULL };
+
 int dt_pipeline_normalize_read(struct dt_pipeline_config *c, const struct dt_node *n)
 {
-	static const char *const normalize_keys[] = { "mean", "std", NULL };
 	const struct dt_node *mean, *std;
 	int nm = 0, ns = 0;
 
@@ -56,7 +57,8 @@ int dt_pipeline_normalize_read(struct dt_pipeline_config *c, const struct dt_nod
 		c->normalize = DT_NORMALIZE_AUTO;
 		return 0;
 	}
-	if (dt_node_expect(n, DT_NODE_MAP, "normalize") < 0 || dt_cfg_check_keys(n, "normalize", normalize_keys) < 0 ||
+	if (dt_node_expect(n, DT_NODE_MAP, "normalize") < 0 ||
+	    dt_cfg_check_keys(n, "normalize", dt_normalize_keys) < 0 ||
 	    dt_cfg_require(n, "mean", "normalize") < 0 || dt_cfg_require(n, "std", "normalize") < 0)
 		return -1;
 	mean = dt_node_get(n, "mean");

@@ -74,6 +74,7 @@ struct dt_source {
 
 struct dt_source_type {
 	const char *name; /* the `format:` value, e.g. "idx" */
+	const char *const *keys; /* the keys its arguments allow (format too), NULL-terminated: the list it checks */
 	/*
 	 * Reads the source's arguments (the mapping that holds `format:`), opens and
 	 * validates its files and fills count, sample, label and num_classes.

@@ -11,9 +11,10 @@
 
 #define DT_SPLIT_STREAM 0x73706c6974ull /* "split": the shuffle's random stream, apart from the epochs' */
 
+const char *const dt_split_keys[] = { "shuffle", "stratify", "seed", NULL };
+
 int dt_split_config_read(struct dt_split_config *c, const struct dt_node *data)
 {
-	static const char *const keys[] = { "shuffle", "stratify", "seed", NULL };
 	const struct dt_node *n = dt_node_get(data, "split");
 	int64_t seed;
 	int has_seed;
@@ -27,7 +28,7 @@ int dt_split_config_read(struct dt_split_config *c, const struct dt_node *data)
 		return dt_node_error(c->test_node, "give either 'test' or 'test_split', not both");
 	if (!n)
 		return 0;
-	if (dt_node_expect(n, DT_NODE_MAP, "split") < 0 || dt_cfg_check_keys(n, "split", keys) < 0 ||
+	if (dt_node_expect(n, DT_NODE_MAP, "split") < 0 || dt_cfg_check_keys(n, "split", dt_split_keys) < 0 ||
 	    dt_cfg_bool(n, "shuffle", 0, &c->shuffle) < 0 || dt_cfg_bool(n, "stratify", 0, &c->stratify) < 0 ||
 	    (has_seed = dt_cfg_int(n, "seed", 0, 0, INT64_MAX, &seed)) < 0)
 		return -1;

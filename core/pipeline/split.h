@@ -30,6 +30,8 @@ struct dt_split_config {
 	const struct dt_node *test_node; /* data.test_split, or NULL */
 };
 
+/* The keys data.split allows (shuffle, stratify, seed), NULL-terminated. */
+extern const char *const dt_split_keys[];
 /* Reads test_split and split of the data mapping. 0, or -1 after the error at the key. */
 int dt_split_config_read(struct dt_split_config *c, const struct dt_node *data);
 

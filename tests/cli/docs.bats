@@ -38,11 +38,11 @@ code_strings() {
 }
 
 # The keys the code reads: the allowed-key lists given to dt_cfg_check_keys()
-# and dt_layer_check_keys(), plus the "name" every layer takes.
+# and dt_layer_check_keys() (static, or shared with `dtrain complete`), plus the "name" every layer takes.
 config_keys() {
 	(
 		cd "$ROOT" &&
-			code_strings 'static const char \*const (\w*keys|sections)\[\]' \
+			code_strings '(?:static )?const char \*const (\w*keys|sections)\[\]' \
 				$(find core -name '*.c') layers/*.c data/*.c strategies/*.c &&
 			perl -ne 'print "$1\n" while /keys\[n\+\+\] = "(\w+)"/g' $(find core -name '*.c')
 	) | sort -u
@@ -53,7 +53,7 @@ config_keys() {
 config_names() {
 	(
 		cd "$ROOT" &&
-			code_strings 'const char \*const dt_\w+_names\[\]' $(find core -name '*.c') &&
+			code_strings 'const char \*const dt_\w+_names\[\]' $(find core -name '*.c') strategies/*.c &&
 			code_strings 'static const char \*const (metrics|kinds|names|modes|monitors)\[\]' \
 				$(find core -name '*.c') data/*.c strategies/*.c &&
 			code_strings 'static const char \*const \w+_names\[\]' $(find core -name '*.c')
