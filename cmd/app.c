@@ -107,6 +107,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "dump", required_argument, NULL, 'D' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "report", no_argument, NULL, 'R' },
+		{ "threshold", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0]) + 1];
@@ -158,6 +159,9 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 			break;
 		case 'd':
 			o->data = 1;
+			break;
+		case 't':
+			o->threshold = optarg;
 			break;
 		default:
 			if (own_option(o, c, optarg))
