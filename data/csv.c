@@ -1128,8 +1128,16 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 		return dt_error("'%s', row %lld: a quoted field has no closing quote", r->name, (long long)c->l.line);
 	c->L.ncols = k;
 	if ((nlab > 1 || weight) && (k == c->features + nlab || (weight && k == c->features + nlab + 1))) {
-		if (k == c->features + nlab)
+		long windex;
+		int by_name = weight && !csv_label_index(weight, &windex);
+		if (k == c->features + nlab && nlab == 1 && by_name && csv_column_of(weight, c->fields, k) >= 0 &&
+		    !(label && !by_index && label->kind == DT_NODE_SCALAR && csv_column_of(label, c->fields, k) >= 0)) {
+			label = NULL; /* a header names the sample_weight and no label: the features and the weights */
+			c->L.label_col = -1;
+			nlab = 0;
+		} else if (k == c->features + nlab) {
 			weight = NULL; /* the labels without the weights */
+		}
 		if (nlab == 1) { /* one label column: the training label's, else the last but the weight's */
 			c->L.label_col = -1;
 			if (label && label->kind == DT_NODE_SCALAR && (c->L.label_col = csv_column_of(label, c->fields, k)) >= 0)
