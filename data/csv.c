@@ -1099,7 +1099,7 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	const struct dt_node *train = o->train, *label = NULL, *weight = NULL;
 	const char *format = NULL;
 	long index = 0;
-	int k, rc, by_index = 0, header = 0, nlab = 1;
+	int k, rc, by_index = 0, header = 0, nlab = 1, list = 0;
 
 	r->priv = c;
 	r->sample = o->sample;
@@ -1113,7 +1113,8 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 		label = dt_node_get(train, "label");
 		weight = dt_node_get(train, "sample_weight");
 		by_index = csv_label_index(label, &index);
-		if (label && label->kind == DT_NODE_SEQ)
+		list = label && label->kind == DT_NODE_SEQ;
+		if (list)
 			nlab = label->n;
 	}
 	c->l.name = r->name;
@@ -1127,7 +1128,7 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	if (k == CSV_OPEN_QUOTE)
 		return dt_error("'%s', row %lld: a quoted field has no closing quote", r->name, (long long)c->l.line);
 	c->L.ncols = k;
-	if ((nlab > 1 || weight) && (k == c->features + nlab || (weight && k == c->features + nlab + 1))) {
+	if ((list || weight) && (k == c->features + nlab || (weight && k == c->features + nlab + 1))) {
 		long windex;
 		int by_name = weight && !csv_label_index(weight, &windex);
 		if (k == c->features + nlab && nlab == 1 && by_name && csv_column_of(weight, c->fields, k) >= 0 &&
@@ -1145,7 +1146,7 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 		}
 		if (csv_stream_columns(r, c, label, weight, k, &header) < 0)
 			return -1;
-		if (nlab == 1 && c->L.label_col < 0)
+		if (nlab == 1 && !list && c->L.label_col < 0)
 			for (int i = k - 1; i >= 0 && c->L.label_col < 0; i--)
 				if (i != c->L.weight_col)
 					c->L.label_col = i;

@@ -180,3 +180,25 @@ ml_data() {
 	[ "$status" -ne 0 ]
 	stderr_has "train.csv', row 3, column 'a': the label 'yes' is not a number"
 }
+
+@test "a one-column label list is a label too: predict skips that column, not the last" {
+	ml_data
+	cat >one.yaml <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 1, activation: sigmoid}
+		compile: {optimizer: adam, loss: binary_crossentropy}
+		data:
+		  train: {format: csv, path: train.csv, label: [b], sample_weight: w}
+		  batch_size: 32
+		fit: {epochs: 1, seed: 1}
+		checkpoint: {dir: one}
+	EOF
+	"$DTRAIN" fit one.yaml -q
+	# 11 features: every column but b and w; the file itself and its features alone predict the same
+	cut -d, -f1-5,7-12 test.csv >features.csv
+	"$DTRAIN" predict one.yaml features.csv -q >want.txt
+	"$DTRAIN" predict one.yaml test.csv -q >got.txt
+	[ "$(wc -l <want.txt)" -eq 400 ]
+	diff want.txt got.txt
+}
