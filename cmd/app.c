@@ -58,7 +58,7 @@ static const char *short_options(const char *allowed, char *buf, size_t size)
 
 /*
  * The options of one subcommand each (inspect's --step, --dump LAYER, -o
- * FILE; evaluate's --report and --data FILE) into o: 1 when c is one of them.
+ * FILE; evaluate's --report and --data FILE; predict's --threshold P) into o: 1 when c is one of them.
  */
 static int own_option(struct dt_opts *o, int c, const char *arg)
 {
@@ -72,7 +72,9 @@ static int own_option(struct dt_opts *o, int c, const char *arg)
 		o->report = 1;
 	else if (c == 'T')
 		o->data_file = arg;
-	return c == 'S' || c == 'D' || c == 'o' || c == 'R' || c == 'T';
+	else if (c == 't')
+		o->threshold = arg;
+	return c == 'S' || c == 'D' || c == 'o' || c == 'R' || c == 'T' || c == 't';
 }
 
 /* The options of all (ending with a NULL name) that allowed names, into longs; --help always. */
@@ -127,6 +129,7 @@ int dt_opts_parse(struct dt_opts *o, int argc, char **argv, const char *allowed,
 		{ "dump", required_argument, NULL, 'D' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "report", no_argument, NULL, 'R' },
+		{ "threshold", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct option longs[sizeof(all) / sizeof(all[0]) + 1];

@@ -51,6 +51,7 @@ struct dt_opts {
 	const char *format;     /* predict --format */
 	int all;                /* predict --all */
 	int header;             /* predict --header */
+	const char *threshold;  /* predict --threshold, unchecked */
 	int report;             /* evaluate --report */
 	int data;               /* time --data */
 	int step;               /* inspect --step */

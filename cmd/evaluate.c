@@ -67,6 +67,13 @@ int cmd_evaluate(int argc, char **argv)
 	}
 	if ((rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
 		goto out;
+	if (o.report && a.trainer.metrics.multi_label) {
+		dt_node_error(a.cfg.loss_node, "--report counts one class per sample, but this is a multi-label model "
+			      "(binary_crossentropy on %lld outputs); compile.metrics' precision, recall and f1_score "
+			      "with class_id score each label", (long long)a.trainer.metrics.columns);
+		rc = DT_EXIT_USAGE;
+		goto out;
+	}
 	if (!a.strategy.is_chief)
 		goto out; /* under mpirun, the chief alone evaluates and prints */
 	rc = DT_EXIT_FAIL;

@@ -1,7 +1,9 @@
 /*
- * dtrain predict: the class of every sample of an input, or for a regression
- * model (dt_loss_is_regression) the values of its outputs, one line each on
- * stdout, streaming (man dtrain-predict).
+ * dtrain predict: the class of every sample of an input, for a multi-label
+ * model (dt_loss_is_multi_label) every label's probability and the labels
+ * above --threshold, or for a regression model (dt_loss_is_regression) the
+ * values of its outputs, one line each on stdout, streaming (man
+ * dtrain-predict).
  *
  * The input is read through a stream reader (data/reader.h) a batch at a
  * time, so memory stays bounded whatever its length; the model is built from
@@ -34,7 +36,10 @@ static const char usage[] =
 	"of the model; one line per sample on stdout, as it goes: index,class,probability\n"
 	"(PNG paths: index,path,class,probability). A regression model (loss\n"
 	"mean_squared_error) prints its outputs' values instead: index,value, or\n"
-	"index,y_0,y_1,... for several outputs. Given a checkpoint (a safetensors\n"
+	"index,y_0,y_1,... for several outputs. A multi-label model (binary_crossentropy\n"
+	"on several sigmoid outputs) prints index,labels,p_LABEL,...: the labels whose\n"
+	"probability is above --threshold, joined by ';', then every label's probability.\n"
+	"Given a checkpoint (a safetensors\n"
 	"file, or a run directory: its best, else latest), the config it stored\n"
 	"stands in for the model file.\n"
 	"\n"
@@ -45,6 +50,8 @@ static const char usage[] =
 	"  --all                  every class's probability too (classifiers)\n"
 	"  --json                 one JSON object per sample instead of CSV\n"
 	"  --header               a header line first (CSV output)\n"
+	"  --threshold P          a label is predicted above probability P (default 0.5;\n"
+	"                         multi-label and single-output binary models)\n"
 	"  -q, --quiet            no notes on stderr (how a CSV's first row was read)\n"
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  -h, --help             this help\n";
@@ -53,7 +60,10 @@ struct predict_out {
 	int json, all, ncls; /* ncls: classes in the output lines (values for a regression model) */
 	int named;           /* samples have names (PNG paths): a path column / field */
 	int values;          /* a regression model: the outputs' values, not a class */
+	int multi;           /* a multi-label model: every label above threshold */
+	float threshold;     /* multi-label and single-output binary: a label is predicted above it */
 	char **names;        /* ncls labels, ready to print (CSV-quoted, or JSON strings) */
+	char **raw;          /* multi-label: the ncls names as they are, joined into the labels field */
 };
 
 /* s as one CSV field (quoted when it holds a comma, quote or newline) or as a JSON string. */
@@ -120,6 +130,74 @@ static void value_labels(struct predict_out *p)
 		p->names[i] = p->ncls == 1 ? dt_strdup("value") : (snprintf(buf, sizeof(buf), "y_%d", i), dt_strdup(buf));
 }
 
+/*
+ * A multi-label model's label names: those of data.train's label: [a, b,
+ * ...] when they are column names, else the output indices.
+ */
+static void multi_labels(struct predict_out *p, const struct dt_node *train)
+{
+	const struct dt_node *label = dt_node_get(train, "label");
+	int named = label && label->kind == DT_NODE_SEQ && label->n == p->ncls;
+	char buf[32];
+
+	for (int i = 0; named && i < label->n; i++) {
+		char *end;
+		const struct dt_node *c = label->items[i];
+		strtol(c->value, &end, 10);
+		named = c->quoted || end == c->value || *end; /* a name, not an index */
+	}
+	p->names = dt_calloc(p->ncls, sizeof(char *));
+	p->raw = dt_calloc(p->ncls, sizeof(char *));
+	for (int i = 0; i < p->ncls; i++) {
+		p->raw[i] = named ? dt_strdup(label->items[i]->value) : (snprintf(buf, sizeof(buf), "%d", i), dt_strdup(buf));
+		p->names[i] = quote(p->raw[i], p->json);
+	}
+}
+
+/* A multi-label line: the labels above the threshold and every label's probability (ncls) of sample index. */
+static void print_multi(const struct predict_out *p, int64_t index, const char *q, const float *probs)
+{
+	size_t len = 1;
+	char *joined;
+	int n = 0;
+	if (p->json) {
+		printf("{\"index\":%lld", (long long)index);
+		if (q)
+			printf(",\"path\":%s", q);
+		fputs(",\"labels\":[", stdout);
+		for (int i = 0; i < p->ncls; i++)
+			if (probs[i] > p->threshold)
+				printf(n++ ? ",%s" : "%s", p->names[i]);
+		fputs("],\"probabilities\":[", stdout);
+		for (int i = 0; i < p->ncls; i++)
+			printf(i ? ",%.6g" : "%.6g", probs[i]);
+		fputs("]}\n", stdout);
+		return;
+	}
+	for (int i = 0; i < p->ncls; i++)
+		len += strlen(p->raw[i]) + 1;
+	joined = dt_malloc(len);
+	joined[0] = 0;
+	for (int i = 0; i < p->ncls; i++)
+		if (probs[i] > p->threshold) {
+			if (n++)
+				strcat(joined, ";");
+			strcat(joined, p->raw[i]);
+		}
+	printf("%lld,", (long long)index);
+	if (q)
+		printf("%s,", q);
+	{
+		char *field = quote(joined, 0);
+		fputs(field, stdout);
+		free(field);
+	}
+	free(joined);
+	for (int i = 0; i < p->ncls; i++)
+		printf(",%.6g", probs[i]);
+	putchar('\n');
+}
+
 /* A float's shortest text that reads back as the same float; null in JSON for NaN and infinities. */
 static void print_value(float v, int json)
 {
@@ -166,6 +244,13 @@ static void print_header(const struct predict_out *p)
 		putchar('\n');
 		return;
 	}
+	if (p->multi) {
+		fputs(p->named ? "index,path,labels" : "index,labels", stdout);
+		for (int i = 0; i < p->ncls; i++)
+			printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
+		putchar('\n');
+		return;
+	}
 	fputs(p->named ? "index,path,class,probability" : "index,class,probability", stdout);
 	for (int i = 0; p->all && i < p->ncls; i++) /* p_NAME, inside the quotes of a quoted name */
 		printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
@@ -177,14 +262,16 @@ static void print_line(const struct predict_out *p, int64_t index, const char *n
 {
 	char *q = p->named ? quote(name ? name : "", p->json) : NULL;
 	int best = 0;
-	if (p->values) {
-		print_values(p, index, q, probs);
+	if (p->values || p->multi) {
+		(p->values ? print_values : print_multi)(p, index, q, probs);
 		free(q);
 		return;
 	}
 	for (int i = 1; i < p->ncls; i++)
 		if (probs[i] > probs[best])
 			best = i;
+	if (p->ncls == 2 && p->threshold != 0.5f) /* a single-output binary model: class 1 above --threshold */
+		best = probs[1] > p->threshold;
 	if (p->json) {
 		printf("{\"index\":%lld", (long long)index);
 		if (q)
@@ -210,9 +297,18 @@ static void print_line(const struct predict_out *p, int64_t index, const char *n
 	putchar('\n');
 }
 
-/* The model's outputs y (n, C) to class probabilities (n, ncls): softmax or sigmoid on logits, [1-p, p] for one output. */
-static void probabilities(const float *y, int n, int C, int logits, float *probs)
+/*
+ * The model's outputs y (n, C) to class probabilities (n, ncls): softmax or
+ * sigmoid on logits, [1-p, p] for one output, a sigmoid per output for a
+ * multi-label model.
+ */
+static void probabilities(const float *y, int n, int C, int logits, int multi, float *probs)
 {
+	if (multi) {
+		for (int64_t i = 0; i < (int64_t)n * C; i++)
+			probs[i] = logits ? 1 / (1 + expf(-y[i])) : y[i];
+		return;
+	}
 	for (int i = 0; i < n; i++) {
 		const float *o = y + (int64_t)i * C;
 		if (C == 1) {
@@ -341,7 +437,7 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 		out = dt_model_forward(m, n, &ctx);
 		dt_op_to_host(&out, y);
 		if (!p->values)
-			probabilities(y, n, C, from_logits, probs);
+			probabilities(y, n, C, from_logits, p->multi, probs);
 		for (int i = 0; i < n; i++)
 			print_line(p, index++, p->named ? r->type->sample_name(r, i) : NULL,
 				   (p->values ? y : probs) + (int64_t)i * p->ncls);
@@ -371,7 +467,7 @@ int cmd_predict(int argc, char **argv)
 	struct dt_preprocess pp = { 0 };
 	int rc, have_model = 0, B, C;
 
-	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint input set json quiet checkpoint format all header",
+	if ((rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint input set json quiet checkpoint format all header threshold",
 				usage)) >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 0)))
@@ -381,6 +477,24 @@ int cmd_predict(int argc, char **argv)
 			 "hold every output's value", a.cfg.path, dt_loss_names[a.cfg.loss]);
 		rc = DT_EXIT_USAGE;
 		goto out;
+	}
+	p.threshold = 0.5f;
+	if (o.threshold) {
+		char *end;
+		double t = strtod(o.threshold, &end);
+		int binary = a.cfg.loss == DT_LOSS_BINARY_CROSSENTROPY || a.cfg.loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY;
+		if (end == o.threshold || *end || !(t >= 0 && t <= 1)) {
+			dt_error("--threshold must be a probability from 0 to 1, not '%s'", o.threshold);
+			rc = DT_EXIT_USAGE;
+			goto out;
+		}
+		if (!binary) {
+			dt_error("--threshold applies to sigmoid outputs, but '%s' is trained with %s (a multi-label or "
+				 "binary model uses binary_crossentropy)", a.cfg.path, dt_loss_names[a.cfg.loss]);
+			rc = DT_EXIT_USAGE;
+			goto out;
+		}
+		p.threshold = (float)t;
 	}
 	if ((rc = open_input(&a, &o, &r)) >= 0)
 		goto out;
@@ -406,9 +520,12 @@ int cmd_predict(int argc, char **argv)
 	p.all = o.all;
 	p.named = r.type->sample_name != NULL;
 	p.values = dt_loss_is_regression(a.cfg.loss);
+	p.multi = dt_loss_is_multi_label(a.cfg.loss, C);
 	p.ncls = C == 1 && !p.values ? 2 : C;
 	if (p.values)
 		value_labels(&p);
+	else if (p.multi)
+		multi_labels(&p, a.cfg.train);
 	else
 		class_labels(&p, a.ckpt);
 	if (o.header && !o.json)
@@ -419,7 +536,10 @@ out:
 	dt_preprocess_release(&pp);
 	for (int i = 0; p.names && i < p.ncls; i++)
 		free(p.names[i]);
+	for (int i = 0; p.raw && i < p.ncls; i++)
+		free(p.raw[i]);
 	free(p.names);
+	free(p.raw);
 	if (have_model)
 		dt_model_release(&m);
 	dt_reader_close(&r);

@@ -74,6 +74,7 @@ enum dt_accuracy {
 	DT_ACC_SPARSE,      /* argmax(pred) == target class */
 	DT_ACC_CATEGORICAL, /* argmax(pred) == argmax(target) */
 	DT_ACC_BINARY,      /* (pred > threshold) == (target > 0.5), per element */
+	DT_ACC_MULTI_LABEL, /* DT_ACC_BINARY per element; its confusion counts are per column (multi-label) */
 };
 
 enum dt_opt_kind {

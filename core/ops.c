@@ -204,7 +204,7 @@ void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const 
 {
 	int64_t c = kind == DT_ACC_BINARY ? 2 : dt_tensor_cols(pred);
 	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
-	DT_ASSERT(dt_tensor_count(counts) == c * c);
+	DT_ASSERT(dt_tensor_count(counts) == (kind == DT_ACC_MULTI_LABEL ? 4 * c : c * c));
 	same_device(pred, target);
 	same_device(pred, counts);
 	backend(pred)->confusion(kind, pred, target, threshold, counts);

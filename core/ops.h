@@ -130,7 +130,8 @@ void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor 
  * The batch's confusion matrix into counts (floats on pred's device, whole
  * numbers, overwritten): (C, C) for sparse and categorical kinds, C the
  * columns of pred (N, C), row the true class and column the argmax; (2, 2)
- * over every element for binary (pred > threshold against target > 0.5).
+ * over every element for binary (pred > threshold against target > 0.5);
+ * (C, 2, 2) for multi-label, binary's matrix per column.
  * Sparse labels outside [0, C) count nowhere.
  */
 void dt_op_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, const struct dt_tensor *target,

@@ -436,6 +436,7 @@ static inline DT_HOST_DEVICE int64_t dt_correct_row(enum dt_accuracy kind, const
 		k = dt_argmax_row(pr, c) == dt_argmax_row(t + r * c, c);
 		break;
 	case DT_ACC_BINARY:
+	case DT_ACC_MULTI_LABEL:
 		for (int64_t j = 0; j < c; j++)
 			k += (pr[j] > threshold) == (t[r * c + j] > 0.5f);
 		break;
@@ -462,7 +463,8 @@ static inline DT_HOST_DEVICE void dt_error_row(const float *p, const float *t, i
  * true * classes + predicted), or -1 for a class label outside [0, classes).
  * Sparse and categorical: one cell per row (j is 0), the prediction the
  * argmax; binary: a 2 x 2 matrix over every element, positive when above
- * threshold (the label when above 0.5).
+ * threshold (the label when above 0.5); multi-label: such a 2 x 2 matrix per
+ * column j, at 4 j.
  */
 static inline DT_HOST_DEVICE int64_t dt_confusion_cell(enum dt_accuracy kind, const float *p, const float *t,
 							float threshold, int64_t r, int64_t c, int64_t j)
@@ -478,6 +480,8 @@ static inline DT_HOST_DEVICE int64_t dt_confusion_cell(enum dt_accuracy kind, co
 		return dt_argmax_row(t + r * c, c) * c + dt_argmax_row(p + r * c, c);
 	case DT_ACC_BINARY:
 		return (t[r * c + j] > 0.5f) * 2 + (p[r * c + j] > threshold);
+	case DT_ACC_MULTI_LABEL:
+		return 4 * j + (t[r * c + j] > 0.5f) * 2 + (p[r * c + j] > threshold);
 	}
 	return -1;
 }

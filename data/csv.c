@@ -9,6 +9,9 @@
  *   skip_rows: 1            lines to skip before the header or the first row
  *   label: species          the label column, by name or by index (0-based,
  *                           negative from the end as in Python); default last
+ *   label: [a, b, c]        several label columns (names or indices): a
+ *                           multi-label (or multi-output) record, its label
+ *                           the vector of their numbers (0/1 for multi-hot)
  *   delimiter: ","          one character ("\t" for TSV)
  *   sample_weight: w        a column of per-record weights (Keras'
  *                           sample_weight), by name or index as label;
@@ -234,7 +237,9 @@ static int csv_number(const char *s, float *out)
 /* Where the label is and what the columns are called. */
 struct csv_layout {
 	int ncols;     /* fields per row */
-	int label_col; /* -1: none (predict input of features only) */
+	int label_col; /* -1: none (predict input of features only), or several (label_cols) */
+	int nlabels;   /* label: [a, b, ...]: the label columns label_cols[0..nlabels) (malloc'd); else 0 */
+	int *label_cols;
 	int weight_col; /* the sample_weight column, -1: none */
 	char **names;  /* ncols header names (NULL-terminated, pointers into name_text), or NULL */
 	char *name_text;
@@ -247,6 +252,17 @@ static void csv_column(const struct csv_layout *L, int col, char *buf, size_t si
 		snprintf(buf, size, "column '%s'", L->names[col]);
 	else
 		snprintf(buf, size, "column %d", col + 1);
+}
+
+/* Is column i a label or the sample_weight, not a feature? */
+static int csv_not_feature(const struct csv_layout *L, int i)
+{
+	if (i == L->label_col || i == L->weight_col)
+		return 1;
+	for (int j = 0; j < L->nlabels; j++)
+		if (i == L->label_cols[j])
+			return 1;
+	return 0;
 }
 
 /*
@@ -270,7 +286,7 @@ static const char *csv_features(const struct csv_layout *L, char **f, int k, int
 		return msg;
 	}
 	for (int i = 0, j = 0; i < k; i++) {
-		if (i == L->label_col || i == L->weight_col)
+		if (csv_not_feature(L, i))
 			continue;
 		if (csv_number(f[i], &x[j++]) < 0) {
 			csv_column(L, i, col, sizeof(col));
@@ -308,6 +324,21 @@ static int csv_label_index(const struct dt_node *label, long *index)
 	errno = 0;
 	*index = strtol(label->value, &end, 10);
 	return end != label->value && !*end && !errno;
+}
+
+/*
+ * The column a label or sample_weight argument n names among k columns:
+ * by index, or by name among names (NULL: no header). -1 when none.
+ */
+static int csv_column_of(const struct dt_node *n, char *const *names, int k)
+{
+	long index;
+	if (csv_label_index(n, &index))
+		return index >= -k && index < k ? (int)(index < 0 ? k + index : index) : -1;
+	for (int i = 0; names && i < k; i++)
+		if (!strcmp(names[i], n->value))
+			return i;
+	return -1;
 }
 
 enum csv_header { CSV_HEADER_NO, CSV_HEADER_YES, CSV_HEADER_AUTO };
@@ -370,7 +401,8 @@ struct csv_bad {
 
 struct csv {
 	float *x;        /* (count, features) */
-	float *y;        /* (count) */
+	float *y;        /* (count, labels) */
+	int labels;      /* values per label: 1, or the label columns of label: [a, b, ...] */
 	uint8_t *bad;    /* (count) */
 	struct csv_bad *bads;
 	int64_t nbad;
@@ -575,11 +607,46 @@ static int csv_weight_column(const struct dt_node *w, struct csv_layout *L, int 
 			return dt_node_error(w, "'%s' has no column '%s' in its header (the sample_weight)", file,
 					     w->value);
 	}
-	if (L->weight_col == L->label_col)
-		return dt_node_error(w, "sample_weight names the label column of '%s'", file);
-	if (k < 3)
+	for (int j = -1; j < L->nlabels; j++)
+		if (L->weight_col == (j < 0 ? L->label_col : L->label_cols[j]))
+			return dt_node_error(w, "sample_weight names the label column of '%s'", file);
+	if (k < 2 + (L->nlabels ? L->nlabels : 1))
 		return dt_node_error(w, "'%s' has %d columns: no feature beside the label and the sample_weight", file,
 				     k);
+	return 0;
+}
+
+/*
+ * The label columns of label: [a, b, ...] (seq) among the k columns of the
+ * first row (names: its fields when it is a header, else NULL) into
+ * L->label_cols. 0 or -1.
+ */
+static int csv_label_columns(const struct dt_node *seq, struct csv_layout *L, char *const *names, int k,
+			     const char *file, int64_t line)
+{
+	if (k < seq->n + 1)
+		return dt_error("'%s', row %lld: found %d fields, expected features and the %d label columns", file,
+				(long long)line, k, seq->n);
+	L->nlabels = seq->n;
+	L->label_cols = dt_malloc((size_t)seq->n * sizeof(int));
+	L->label_col = -1;
+	for (int j = 0; j < seq->n; j++) {
+		const struct dt_node *c = seq->items[j];
+		long index;
+		int col = csv_column_of(c, names, k);
+		if (col < 0 && csv_label_index(c, &index))
+			return dt_node_error(c, "label column %ld is out of range: '%s' has %d columns", index, file, k);
+		if (col < 0 && !names)
+			return dt_node_error(c, "label '%s' names a column but '%s' has no header; give the column's "
+					     "index", c->value, file);
+		if (col < 0)
+			return dt_node_error(c, "'%s' has no column '%s' in its header (row %lld)", file, c->value,
+					     (long long)line);
+		for (int i = 0; i < j; i++)
+			if (L->label_cols[i] == col)
+				return dt_node_error(c, "label names column %d of '%s' twice", col, file);
+		L->label_cols[j] = col;
+	}
 	return 0;
 }
 
@@ -612,6 +679,19 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 				(long long)l->line, k);
 	L->ncols = k;
 	L->label_col = k - 1;
+	if (label && label->kind == DT_NODE_SEQ) {
+		/* Several label columns: their fields are numbers, so any other word makes the first row a header. */
+		names = header == CSV_HEADER_AUTO ? csv_is_header(*fields, k, -1) : header == CSV_HEADER_YES;
+		*pending = !names;
+		if (names)
+			csv_keep_names(L, *fields, k);
+		if (csv_label_columns(label, L, L->names, k, l->name, l->line) < 0 ||
+		    csv_weight_column(dt_node_get(args, "sample_weight"), L, k, l->name) < 0)
+			return -1;
+		if (header == CSV_HEADER_AUTO)
+			csv_note_first_row(l->name, l->line, *fields, k, names);
+		return 0;
+	}
 	if (by_index) {
 		if (index < -k || index >= k)
 			return dt_node_error(label, "label column %ld is out of range: '%s' has %d columns", index,
@@ -656,8 +736,11 @@ static void csv_free_names(struct csv_layout *L)
 {
 	free(L->names);
 	free(L->name_text);
+	free(L->label_cols);
 	L->names = NULL;
 	L->name_text = NULL;
+	L->label_cols = NULL;
+	L->nlabels = 0;
 }
 
 /*
@@ -691,8 +774,15 @@ static int csv_args(const struct dt_node *args, const char **given, char **path,
 	    dt_cfg_int(args, "skip_rows", 0, 0, INT64_MAX, skip) < 0 || csv_delimiter(args, delim) < 0 ||
 	    dt_cfg_shape(args, "shape", shape) < 0)
 		return -1;
-	if (label && label->kind != DT_NODE_SCALAR)
-		return dt_node_error(label, "label must be a column name or index");
+	if (label && label->kind == DT_NODE_SEQ) {
+		if (label->n == 0)
+			return dt_node_error(label, "label lists no column");
+		for (int j = 0; j < label->n; j++)
+			if (label->items[j]->kind != DT_NODE_SCALAR)
+				return dt_node_error(label->items[j], "a label column must be a column name or index");
+	} else if (label && label->kind != DT_NODE_SCALAR) {
+		return dt_node_error(label, "label must be a column name or index, or a list of them");
+	}
 	if (weight && weight->kind != DT_NODE_SCALAR)
 		return dt_node_error(weight, "sample_weight must be a column name or index");
 	return strcmp(*given, "-") && dt_cfg_path(args, "path", path) < 0 ? -1 : 0;
@@ -709,6 +799,42 @@ static int csv_check(const struct dt_node *args)
 	rc = csv_args(args, &given, &path, &header, &skip, &delim, &shape);
 	free(path);
 	return rc;
+}
+
+/*
+ * The label columns of a row of label: [a, b, ...] into y (nlabels): each
+ * a finite number. NULL, or what is wrong ("row 17, column 'b': ...").
+ */
+static const char *csv_label_row(const struct csv_layout *L, char **f, int64_t line, float *y, char *msg,
+				 size_t size)
+{
+	char col[300];
+	for (int j = 0; j < L->nlabels; j++) {
+		const char *v = f[L->label_cols[j]];
+		if (csv_number(v, &y[j]) == 0)
+			continue;
+		csv_column(L, L->label_cols[j], col, sizeof(col));
+		if (!v[0])
+			snprintf(msg, size, "row %lld, %s: the label is empty", (long long)line, col);
+		else
+			snprintf(msg, size, "row %lld, %s: the label '%.40s%s' is not a number (the columns of label: "
+				 "[...] hold numbers, 0 or 1 for multi-hot labels)", (long long)line, col, v,
+				 strlen(v) > 40 ? "..." : "");
+		return msg;
+	}
+	return NULL;
+}
+
+/* Keeps the reason record `rows` (k fields of ncols) is bad, and zeroes its features. */
+static void csv_keep_bad(struct csv *d, int64_t rows, int k, int ncols, const char *msg, int *first_bad_width)
+{
+	memset(d->x + rows * d->features, 0, (size_t)d->features * sizeof(float));
+	if (d->nbad % 64 == 0)
+		d->bads = dt_realloc(d->bads, (size_t)(d->nbad + 64) * sizeof(*d->bads));
+	if (d->nbad == 0)
+		*first_bad_width = k >= 0 && k != ncols;
+	d->bads[d->nbad].record = rows;
+	d->bads[d->nbad++].msg = dt_strdup(msg);
 }
 
 static int csv_open(struct dt_source *s, const struct dt_node *args)
@@ -736,7 +862,8 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 		goto out;
 	if (csv_layout_read(&l, args, header, skip, &L, &fields, &cap, &pending) < 0)
 		goto out;
-	d->features = L.ncols - 1 - (L.weight_col >= 0);
+	d->labels = L.nlabels ? L.nlabels : 1;
+	d->features = L.ncols - d->labels - (L.weight_col >= 0);
 	if (shape.ndim && dt_shape_count(&shape) != d->features) {
 		char buf[64];
 		dt_node_error(dt_node_get(args, "shape"), "shape %s holds %lld values but the rows of '%s' have %lld features",
@@ -763,7 +890,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 			/* Room for the rows read: the first allocation is no larger than the first row's text. */
 			rowcap = rowcap ? 2 * rowcap : csv_first_rows(L.ncols);
 			d->x = dt_realloc(d->x, (size_t)(rowcap * d->features) * sizeof(float));
-			d->y = dt_realloc(d->y, (size_t)rowcap * sizeof(float));
+			d->y = dt_realloc(d->y, (size_t)(rowcap * d->labels) * sizeof(float));
 			d->bad = dt_realloc(d->bad, (size_t)rowcap);
 			if (L.weight_col >= 0)
 				s->sample_weight = dt_realloc(s->sample_weight, (size_t)rowcap * sizeof(float));
@@ -780,22 +907,30 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 				goto out;
 			}
 		}
+		ids[rows] = -1;
+		if (L.nlabels) {
+			/* Several label columns: each a number (0 or 1 for multi-hot labels), no class map. */
+			if (!bad)
+				bad = csv_label_row(&L, fields, l.line, d->y + rows * d->labels, msg, sizeof(msg));
+			if (bad)
+				memset(d->y + rows * d->labels, 0, (size_t)d->labels * sizeof(float));
+			d->bad[rows] = bad != NULL;
+			if (bad)
+				csv_keep_bad(d, rows, k, L.ncols, msg, &first_bad_width);
+			else
+				good++;
+			rows++;
+			continue;
+		}
 		if (!bad && !fields[L.label_col][0])
 			bad = (snprintf(msg, sizeof(msg), "row %lld: the label is empty", (long long)l.line), msg);
-		ids[rows] = -1;
 		d->y[rows] = 0;
 		if (!bad && map &&
 		    (ids[rows] = csv_mapped_label(map, &known, fields[L.label_col], l.line, msg, sizeof(msg))) < 0)
 			bad = msg;
 		d->bad[rows] = bad != NULL;
 		if (bad) {
-			memset(d->x + rows * d->features, 0, (size_t)d->features * sizeof(float));
-			if (d->nbad % 64 == 0)
-				d->bads = dt_realloc(d->bads, (size_t)(d->nbad + 64) * sizeof(*d->bads));
-			if (d->nbad == 0)
-				first_bad_width = k >= 0 && k != L.ncols;
-			d->bads[d->nbad].record = rows;
-			d->bads[d->nbad++].msg = dt_strdup(msg);
+			csv_keep_bad(d, rows, k, L.ncols, msg, &first_bad_width);
 		} else if (map) {
 			d->y[rows] = (float)ids[rows];
 			good++;
@@ -820,8 +955,10 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	}
 	s->count = rows;
 	s->sample = shape.ndim ? shape : dt_shape_make(1, (int[]){ (int)d->features });
-	s->label = dt_shape_make(1, (int[]){ 1 });
-	if (map)
+	s->label = dt_shape_make(1, (int[]){ d->labels });
+	if (L.nlabels)
+		s->num_classes = 0; /* vectors, not class indices */
+	else if (map)
 		csv_take_map(s, map);
 	else
 		csv_label_values(s, d, &labels, ids);
@@ -863,7 +1000,7 @@ static int csv_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 		if (d->bad[r] && !bad)
 			return dt_error("'%s', %s", s->name, csv_bad_msg(d, r));
 		memcpy(x + i * d->features, d->x + r * d->features, (size_t)d->features * sizeof(float));
-		y[i] = d->y[r];
+		memcpy(y + i * d->labels, d->y + r * d->labels, (size_t)d->labels * sizeof(float));
 		if (bad)
 			bad[i] = d->bad[r];
 	}
@@ -911,20 +1048,60 @@ static void csv_stream_close(struct dt_reader *r)
 }
 
 /*
+ * The layout of a row of the training file's columns (labels, and the
+ * sample_weight when k has room for it) in c->L: the label columns of
+ * label: [a, b, ...], and the sample_weight column, each by index or by
+ * name in the first row (then a header: *header set). 0 or -1.
+ */
+static int csv_stream_columns(struct dt_reader *r, struct csv_stream *c, const struct dt_node *label,
+			      const struct dt_node *weight, int k, int *header)
+{
+	char *const *names = c->fields;
+	if (label && label->kind == DT_NODE_SEQ) {
+		c->L.nlabels = label->n;
+		c->L.label_cols = dt_malloc((size_t)label->n * sizeof(int));
+		c->L.label_col = -1;
+		for (int j = 0; j < label->n; j++) {
+			const struct dt_node *n = label->items[j];
+			long index;
+			if ((c->L.label_cols[j] = csv_column_of(n, names, k)) < 0)
+				return dt_error("'%s' has %d fields per row, the features and the training data's %d label "
+						"columns%s, but no %s label column '%s' (row %lld)", r->name, k, label->n,
+						weight ? " and its sample_weight" : "",
+						csv_label_index(n, &index) ? "such" : "header naming the", n->value,
+						(long long)c->l.line);
+			*header |= !csv_label_index(n, &index);
+		}
+	}
+	if (weight) {
+		long index;
+		if ((c->L.weight_col = csv_column_of(weight, names, k)) < 0)
+			return dt_error("'%s' has %d fields per row, the features, the label and the sample_weight "
+					"column, but no %s sample_weight column '%s' (row %lld)", r->name, k,
+					csv_label_index(weight, &index) ? "such" : "header naming the", weight->value,
+					(long long)c->l.line);
+		*header |= !csv_label_index(weight, &index);
+	}
+	return 0;
+}
+
+/*
  * The first row decides the layout: features only (as many fields as the
- * model's input), or one more field, the label column of the training
- * layout (data.train's label, else the last). It is a header when it holds
- * the label column's name, or by header: auto's rule (a feature field that
- * is not a number), whatever data.train's header and skip_rows say: those
- * describe the training file, not this input. A note says which.
+ * model's input), or more fields, the label columns of the training layout
+ * (data.train's label, else the last; label: [a, b, ...] names several),
+ * then maybe its sample_weight column too, which are skipped. It is a
+ * header when it holds a label column's name, or by header: auto's rule (a
+ * feature field that is not a number), whatever data.train's header and
+ * skip_rows say: those describe the training file, not this input. A note
+ * says which.
  */
 static int csv_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
 {
 	struct csv_stream *c = dt_calloc(1, sizeof(*c));
-	const struct dt_node *train = o->train, *label = NULL;
+	const struct dt_node *train = o->train, *label = NULL, *weight = NULL;
 	const char *format = NULL;
 	long index = 0;
-	int k, rc, by_index = 0, header = 0;
+	int k, rc, by_index = 0, header = 0, nlab = 1, list = 0;
 
 	r->priv = c;
 	r->sample = o->sample;
@@ -936,7 +1113,11 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 		if (csv_delimiter(train, &c->L.delim) < 0)
 			return -1;
 		label = dt_node_get(train, "label");
+		weight = dt_node_get(train, "sample_weight");
 		by_index = csv_label_index(label, &index);
+		list = label && label->kind == DT_NODE_SEQ;
+		if (list)
+			nlab = label->n;
 	}
 	c->l.name = r->name;
 	if (!(c->l.gz = dt_gz_open(path)))
@@ -949,7 +1130,29 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	if (k == CSV_OPEN_QUOTE)
 		return dt_error("'%s', row %lld: a quoted field has no closing quote", r->name, (long long)c->l.line);
 	c->L.ncols = k;
-	if (k == c->features + 1) {
+	if ((list || weight) && (k == c->features + nlab || (weight && k == c->features + nlab + 1))) {
+		long windex;
+		int by_name = weight && !csv_label_index(weight, &windex);
+		if (k == c->features + nlab && nlab == 1 && by_name && csv_column_of(weight, c->fields, k) >= 0 &&
+		    !(label && !by_index && label->kind == DT_NODE_SCALAR && csv_column_of(label, c->fields, k) >= 0)) {
+			label = NULL; /* a header names the sample_weight and no label: the features and the weights */
+			c->L.label_col = -1;
+			nlab = 0;
+		} else if (k == c->features + nlab) {
+			weight = NULL; /* the labels without the weights */
+		}
+		if (nlab == 1) { /* one label column: the training label's, else the last but the weight's */
+			c->L.label_col = -1;
+			if (label && label->kind == DT_NODE_SCALAR && (c->L.label_col = csv_column_of(label, c->fields, k)) >= 0)
+				header |= !by_index;
+		}
+		if (csv_stream_columns(r, c, label, weight, k, &header) < 0)
+			return -1;
+		if (nlab == 1 && !list && c->L.label_col < 0)
+			for (int i = k - 1; i >= 0 && c->L.label_col < 0; i--)
+				if (i != c->L.weight_col)
+					c->L.label_col = i;
+	} else if (k == c->features + 1 && nlab == 1) {
 		c->L.label_col = k - 1;
 		if (by_index && index >= -k && index < k)
 			c->L.label_col = (int)(index < 0 ? k + index : index);
@@ -964,9 +1167,12 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 			header = 1;
 		}
 	} else if (k != c->features) {
-		return dt_error("'%s', row %lld: expected %lld fields (the model's input), or %lld with a label "
-				"column, found %d",
-				r->name, (long long)c->l.line, (long long)c->features, (long long)c->features + 1, k);
+		char more[96] = "";
+		if (weight)
+			snprintf(more, sizeof(more), ", or %lld with the sample_weight too", (long long)c->features + nlab + 1);
+		return dt_error("'%s', row %lld: expected %lld fields (the model's input), or %lld with %s%s, found %d",
+				r->name, (long long)c->l.line, (long long)c->features, (long long)c->features + nlab,
+				nlab > 1 ? "the label columns" : "a label column", more, k);
 	}
 	if (!header)
 		header = csv_is_header(c->fields, k, c->L.label_col);

@@ -128,6 +128,9 @@ static char *file_list_json(char **files, int n)
 	return text;
 }
 
+/* A file-name field of the logs beyond the fixed ones ({auc}, {val_precision}, ...). */
+static double logs_field(const void *logs, const char *name) { return dt_logs_get(logs, name); }
+
 int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, const struct dt_fit_pos *pos)
 {
 	const struct dt_logs *logs = pos->logs;
@@ -148,6 +151,8 @@ int dt_checkpointer_save(struct dt_checkpointer *c, const struct dt_trainer *t, 
 		v.accuracy = logs->accuracy;
 		v.val_loss = logs->val_loss;
 		v.val_accuracy = logs->val_accuracy;
+		v.get = logs_field;
+		v.ctx = logs;
 	}
 	if (pos->epoch_end && logs) {
 		monitor = c->monitor ? c->monitor : logs->has_val ? "val_loss" : "loss";

@@ -1,7 +1,9 @@
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/checkpoint/ckpt_template.h"
+#include "core/model/metric.h"
 
 static const char *const int_names[] = { "epoch", "step", "batch", NULL };
 static const char *const float_names[] = { "loss", "accuracy", "val_loss", "val_accuracy", NULL };
@@ -64,7 +66,31 @@ static int check_spec(const char *spec, size_t n, char *type)
 	return 0;
 }
 
-int dt_ckpt_template_check(const char *tpl, int per_step, int accuracy, char *msg, size_t size)
+/*
+ * 1 when the field name (n bytes) is a metric of compile.metrics, with or
+ * without val_; 0 when it is not even a name of the metric table; -1 when it
+ * is one that metrics lacks (msg says so).
+ */
+static int metric_field(const struct dt_metric_set *metrics, const char *s, size_t n, char *msg, size_t size)
+{
+	char name[DT_METRIC_NAME + 8];
+	const char *base = name;
+	if (n >= sizeof(name))
+		return 0;
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if (!strncmp(name, "val_", 4))
+		base += 4;
+	if (!dt_metric_is_table_name(base))
+		return 0;
+	if (dt_metric_find(metrics, base, NULL))
+		return 1;
+	snprintf(msg, size, "'{%s}' needs a metric named '%s' in compile.metrics", name, base);
+	return -1;
+}
+
+int dt_ckpt_template_check(const char *tpl, int per_step, int accuracy, const struct dt_metric_set *metrics,
+			   char *msg, size_t size)
 {
 	const char *p = tpl;
 	if (!*tpl) {
@@ -101,9 +127,16 @@ int dt_ckpt_template_check(const char *tpl, int per_step, int accuracy, char *ms
 			return -1;
 		fi = find(float_names, name, nlen);
 		if (find(int_names, name, nlen) < 0 && fi < 0) {
-			snprintf(msg, size, "unknown field '{%.*s}' (expected: epoch, step, batch, loss, accuracy, val_loss, "
-				 "val_accuracy)", (int)nlen, name);
-			return -1;
+			int mf = metric_field(metrics, name, nlen, msg, size);
+			if (mf < 0)
+				return -1;
+			if (mf == 0) {
+				snprintf(msg, size, "unknown field '{%.*s}' (expected: epoch, step, batch, loss, accuracy, "
+					 "val_loss, val_accuracy, or a metric of compile.metrics such as auc or "
+					 "val_precision)", (int)nlen, name);
+				return -1;
+			}
+			fi = 4; /* a real number that exists only at the end of an epoch */
 		}
 		if (check_spec(spec, slen, &type) < 0) {
 			snprintf(msg, size, "bad format '%.*s' in '{%.*s}' (expected e.g. 03d, .4f, .3e)", (int)slen, spec,
@@ -136,7 +169,7 @@ int dt_ckpt_template_format(const char *tpl, const struct dt_ckpt_vars *v, char 
 		const char *name, *spec;
 		size_t nlen, slen;
 		char fmt[16], type;
-		int fi, n;
+		int fi, ii, n;
 		if ((*p == '{' && p[1] == '{') || (*p == '}' && p[1] == '}')) {
 			out[k++] = *p;
 			p += 2;
@@ -151,9 +184,9 @@ int dt_ckpt_template_format(const char *tpl, const struct dt_ckpt_vars *v, char 
 		    check_spec(spec, slen, &type) < 0)
 			return -1;
 		fi = find(float_names, name, nlen);
-		if (fi < 0) {
-			int64_t x = find(int_names, name, nlen) == 0 ? v->epoch
-				  : find(int_names, name, nlen) == 1 ? v->step : v->batch;
+		ii = find(int_names, name, nlen);
+		if (ii >= 0) {
+			int64_t x = ii == 0 ? v->epoch : ii == 1 ? v->step : v->batch;
 			snprintf(fmt, sizeof(fmt), "%%%.*s%s", slen ? (int)slen - 1 : 0, spec,
 				 type == 'd' || !type ? "lld" : "");
 			if (type && type != 'd') { /* {epoch:.2f}: Python formats the int as a float */
@@ -164,6 +197,11 @@ int dt_ckpt_template_format(const char *tpl, const struct dt_ckpt_vars *v, char 
 			}
 		} else {
 			double x = fi == 0 ? v->loss : fi == 1 ? v->accuracy : fi == 2 ? v->val_loss : v->val_accuracy;
+			if (fi < 0) {
+				char metric[DT_METRIC_NAME + 8];
+				snprintf(metric, sizeof(metric), "%.*s", (int)nlen, name);
+				x = v->get ? v->get(v->ctx, metric) : NAN;
+			}
 			snprintf(fmt, sizeof(fmt), "%%%.*s", slen ? (int)slen : 1, slen ? spec : "g");
 			n = snprintf(out + k, size - k, fmt, x);
 		}

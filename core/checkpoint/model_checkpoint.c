@@ -58,7 +58,7 @@ static int read_one(const struct dt_node *args, const struct dt_node *at, int ac
 	if (len >= sizeof(c->filename))
 		return dt_node_error(fp, "filepath is too long");
 	snprintf(c->filename, sizeof(c->filename), "%.*s", (int)len, path);
-	if (dt_ckpt_template_check(c->filename, c->save_freq > 0, accuracy, msg, sizeof(msg)) < 0)
+	if (dt_ckpt_template_check(c->filename, c->save_freq > 0, accuracy, metrics, msg, sizeof(msg)) < 0)
 		return dt_node_error(fp, "model_checkpoint filepath '%s': %s", path, msg);
 	if (!strcmp(c->filename, "latest") || !strcmp(c->filename, "best"))
 		return dt_node_error(fp, "filepath '%s' is reserved for the checkpoint section's files", path);

@@ -280,7 +280,8 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 	if (dt_model_checkpoints_read(dt_node_get(dt_node_get(root, "fit"), "callbacks"), c->accuracy, report_errors(c),
 				      &c->metrics, c->model_checkpoints, &c->nmodel_checkpoints) < 0)
 		return -1;
-	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, msg, sizeof(msg)) < 0)
+	if (dt_ckpt_template_check(c->checkpoint_filename, c->checkpoint_every > 0, c->accuracy, &c->metrics,
+				   msg, sizeof(msg)) < 0)
 		return dt_node_error(dt_node_get(s, "filename"), "checkpoint.filename '%s': %s", c->checkpoint_filename,
 				     msg);
 	if (!strcmp(c->checkpoint_filename, "latest") || !strcmp(c->checkpoint_filename, "best"))

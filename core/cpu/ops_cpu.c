@@ -344,7 +344,8 @@ static void cpu_regression_sums(const struct dt_tensor *predt, const struct dt_t
 static void cpu_confusion(enum dt_accuracy kind, const struct dt_tensor *predt, const struct dt_tensor *targett,
 			  float threshold, struct dt_tensor *countst)
 {
-	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt), per_row = kind == DT_ACC_BINARY ? c : 1;
+	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
+	int64_t per_row = kind == DT_ACC_BINARY || kind == DT_ACC_MULTI_LABEL ? c : 1;
 	const float *p = predt->data, *t = targett->data;
 	float *counts = countst->data;
 	memset(counts, 0, (size_t)dt_tensor_count(countst) * sizeof(float));

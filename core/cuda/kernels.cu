@@ -553,7 +553,8 @@ static void cuda_confusion(enum dt_accuracy kind, const struct dt_tensor *pred, 
 			   float threshold, struct dt_tensor *counts)
 {
 	struct dt_gpu *g = gpu_of(pred);
-	int64_t rows = t_rows(pred), c = t_cols(pred), per_row = kind == DT_ACC_BINARY ? c : 1, n = rows * per_row;
+	int64_t rows = t_rows(pred), c = t_cols(pred), per_row = kind == DT_ACC_BINARY || kind == DT_ACC_MULTI_LABEL ? c : 1;
+	int64_t n = rows * per_row;
 	DT_CUDA_CHECK(cudaMemsetAsync(counts->data, 0, (size_t)t_count(counts) * sizeof(float), g->stream));
 	if (n == 0)
 		return;

@@ -170,6 +170,11 @@ int dt_loss_is_regression(enum dt_loss loss)
 	       loss == DT_LOSS_LOG_COSH || loss == DT_LOSS_POISSON || loss == DT_LOSS_COSINE_SIMILARITY;
 }
 
+int dt_loss_is_multi_label(enum dt_loss loss, int64_t outputs)
+{
+	return outputs > 1 && (loss == DT_LOSS_BINARY_CROSSENTROPY || loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY);
+}
+
 int dt_objective_num_classes(const struct dt_model *m)
 {
 	int64_t c = dt_shape_count(&m->output);

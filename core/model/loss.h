@@ -45,6 +45,14 @@ int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *args, const str
 int dt_loss_is_regression(enum dt_loss loss);
 
 /*
+ * 1 when a model of `outputs` outputs trained with loss is a multi-label
+ * classifier: binary_crossentropy or binary_focal_crossentropy on more
+ * than one output (sigmoid outputs against multi-hot labels, each output a
+ * label of its own), 0 otherwise.
+ */
+int dt_loss_is_multi_label(enum dt_loss loss, int64_t outputs);
+
+/*
  * Checks that labels of shape `label` (num_classes for class indices) fit the
  * model's output and the loss, and marks the model's last layer fused when it
  * pays. args are the loss's arguments (NULL: Keras' defaults). Errors are

@@ -42,7 +42,7 @@ static int kind_of(const char *name)
 int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 {
 	static const char *const conf_keys[] = { "class_id", "average", NULL };
-	static const char *const auc_keys[] = { "class_id", "curve", "num_thresholds", NULL };
+	static const char *const auc_keys[] = { "class_id", "curve", "num_thresholds", "multi_label", NULL };
 	static const char *const binary_keys[] = { "threshold", NULL }, *const top_k_keys[] = { "k", NULL };
 	static const char *const no_keys[] = { NULL };
 	const char *const *keys;
@@ -88,6 +88,11 @@ int dt_metric_read(struct dt_metric_set *s, const struct dt_node *item)
 	if (dt_cfg_int(args, "num_thresholds", 200, 2, 1 << 20, &i64) < 0)
 		return -1;
 	m->num_thresholds = (int)i64;
+	if (dt_cfg_bool(args, "multi_label", 0, &m->multi_label) < 0)
+		return -1;
+	if (m->multi_label && m->class_id >= 0)
+		return dt_node_error(dt_node_get(args, "multi_label"), "'%s' scores one column with class_id: "
+				     "multi_label averages every column's AUC; give one of the two", name);
 	{
 		double th;
 		if (dt_cfg_float(args, "threshold", 0.5, 0, 1, &th) < 0)
@@ -122,23 +127,30 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 	s->threshold = threshold;
 	s->sparse = sparse;
 	s->sigmoid = sigmoid;
-	s->nstats = s->confusion ? (int64_t)s->classes * s->classes : 0;
+	s->multi_label = kind == DT_ACC_BINARY && columns > 1;
+	s->nstats = !s->confusion ? 0 : s->multi_label ? 4 * columns : (int64_t)s->classes * s->classes;
 	if (s->regression) {
 		s->regression_offset = s->nstats;
 		s->nstats += 4 * columns + 1;
 	}
 	for (int i = 0; i < s->n; i++) {
 		struct dt_metric *m = &s->m[i];
-		/* A binary model's classes are 0 and 1; an AUC scores a column of the output. */
-		int64_t limit = m->kind == DT_METRIC_AUC ? (columns > 1 ? columns : 1) : s->classes;
+		/* A binary model's classes are 0 and 1; an AUC scores a column of the output, and so does a multi-label score. */
+		int64_t limit = m->kind == DT_METRIC_AUC || s->multi_label ? (columns > 1 ? columns : 1) : s->classes;
 		if (m->class_id >= limit)
 			return dt_node_error(m->node, "'%s' has class_id %d, but the model has %lld %s (0 to %lld)",
 					     dt_metric_kind_names[m->kind], m->class_id, (long long)limit,
-					     m->kind == DT_METRIC_AUC ? "outputs" : "classes", (long long)limit - 1);
+					     s->multi_label ? "labels" : m->kind == DT_METRIC_AUC ? "outputs" : "classes",
+					     (long long)limit - 1);
 		if (m->kind == DT_METRIC_AUC) {
 			m->offset = s->nstats;
-			s->nstats += 2 * ((int64_t)m->num_thresholds + 1);
+			s->nstats += 2 * ((int64_t)m->num_thresholds + 1) * (m->multi_label ? columns : 1);
 		}
+		/* A multi-hot row has no one class: an argmax against it would be a wrong number, not a metric. */
+		if (s->multi_label && (m->kind == DT_METRIC_CATEGORICAL_ACCURACY || m->kind == DT_METRIC_TOP_K))
+			return dt_node_error(m->node, "'%s' reads one class per sample, but this is a multi-label model "
+					     "(binary_crossentropy on %lld sigmoid outputs); use 'binary_accuracy' (or "
+					     "'accuracy'), precision, recall, f1_score or auc", m->name, (long long)columns);
 		if (is_count(m->kind)) {
 			m->offset = s->nstats;
 			s->nstats += 2;
@@ -160,7 +172,7 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 
 int64_t dt_metric_scratch(const struct dt_metric_set *s)
 {
-	int64_t n = s->confusion ? (int64_t)s->classes * s->classes : 1;
+	int64_t n = !s->confusion ? 1 : s->multi_label ? 4 * s->columns : (int64_t)s->classes * s->classes;
 	if (s->regression && 4 * s->columns > n)
 		n = 4 * s->columns;
 	for (int i = 0; i < s->n; i++)
@@ -210,9 +222,9 @@ void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor 
 	if (s->nstats == 0 || dt_tensor_rows(pred) == 0)
 		return;
 	if (s->confusion) {
-		int64_t n = (int64_t)s->classes * s->classes;
+		int64_t n = s->multi_label ? 4 * s->columns : (int64_t)s->classes * s->classes;
 		struct dt_tensor cm = dt_tensor_flat(scratch->data, scratch->dev, n);
-		dt_op_confusion(s->kind, pred, target, s->threshold, &cm);
+		dt_op_confusion(s->multi_label ? DT_ACC_MULTI_LABEL : s->kind, pred, target, s->threshold, &cm);
 		add_scratch(scratch, n, stats, host);
 	}
 	if (s->regression) {
@@ -234,8 +246,15 @@ void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor 
 		if (m->kind != DT_METRIC_AUC)
 			continue;
 		hist = dt_tensor_flat(scratch->data, scratch->dev, n);
-		dt_op_auc_histogram(pred, target, column, s->sparse, s->sigmoid, m->num_thresholds, &hist);
-		add_scratch(scratch, n, stats + m->offset, host);
+		if (!m->multi_label) {
+			dt_op_auc_histogram(pred, target, column, s->sparse, s->sigmoid, m->num_thresholds, &hist);
+			add_scratch(scratch, n, stats + m->offset, host);
+			continue;
+		}
+		for (int64_t j = 0; j < s->columns; j++) {
+			dt_op_auc_histogram(pred, target, j, s->sparse, s->sigmoid, m->num_thresholds, &hist);
+			add_scratch(scratch, n, stats + m->offset + j * n, host);
+		}
 	}
 }
 
@@ -332,16 +351,52 @@ static double regression_value(const struct dt_metric_set *s, enum dt_metric_kin
 	return div0(kind == DT_METRIC_MAPE ? 100 * sum : sum, n * (double)s->columns);
 }
 
+/*
+ * A multi-label model's precision, recall or F1 from its per-label 2 x 2
+ * matrices cm (columns of 4): label class_id's, the mean over the labels
+ * (macro, weighted by positives), or of every element together (micro, the
+ * default).
+ */
+static double multi_label_value(const struct dt_metric_set *s, const struct dt_metric *m, const double *cm)
+{
+	double total[4] = { 0 }, sum = 0, weight = 0, p, r, f, support;
+	if (m->class_id >= 0) {
+		dt_confusion_class(cm + 4 * m->class_id, 2, 1, &p, &r, &f, &support);
+		return pick(m->kind, p, r, f);
+	}
+	for (int64_t j = 0; j < s->columns; j++) {
+		dt_confusion_class(cm + 4 * j, 2, 1, &p, &r, &f, &support);
+		sum += (m->average == DT_AVERAGE_WEIGHTED ? support : 1) * pick(m->kind, p, r, f);
+		weight += m->average == DT_AVERAGE_WEIGHTED ? support : 1;
+		for (int k = 0; k < 4; k++)
+			total[k] += cm[4 * j + k];
+	}
+	if (!m->has_average || m->average == DT_AVERAGE_MICRO) {
+		dt_confusion_class(total, 2, 1, &p, &r, &f, &support);
+		return pick(m->kind, p, r, f);
+	}
+	return div0(sum, weight);
+}
+
 double dt_metric_value(const struct dt_metric_set *s, int i, const double *stats)
 {
 	const struct dt_metric *m = &s->m[i];
 	double p, r, f, support;
+	if (m->kind == DT_METRIC_AUC && m->multi_label) {
+		double sum = 0;
+		int64_t n = 2 * ((int64_t)m->num_thresholds + 1);
+		for (int64_t j = 0; j < s->columns; j++)
+			sum += dt_auc_value(stats + m->offset + j * n, m->num_thresholds, m->curve);
+		return sum / (double)s->columns;
+	}
 	if (m->kind == DT_METRIC_AUC)
 		return dt_auc_value(stats + m->offset, m->num_thresholds, m->curve);
 	if (is_count(m->kind))
 		return div0(stats[m->offset], stats[m->offset + 1]);
 	if (is_regression(m->kind))
 		return regression_value(s, m->kind, stats + s->regression_offset);
+	if (s->multi_label)
+		return multi_label_value(s, m, stats);
 	/* A binary model's are the positive class's (Keras' Precision, Recall, F1Score), unless averaged. */
 	if (m->class_id >= 0 || (s->kind == DT_ACC_BINARY && !m->has_average)) {
 		dt_confusion_class(stats, s->classes, m->class_id >= 0 ? m->class_id : 1, &p, &r, &f, &support);

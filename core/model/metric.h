@@ -19,6 +19,15 @@
  * a metric is exact whatever the batch, replica count or resume point.
  * Sums of counts stay exact in double up to 2^53.
  *
+ * A multi-label model (binary_crossentropy on several sigmoid outputs, the
+ * labels multi-hot) keeps a 2 x 2 confusion matrix per label instead: there
+ * precision, recall and f1_score score every label's element together
+ * (micro, Keras' Precision and Recall) unless class_id picks one label or
+ * average asks for the mean over the labels (macro, or weighted by their
+ * positives); auc with multi_label: true is the mean of the labels' AUCs
+ * (Keras' AUC(multi_label=True)), one histogram each; categorical and top-k
+ * accuracies, which read one class per row, are refused.
+ *
  * A metric is named in the logs (and monitored) by its Keras name: auc,
  * precision, recall, f1_score; a second one of the same kind gets "_1", a
  * third "_2" (Keras' rule), and val_ in front for validation.
@@ -54,6 +63,7 @@ struct dt_metric {
 	int has_average;             /* average was given (a binary model's default is the positive class) */
 	enum dt_auc_curve curve;     /* auc */
 	int num_thresholds;          /* auc: Keras' default 200 */
+	int multi_label;             /* auc: one histogram per column, their AUCs averaged */
 	float threshold;             /* binary_accuracy: 0.5 */
 	int k;                       /* top_k: 5 */
 	int64_t offset;              /* auc: its histogram's first slot in the statistics; accuracies: hits, count */
@@ -71,6 +81,7 @@ struct dt_metric_set {
 	int64_t columns;             /* of the model's output */
 	float threshold;             /* binary: positive above it */
 	int sparse, sigmoid;         /* labels are class indices; the output is logits */
+	int multi_label;             /* binary over several columns: the confusion is (columns, 2, 2) */
 	int64_t nstats;              /* the statistics' length; 0 without metrics */
 };
 

@@ -248,6 +248,26 @@ same_metrics() {
 		jq -e --argjson b "$best" '(.__metadata__.monitor_value | tonumber) - $b | fabs < 1e-9' >/dev/null
 }
 
+@test "checkpoint file names hold the metrics of compile.metrics: {val_auc}, {f1_score}, {recall}" {
+	blobs_metrics names --set 'checkpoint.filename=ckpt-{epoch:02d}-{val_auc:.4f}-{f1_score:.3f}' \
+		--set 'fit.callbacks=[{model_checkpoint: {filepath: "m-{epoch}-{val_recall:.2f}"}}]'
+	local auc f1 rec
+	auc=$(jq -r 'select(.event == "epoch" and .epoch == 2) | .val_auc * 10000 | round / 10000' "$TMP/names.json")
+	f1=$(jq -r 'select(.event == "epoch" and .epoch == 2) | .f1_score' "$TMP/names.json")
+	rec=$(jq -r 'select(.event == "epoch" and .epoch == 1) | .val_recall' "$TMP/names.json")
+	ls "$TMP/names"
+	[ -f "$TMP/names/$(printf 'ckpt-02-%.4f-%.3f.safetensors' "$auc" "$f1")" ]
+	[ -f "$TMP/names/$(printf 'm-1-%.2f.safetensors' "$rec")" ]
+	# a metric that compile.metrics lacks, and one at steps within an epoch, are config errors
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set 'checkpoint.filename="{val_precision:.3f}"'
+	status_is 2
+	stderr_has "checkpoint.filename" "needs a metric named 'precision' in compile.metrics"
+	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set 'compile.metrics=[auc]' \
+		--set 'checkpoint.filename="{auc:.3f}-{step}"' --set checkpoint.every=5
+	status_is 2
+	stderr_has "only at the end of an epoch"
+}
+
 # config_error METRICS WORD...: fit with compile.metrics METRICS is a config error whose message has each WORD.
 config_error() {
 	local metrics=$1

@@ -96,6 +96,30 @@ setup() {
 	same_weights half kept
 }
 
+@test "predict skips the training file's sample_weight column, by name or index, with or without a header" {
+	model ones.yaml "{format: csv, path: ones.csv, label: kind, sample_weight: w}"
+	fit ones ones.yaml
+	# the features alone (f1, f2), and the training file itself (f1, w, f2, kind): the same predictions
+	awk -F, '{ print $1 "," $3 }' ones.csv >features.csv
+	"$DTRAIN" predict -q "$TMP/ones.yaml" features.csv --set checkpoint.dir="$TMP/ones" >want.txt
+	"$DTRAIN" predict -q "$TMP/ones.yaml" ones.csv --set checkpoint.dir="$TMP/ones" >got.txt
+	[ "$(wc -l <want.txt)" -eq 12 ]
+	diff want.txt got.txt
+	# the features and the weight, without the label; by index without a header
+	awk -F, '{ print $1 "," $2 "," $3 }' ones.csv >nolabel.csv
+	"$DTRAIN" predict -q "$TMP/ones.yaml" nolabel.csv --set checkpoint.dir="$TMP/ones" >got.txt
+	diff want.txt got.txt
+	tail -n +2 ones.csv >bare.csv
+	"$DTRAIN" predict -q "$TMP/ones.yaml" bare.csv --set checkpoint.dir="$TMP/ones" \
+		--set 'data.train={format: csv, path: ones.csv, label: 3, sample_weight: 1}' >got.txt
+	diff want.txt got.txt
+	# a width that fits no layout says which widths would
+	awk -F, '{ print $0 ",9" }' ones.csv >wide.csv
+	run --separate-stderr "$DTRAIN" predict -q "$TMP/ones.yaml" wide.csv --set checkpoint.dir="$TMP/ones"
+	status_is 1
+	stderr_has "expected 2 fields" "or 3 with a label column" "or 4 with the sample_weight too, found 5"
+}
+
 @test "NPY: sample_weight is a (N,) file; weights of 2 are twice the rate" {
 	npy_python '
 import csv

@@ -4,7 +4,10 @@
  */
 #include "helpers.h"
 
+#include <math.h>
+
 #include "core/checkpoint/ckpt_template.h"
+#include "core/model/metric.h"
 
 static void test_format(void **state)
 {
@@ -21,10 +24,10 @@ static void test_format(void **state)
 		{ "{epoch:.1f}", "7.0" },
 		{ "plain", "plain" },
 	};
-	struct dt_ckpt_vars v = { 7, 1234, 42, 1.234567, 0.875, 0.123456, 0.9, 1, 1 };
+	struct dt_ckpt_vars v = { 7, 1234, 42, 1.234567, 0.875, 0.123456, 0.9, 1, 1, NULL, NULL };
 	char out[256], msg[256];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		if (dt_ckpt_template_check(cases[i].tpl, 0, 1, msg, sizeof(msg)) < 0)
+		if (dt_ckpt_template_check(cases[i].tpl, 0, 1, NULL, msg, sizeof(msg)) < 0)
 			fail_msg("'%s' refused: %s", cases[i].tpl, msg);
 		assert_int_equal(dt_ckpt_template_format(cases[i].tpl, &v, out, sizeof(out)), 0);
 		assert_string_equal(out, cases[i].want);
@@ -56,14 +59,49 @@ static void test_refused(void **state)
 	char msg[256];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		msg[0] = '\0';
-		if (dt_ckpt_template_check(cases[i].tpl, cases[i].per_step, cases[i].accuracy, msg, sizeof(msg)) == 0)
+		if (dt_ckpt_template_check(cases[i].tpl, cases[i].per_step, cases[i].accuracy, NULL, msg, sizeof(msg)) == 0)
 			fail_msg("'%s' accepted", cases[i].tpl);
 		if (!strstr(msg, cases[i].why))
 			fail_msg("'%s': \"%s\" lacks \"%s\"", cases[i].tpl, msg, cases[i].why);
 	}
 	/* the per-epoch metrics are fine at epoch ends, loss at steps too */
-	assert_int_equal(dt_ckpt_template_check("{val_loss:.4f}", 0, 1, msg, sizeof(msg)), 0);
-	assert_int_equal(dt_ckpt_template_check("{loss:.4f}-{step}", 1, 0, msg, sizeof(msg)), 0);
+	assert_int_equal(dt_ckpt_template_check("{val_loss:.4f}", 0, 1, NULL, msg, sizeof(msg)), 0);
+	assert_int_equal(dt_ckpt_template_check("{loss:.4f}-{step}", 1, 0, NULL, msg, sizeof(msg)), 0);
+}
+
+/* A metric's value by its log name, as fit's logs give them. */
+static double metric_values(const void *ctx, const char *name)
+{
+	(void)ctx;
+	return !strcmp(name, "val_auc") ? 0.98765 : !strcmp(name, "precision_1") ? 0.5 : NAN;
+}
+
+static void test_metric_fields(void **state)
+{
+	struct dt_metric_set s = { 0 };
+	struct dt_node names[2] = { { .kind = DT_NODE_SCALAR, .value = "auc" },
+				    { .kind = DT_NODE_SCALAR, .value = "precision" } };
+	struct dt_node second = { .kind = DT_NODE_SCALAR, .value = "precision" };
+	struct dt_ckpt_vars v = { 3, 30, 10, 0.5, 0, 0.4, 0, 0, 1, metric_values, NULL };
+	char out[256], msg[256];
+	assert_int_equal(dt_metric_read(&s, &names[0]), 1);
+	assert_int_equal(dt_metric_read(&s, &names[1]), 1);
+	assert_int_equal(dt_metric_read(&s, &second), 1); /* precision_1 */
+	if (dt_ckpt_template_check("{epoch:02d}-{val_auc:.3f}-{precision_1:.2f}-{auc}", 0, 0, &s, msg, sizeof(msg)) < 0)
+		fail_msg("refused: %s", msg);
+	assert_int_equal(dt_ckpt_template_format("{epoch:02d}-{val_auc:.3f}-{precision_1:.2f}", &v, out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "03-0.988-0.50");
+	/* a name of the table that compile.metrics lacks, a metric mid-epoch, an integer spec */
+	assert_int_equal(dt_ckpt_template_check("{val_recall:.3f}", 0, 0, &s, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "needs a metric named 'recall' in compile.metrics"));
+	assert_int_equal(dt_ckpt_template_check("{auc:.3f}", 1, 0, &s, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "only at the end of an epoch"));
+	assert_int_equal(dt_ckpt_template_check("{auc:d}", 0, 0, &s, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "use f, e or g"));
+	assert_int_equal(dt_ckpt_template_check("{auc}", 0, 0, NULL, msg, sizeof(msg)), -1);
+	assert_int_equal(dt_ckpt_template_check("{aucc}", 0, 0, &s, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "unknown field"));
 }
 
 int main(void)
@@ -71,6 +109,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_metric_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
