@@ -244,15 +244,11 @@ static void print_header(const struct predict_out *p)
 		putchar('\n');
 		return;
 	}
-	if (p->multi) {
+	if (p->multi)
 		fputs(p->named ? "index,path,labels" : "index,labels", stdout);
-		for (int i = 0; i < p->ncls; i++)
-			printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
-		putchar('\n');
-		return;
-	}
-	fputs(p->named ? "index,path,class,probability" : "index,class,probability", stdout);
-	for (int i = 0; p->all && i < p->ncls; i++) /* p_NAME, inside the quotes of a quoted name */
+	else
+		fputs(p->named ? "index,path,class,probability" : "index,class,probability", stdout);
+	for (int i = 0; (p->all || p->multi) && i < p->ncls; i++) /* p_NAME, inside the quotes of a quoted name */
 		printf(p->names[i][0] == '"' ? ",\"p_%s" : ",p_%s", p->names[i] + (p->names[i][0] == '"'));
 	putchar('\n');
 }

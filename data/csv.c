@@ -591,22 +591,15 @@ static int csv_weight_column(const struct dt_node *w, struct csv_layout *L, int 
 	L->weight_col = -1;
 	if (!w)
 		return 0;
-	if (csv_label_index(w, &index)) {
-		if (index < -k || index >= k)
-			return dt_node_error(w, "sample_weight column %ld is out of range: '%s' has %d columns", index,
-					     file, k);
-		L->weight_col = (int)(index < 0 ? k + index : index);
-	} else {
-		if (!L->names)
-			return dt_node_error(w, "sample_weight '%s' names a column but '%s' has no header; give the "
-					     "column's index", w->value, file);
-		for (L->weight_col = 0; L->weight_col < k; L->weight_col++)
-			if (!strcmp(L->names[L->weight_col], w->value))
-				break;
-		if (L->weight_col == k)
-			return dt_node_error(w, "'%s' has no column '%s' in its header (the sample_weight)", file,
-					     w->value);
-	}
+	L->weight_col = csv_column_of(w, L->names, k);
+	if (L->weight_col < 0 && csv_label_index(w, &index))
+		return dt_node_error(w, "sample_weight column %ld is out of range: '%s' has %d columns", index, file,
+				     k);
+	if (L->weight_col < 0 && !L->names)
+		return dt_node_error(w, "sample_weight '%s' names a column but '%s' has no header; give the "
+				     "column's index", w->value, file);
+	if (L->weight_col < 0)
+		return dt_node_error(w, "'%s' has no column '%s' in its header (the sample_weight)", file, w->value);
 	for (int j = -1; j < L->nlabels; j++)
 		if (L->weight_col == (j < 0 ? L->label_col : L->label_cols[j]))
 			return dt_node_error(w, "sample_weight names the label column of '%s'", file);
