@@ -66,6 +66,11 @@ struct dt_backend {
 				   const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 				   struct dt_tensor *dx);
 	void (*plan_free)(struct dt_plan *p);
+
+	/* cnnparts: spatial copies and resampling (core/cpu/resample.c, core/cuda/resample.cu) */
+	void (*shift2d)(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
 };
 
 /* The head of every backend's plan: which backend made it. */

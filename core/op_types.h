@@ -161,4 +161,10 @@ struct dt_pool_geom {
 /* Backend state of one convolution, pooling or batch-norm layer (core/ops.h). */
 struct dt_plan;
 
+/* ---- cnnparts: up_sampling2d's interpolation (dt_op_upsample2d) ---- */
+enum dt_interp {
+	DT_INTERP_NEAREST,  /* each value repeated size times (Keras' ops.repeat) */
+	DT_INTERP_BILINEAR, /* half-pixel centres, clamped at the edges (tf.image.resize, antialias off) */
+};
+
 #endif

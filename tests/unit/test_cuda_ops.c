@@ -738,6 +738,40 @@ static void test_batchnorm(void **state)
 	bn_case(64, 100, 3, 1);
 }
 
+/* ---- cnnparts: spatial copies and resampling ---- */
+
+static void test_shift_upsample(void **state)
+{
+	need_gpu();
+	{
+		struct pair x = pair_rnd(sh(4, 3, 5, 6, 4), 140, -1, 1);
+		struct pair pad = pair_new(sh(4, 3, 8, 7, 4), NULL), crop = pair_new(sh(4, 3, 2, 3, 4), NULL);
+		dt_op_shift2d(&x.c, &pad.c, -1, 0);
+		dt_op_shift2d(&x.g, &pad.g, -1, 0);
+		expect_equal("shift2d pad", &pad);
+		dt_op_shift2d(&x.c, &crop.c, 2, 1);
+		dt_op_shift2d(&x.g, &crop.g, 2, 1);
+		expect_equal("shift2d crop", &crop);
+		pair_free(&x);
+		pair_free(&pad);
+		pair_free(&crop);
+	}
+	for (int mode = DT_INTERP_NEAREST; mode <= DT_INTERP_BILINEAR; mode++) {
+		struct pair x = pair_rnd(sh(4, 2, 5, 7, 3), 141, -1, 1), y = pair_new(sh(4, 2, 15, 14, 3), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 142, -1, 1), dx = pair_new(x.c.shape, NULL);
+		dt_op_upsample2d((enum dt_interp)mode, &x.c, &y.c);
+		dt_op_upsample2d((enum dt_interp)mode, &x.g, &y.g);
+		expect_close(mode ? "upsample2d bilinear" : "upsample2d nearest", &y, 1e-6);
+		dt_op_upsample2d_backward((enum dt_interp)mode, &dy.c, &dx.c);
+		dt_op_upsample2d_backward((enum dt_interp)mode, &dy.g, &dx.g);
+		expect_close(mode ? "upsample2d bilinear backward" : "upsample2d nearest backward", &dx, 1e-6);
+		pair_free(&x);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dx);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -761,6 +795,7 @@ int main(void)
 		cmocka_unit_test(test_conv_heuristics_and_tf32),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_batchnorm),
+		cmocka_unit_test(test_shift_upsample),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
