@@ -14,5 +14,7 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_zero_padding2d_layer,
 	&dt_cropping2d_layer,
 	&dt_up_sampling2d_layer,
+	&dt_depthwise_conv2d_layer,
+	&dt_separable_conv2d_layer,
 	NULL,
 };

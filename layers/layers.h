@@ -22,6 +22,8 @@ extern const struct dt_layer_type dt_reshape_layer;
 extern const struct dt_layer_type dt_zero_padding2d_layer;
 extern const struct dt_layer_type dt_cropping2d_layer;
 extern const struct dt_layer_type dt_up_sampling2d_layer;
+extern const struct dt_layer_type dt_depthwise_conv2d_layer;
+extern const struct dt_layer_type dt_separable_conv2d_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];

@@ -60,6 +60,37 @@ bad() {
 	bad 29 "'size' must be in [1, 4096], got 0" "up_sampling2d: {size: 0}"
 }
 
+@test "depthwise_conv2d and separable_conv2d: missing and bad arguments are named" {
+	bad 25 "missing required key 'kernel_size' in 'depthwise_conv2d'" "depthwise_conv2d: {depth_multiplier: 2}"
+	bad 60 "'depth_multiplier' must be in [1, 65536], got 0" "depthwise_conv2d: {kernel_size: 3, depth_multiplier: 0}"
+	bad 69 "strides > 1 cannot be combined with dilation_rate > 1 (as in Keras)" \
+		"depthwise_conv2d: {kernel_size: 3, strides: 2, dilation_rate: 2}"
+	bad 39 "the 5x5 kernel does not fit the input (4, 4, 1) with padding 'valid'" "depthwise_conv2d: {kernel_size: 5}"
+	bad 25 "missing required key 'filters' in 'separable_conv2d'" "separable_conv2d: {kernel_size: 3}"
+	bad 54 "unknown key 'kernel_initializer' in 'separable_conv2d'" \
+		"separable_conv2d: {filters: 2, kernel_size: 3, kernel_initializer: zeros}"
+}
+
+@test "summary: depthwise and separable parameter counts are Keras' (kh*kw*C*m + C*m*filters + filters)" {
+	{
+		printf 'model:\n  layers:\n    - reshape: {target_shape: [4, 4, 3]}\n'
+		printf '    - depthwise_conv2d: {kernel_size: 3, depth_multiplier: 2, padding: same}\n'
+		printf '    - separable_conv2d: {filters: 5, kernel_size: 3, padding: same}\n'
+		printf '    - separable_conv2d: {filters: 4, kernel_size: 2, depth_multiplier: 2, use_bias: false}\n'
+		printf '    - depthwise_conv2d: {kernel_size: 2, strides: 2, padding: same, use_bias: false}\n'
+		printf 'compile: {optimizer: adam, loss: mean_squared_error}\n'
+		printf 'data:\n  train: {format: synthetic, kind: blobs, samples: 30, classes: 3, features: 48}\n'
+	} >dw.yaml
+	run "$DTRAIN" summary dw.yaml
+	status_is 0
+	# Keras 3: DepthwiseConv2D 3*3*3*2 + 6; SeparableConv2D 3*3*6 + 6*5 + 5 and 2*2*5*2 + 10*4; 2*2*4.
+	[[ $output == *"depthwise_conv2d  "*"│ (None, 4, 4, 6)        │            60 │"* ]]
+	[[ $output == *"separable_conv2d  "*"│ (None, 4, 4, 5)        │            89 │"* ]]
+	[[ $output == *"separable_conv2d_1  "*"│ (None, 3, 3, 4)        │            80 │"* ]]
+	[[ $output == *"depthwise_conv2d_1  "*"│ (None, 2, 2, 4)        │            16 │"* ]]
+	[[ $output == *"Total params: 245 "* ]]
+}
+
 @test "the image layers refuse a flat input and say what to add" {
 	{
 		printf 'model:\n  layers:\n    - up_sampling2d\n    - dense: {units: 3}\n'

@@ -312,7 +312,50 @@ def upsample_src(o, s, n, mode):
 
 
 def cnn_params(kind, a, shape, rng):
-    return {}
+    cin = shape[-1]
+    p = {}
+    if kind in ("depthwise_conv2d", "separable_conv2d"):
+        m = a.get("depth_multiplier", 1)
+        name = "kernel" if kind == "depthwise_conv2d" else "depthwise_kernel"
+        p[name] = (f32(0.5 * rng.standard_normal(pair(a["kernel_size"]) + (cin, m))), True)
+        units = cin * m
+        if kind == "separable_conv2d":
+            units = a["filters"]
+            p["pointwise_kernel"] = (f32(0.5 * rng.standard_normal((1, 1, cin * m, units))), True)
+        if a.get("use_bias", True):
+            p["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
+    return p
+
+
+def depthwise_torch(x, k, a):
+    """Keras' depthwise convolution of x (N, C, H, W) padded as Keras; k (kh, kw, C, m)."""
+    kh, kw, c, m = k.shape
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    pad = a.get("padding", "valid")
+    _, top, bottom = window(x.shape[2], kh, sh, dh, pad)
+    _, left, right = window(x.shape[3], kw, sw, dw, pad)
+    w = k.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)  # output channel c * m + j
+    return F.conv2d(F.pad(x, (left, right, top, bottom)), w, stride=(sh, sw), dilation=(dh, dw), groups=c)
+
+
+def naive_depthwise(xs, k, a):
+    kh, kw, c, m = k.shape
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    pad = a.get("padding", "valid")
+    n, h, w, _ = xs.shape
+    oh, top, _ = window(h, kh, sh, dh, pad)
+    ow, left, _ = window(w, kw, sw, dw, pad)
+    y = np.zeros((n, oh, ow, c, m))
+    for i in range(oh):
+        for j in range(ow):
+            for u in range(kh):
+                for v in range(kw):
+                    r, q = i * sh - top + u * dh, j * sw - left + v * dw
+                    if 0 <= r < h and 0 <= q < w:
+                        y[:, i, j] += xs[:, r, q, :, None] * k[u, v]
+    return y.reshape(n, oh, ow, c * m)
 
 
 def cnn_forward(kind, x, p, a):
@@ -331,6 +374,15 @@ def cnn_forward(kind, x, p, a):
         else:
             y = F.interpolate(xc, scale_factor=(sh, sw), mode="bilinear", align_corners=False)
         return y.permute(0, 2, 3, 1)
+    if kind == "depthwise_conv2d":
+        y = depthwise_torch(xc, p["kernel"], a)
+        if "bias" in p:
+            y = y + p["bias"][None, :, None, None]
+        return ACTS[a.get("activation", "linear")](y).permute(0, 2, 3, 1)
+    if kind == "separable_conv2d":
+        y = depthwise_torch(xc, p["depthwise_kernel"], a)
+        y = F.conv2d(y, p["pointwise_kernel"][0, 0].T[:, :, None, None], p.get("bias"))
+        return ACTS[a.get("activation", "linear")](y).permute(0, 2, 3, 1)
     raise ValueError(kind)
 
 
@@ -359,6 +411,16 @@ def cnn_naive(kind, xs, p, a):
                 y[:, i, j, :] = ((1 - u) * ((1 - v) * xs[:, r0, c0] + v * xs[:, r0, c1]) +
                                  u * ((1 - v) * xs[:, r1, c0] + v * xs[:, r1, c1]))
         return y
+    if kind in ("depthwise_conv2d", "separable_conv2d"):
+        y = naive_depthwise(xs, p["kernel" if kind == "depthwise_conv2d" else "depthwise_kernel"], a)
+        if kind == "separable_conv2d":
+            y = y @ p["pointwise_kernel"][0, 0]
+        if "bias" in p:
+            y = y + p["bias"]
+        act = a.get("activation", "linear")
+        if act == "relu" and np.abs(y).min() < 1e-3:
+            sys.exit(f"{kind} relu: a pre-activation is within 1e-3 of zero; change the case")
+        return {"linear": y, "relu": np.maximum(y, 0), "tanh": np.tanh(y)}[act]
     raise ValueError(kind)
 
 
@@ -382,6 +444,21 @@ CNN_CASES = [
     cnn_case("up_sampling2d_bilinear_3x2", "up_sampling2d", (4, 3, 2),
              {"size": [3, 2], "interpolation": "bilinear"},
              desc="bilinear [3, 2]: an odd factor, the edge rows clamped"),
+    cnn_case("depthwise_conv2d", "depthwise_conv2d", (6, 6, 3), {"kernel_size": 3},
+             desc="3x3 depthwise, valid, depth_multiplier 1"),
+    cnn_case("depthwise_conv2d_m2_same_stride2", "depthwise_conv2d", (7, 6, 2),
+             {"kernel_size": 3, "strides": 2, "padding": "same", "depth_multiplier": 2},
+             desc="3x3, stride 2, same (odd padding at the bottom/right), depth_multiplier 2: channel c*2+j"),
+    cnn_case("depthwise_conv2d_dilation_tanh", "depthwise_conv2d", (7, 7, 2),
+             {"kernel_size": [2, 3], "dilation_rate": 2, "depth_multiplier": 3, "use_bias": False,
+              "activation": "tanh"},
+             desc="2x3 dilated by 2, depth_multiplier 3, no bias, tanh"),
+    cnn_case("separable_conv2d", "separable_conv2d", (6, 5, 3), {"filters": 4, "kernel_size": 3},
+             desc="3x3 depthwise then 1x1 to 4 filters, valid"),
+    cnn_case("separable_conv2d_m2_same_relu", "separable_conv2d", (6, 6, 2),
+             {"filters": 3, "kernel_size": 3, "strides": 2, "padding": "same", "depth_multiplier": 2,
+              "activation": "relu"},
+             desc="stride 2, same, depth_multiplier 2, relu"),
 ]
 CNN_KINDS = {c["kind"] for c in CNN_CASES}
 
