@@ -71,6 +71,7 @@ struct dt_backend {
 	void (*shift2d)(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
 	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+	void (*mul_channels)(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
 };
 
 /* The head of every backend's plan: which backend made it. */

@@ -350,3 +350,12 @@ void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, 
 	upsampled(dx, dy);
 	backend(dx)->upsample2d_backward(mode, dy, dx);
 }
+
+void dt_op_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y)
+{
+	same_count(x, y);
+	same_device(m, y);
+	DT_ASSERT(x->shape.ndim >= 2 && m->shape.ndim == 2 && m->shape.dim[0] == x->shape.dim[0]);
+	DT_ASSERT(m->shape.dim[1] == x->shape.dim[x->shape.ndim - 1]);
+	backend(y)->mul_channels(x, m, y);
+}

@@ -235,5 +235,11 @@ void dt_op_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int 
 void dt_op_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 /* dx (N, H, W, C) = the adjoint of dt_op_upsample2d applied to dy (N, H*sh, W*sw, C) (overwritten). */
 void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+/*
+ * Spatial dropout's scaling: y[n, s, c] = x[n, s, c] * m[n, c] for x and y
+ * (N, ..., C) seen as (N, S, C) and m (N, C), a mask dt_op_dropout drew per
+ * sample and channel. y may alias x.
+ */
+void dt_op_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
 
 #endif

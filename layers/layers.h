@@ -24,6 +24,8 @@ extern const struct dt_layer_type dt_cropping2d_layer;
 extern const struct dt_layer_type dt_up_sampling2d_layer;
 extern const struct dt_layer_type dt_depthwise_conv2d_layer;
 extern const struct dt_layer_type dt_separable_conv2d_layer;
+extern const struct dt_layer_type dt_spatial_dropout1d_layer;
+extern const struct dt_layer_type dt_spatial_dropout2d_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];

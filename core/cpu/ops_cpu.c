@@ -526,6 +526,7 @@ const struct dt_backend dt_cpu_backend = {
 	.shift2d = dt_cpu_shift2d,
 	.upsample2d = dt_cpu_upsample2d,
 	.upsample2d_backward = dt_cpu_upsample2d_backward,
+	.mul_channels = dt_cpu_mul_channels,
 };
 
 double dt_ops_peak_gflops(void)

@@ -69,5 +69,6 @@ void dt_cpu_pool_plan_free(struct dt_plan *p);
 void dt_cpu_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
 void dt_cpu_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+void dt_cpu_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
 
 #endif

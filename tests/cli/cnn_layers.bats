@@ -91,6 +91,13 @@ bad() {
 	[[ $output == *"Total params: 245 "* ]]
 }
 
+@test "spatial_dropout1d and spatial_dropout2d: a missing rate and the wrong input are named" {
+	bad 7 "missing required key 'rate' in 'spatial_dropout2d'" "spatial_dropout2d"
+	bad 33 "'rate' must be in [0, 1), got 1" "spatial_dropout2d: {rate: 1}"
+	bad 26 "layer 'spatial_dropout1d' drops whole channels of a (steps, channels) input but gets (None, 4, 4, 1); use spatial_dropout2d for images" \
+		"spatial_dropout1d: {rate: 0.2}"
+}
+
 @test "the image layers refuse a flat input and say what to add" {
 	{
 		printf 'model:\n  layers:\n    - up_sampling2d\n    - dense: {units: 3}\n'

@@ -311,6 +311,55 @@ def upsample_src(o, s, n, mode):
     return min(max(f, 0), n - 1), min(max(f + 1, 0), n - 1), src - f
 
 
+M64 = (1 << 64) - 1
+M32 = (1 << 32) - 1
+TEST_REF_KEY = 0x5eed  # the step key test_ref.c runs a fixture's one-layer model with
+
+
+def splitmix64(x):
+    x = (x + 0x9e3779b97f4a7c15) & M64
+    z = x
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
+    return x, z ^ (z >> 31)
+
+
+def hash64(a, b):
+    """core/rng.c's dt_hash64."""
+    x = a ^ ((b * 0xd1342543de82ef95) & M64)
+    x, _ = splitmix64(x)
+    _, z = splitmix64(x)
+    return z
+
+
+def hash_uniform(key, counter):
+    """core/rng.h's dt_hash_uniform: a float32 in [0, 1)."""
+    x = (counter ^ key) & M32
+    x ^= x >> 16
+    x = (x * 0x7feb352d) & M32
+    x ^= x >> 15
+    x = (x * 0x846ca68b) & M32
+    x ^= x >> 16
+    x ^= key >> 32
+    x = (x * 0x9e3779b1) & M32
+    x ^= x >> 16
+    x = (x * 0x7feb352d) & M32
+    x ^= x >> 15
+    return np.float32(x >> 8) * np.float32(1.0 / 16777216.0)
+
+
+def spatial_mask(n, c, rate, layer=0, first_row=0):
+    """The (n, c) mask of spatial dropout: dt_op_dropout's draw for element row * c + ch of
+    the (global batch, c) tensor, keyed by dt_hash64(step key, layer index)."""
+    key = hash64(TEST_REF_KEY, layer)
+    keep = np.float32(1) / (np.float32(1) - np.float32(rate))
+    m = np.zeros((n, c))
+    for r in range(n):
+        for ch in range(c):
+            m[r, ch] = keep if hash_uniform(key, (first_row + r) * c + ch) >= np.float32(rate) else 0
+    return m
+
+
 def cnn_params(kind, a, shape, rng):
     cin = shape[-1]
     p = {}
@@ -359,7 +408,7 @@ def naive_depthwise(xs, k, a):
 
 
 def cnn_forward(kind, x, p, a):
-    xc = x.permute(0, 3, 1, 2)
+    xc = x.permute(0, 3, 1, 2) if x.dim() == 4 else None
     if kind == "zero_padding2d":
         (t, b), (l, r) = sides(a.get("padding", 1))
         return F.pad(xc, (l, r, t, b)).permute(0, 2, 3, 1)
@@ -374,6 +423,9 @@ def cnn_forward(kind, x, p, a):
         else:
             y = F.interpolate(xc, scale_factor=(sh, sw), mode="bilinear", align_corners=False)
         return y.permute(0, 2, 3, 1)
+    if kind in ("spatial_dropout1d", "spatial_dropout2d"):
+        m = torch.tensor(spatial_mask(x.shape[0], x.shape[-1], a["rate"]), dtype=torch.float64)
+        return x * m.reshape((x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],))
     if kind == "depthwise_conv2d":
         y = depthwise_torch(xc, p["kernel"], a)
         if "bias" in p:
@@ -387,7 +439,7 @@ def cnn_forward(kind, x, p, a):
 
 
 def cnn_naive(kind, xs, p, a):
-    n, h, w, c = xs.shape
+    n, h, w, c = (xs.shape + (1, 1))[:4]
     if kind == "zero_padding2d":
         (t, b), (l, r) = sides(a.get("padding", 1))
         y = np.zeros((n, h + t + b, w + l + r, c))
@@ -410,6 +462,13 @@ def cnn_naive(kind, xs, p, a):
                 c0, c1, v = upsample_src(j, sw, w, mode)
                 y[:, i, j, :] = ((1 - u) * ((1 - v) * xs[:, r0, c0] + v * xs[:, r0, c1]) +
                                  u * ((1 - v) * xs[:, r1, c0] + v * xs[:, r1, c1]))
+        return y
+    if kind in ("spatial_dropout1d", "spatial_dropout2d"):
+        m = spatial_mask(n, xs.shape[-1], a["rate"])
+        y = xs.copy()
+        for r in range(len(xs)):
+            for ch in range(xs.shape[-1]):
+                y[r, ..., ch] *= m[r, ch]
         return y
     if kind in ("depthwise_conv2d", "separable_conv2d"):
         y = naive_depthwise(xs, p["kernel" if kind == "depthwise_conv2d" else "depthwise_kernel"], a)
@@ -459,6 +518,10 @@ CNN_CASES = [
              {"filters": 3, "kernel_size": 3, "strides": 2, "padding": "same", "depth_multiplier": 2,
               "activation": "relu"},
              desc="stride 2, same, depth_multiplier 2, relu"),
+    cnn_case("spatial_dropout1d", "spatial_dropout1d", (5, 8), {"rate": 0.5}, n=4,
+             desc="training, rate 0.5: whole channels of each sample zeroed, the others times 2"),
+    cnn_case("spatial_dropout2d", "spatial_dropout2d", (3, 4, 6), {"rate": 0.3}, n=4,
+             desc="training, rate 0.3 on (H, W, C): one mask per (sample, channel), kept ones times 1/0.7"),
 ]
 CNN_KINDS = {c["kind"] for c in CNN_CASES}
 

@@ -813,6 +813,16 @@ static void test_shift_upsample(void **state)
 		pair_free(&pad);
 		pair_free(&crop);
 	}
+	{
+		struct pair x = pair_rnd(sh(4, 3, 4, 5, 6), 143, -1, 1), m = pair_rnd(sh(2, 3, 6, 0, 0), 144, 0, 2);
+		struct pair y = pair_new(x.c.shape, NULL);
+		dt_op_mul_channels(&x.c, &m.c, &y.c);
+		dt_op_mul_channels(&x.g, &m.g, &y.g);
+		expect_equal("mul_channels", &y);
+		pair_free(&x);
+		pair_free(&m);
+		pair_free(&y);
+	}
 	for (int mode = DT_INTERP_NEAREST; mode <= DT_INTERP_BILINEAR; mode++) {
 		struct pair x = pair_rnd(sh(4, 2, 5, 7, 3), 141, -1, 1), y = pair_new(sh(4, 2, 15, 14, 3), NULL);
 		struct pair dy = pair_rnd(y.c.shape, 142, -1, 1), dx = pair_new(x.c.shape, NULL);
