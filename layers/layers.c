@@ -11,5 +11,12 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_global_average_pooling2d_layer,
 	&dt_batch_normalization_layer,
 	&dt_reshape_layer,
+	/* sequences */
+	&dt_conv1d_layer,
+	&dt_max_pooling1d_layer,
+	&dt_average_pooling1d_layer,
+	&dt_global_average_pooling1d_layer,
+	&dt_global_max_pooling1d_layer,
+	&dt_global_max_pooling2d_layer,
 	NULL,
 };

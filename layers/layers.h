@@ -18,6 +18,13 @@ extern const struct dt_layer_type dt_average_pooling2d_layer;
 extern const struct dt_layer_type dt_global_average_pooling2d_layer;
 extern const struct dt_layer_type dt_batch_normalization_layer;
 extern const struct dt_layer_type dt_reshape_layer;
+/* Sequences (issue 14): 1-D convolution and pooling, global max pooling. */
+extern const struct dt_layer_type dt_conv1d_layer;
+extern const struct dt_layer_type dt_max_pooling1d_layer;
+extern const struct dt_layer_type dt_average_pooling1d_layer;
+extern const struct dt_layer_type dt_global_average_pooling1d_layer;
+extern const struct dt_layer_type dt_global_max_pooling1d_layer;
+extern const struct dt_layer_type dt_global_max_pooling2d_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];
