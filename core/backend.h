@@ -72,6 +72,13 @@ struct dt_backend {
 	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
 	void (*mul_channels)(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
+	/* cnnparts: transposed convolution plans (core/cpu/deconv.c, core/cuda/deconv.cu) */
+	struct dt_plan *(*plan_deconv)(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+	void (*deconv_forward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			       const struct dt_tensor *b, struct dt_tensor *y);
+	void (*deconv_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+				const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+				struct dt_tensor *dx);
 };
 
 /* The head of every backend's plan: which backend made it. */

@@ -527,6 +527,7 @@ const struct dt_backend dt_cpu_backend = {
 	.upsample2d = dt_cpu_upsample2d,
 	.upsample2d_backward = dt_cpu_upsample2d_backward,
 	.mul_channels = dt_cpu_mul_channels,
+	.plan_deconv = dt_cpu_plan_deconv,
 };
 
 double dt_ops_peak_gflops(void)
