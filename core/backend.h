@@ -66,6 +66,10 @@ struct dt_backend {
 				   const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 				   struct dt_tensor *dx);
 	void (*plan_free)(struct dt_plan *p);
+
+	/* Embedding (issue 14, sequences): core/cpu/embedding.c, core/cuda/embedding.cu. */
+	void (*gather)(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+	void (*scatter_add)(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 };
 
 /* The head of every backend's plan: which backend made it. */

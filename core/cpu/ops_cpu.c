@@ -522,6 +522,9 @@ const struct dt_backend dt_cpu_backend = {
 	.batchnorm_forward = dt_cpu_batchnorm_forward,
 	.batchnorm_backward = dt_cpu_batchnorm_backward,
 	.plan_free = dt_cpu_plan_free,
+	/* embedding */
+	.gather = dt_cpu_gather,
+	.scatter_add = dt_cpu_scatter_add,
 };
 
 double dt_ops_peak_gflops(void)
