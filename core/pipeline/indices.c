@@ -24,7 +24,7 @@ int dt_index_check(const float *x, int n, int64_t per_sample, int64_t limit, con
 			float v = row[j];
 			if (v >= 0 && v < (float)limit && v == floorf(v))
 				continue;
-			return dt_error("'%s', record %lld: value %.9g at position %lld is not a token index of "
+			return dt_error("'%s' record %lld: value %.9g at position %lld is not a token index of "
 					"embedding '%s' (a whole number from 0 to %lld)",
 					file, (long long)(records ? records[i] : first + i), v, (long long)j, layer,
 					(long long)limit - 1);

@@ -193,7 +193,7 @@ int dt_pipeline_set_normalize(struct dt_pipeline *p, int nchan, const float *mea
 void dt_pipeline_set_index_limit(struct dt_pipeline *p, int64_t limit, const char *layer);
 /*
  * Checks x (n, per_sample) for token indices: whole numbers in [0, limit).
- * The first bad one fails: "'FILE', record R: value V at position P is not
+ * The first bad one fails: "'FILE' record R: value V at position P is not
  * a token index of embedding 'LAYER' (a whole number from 0 to limit-1)",
  * where R is records[i], or first + i when records is NULL. 0 or -1.
  */

@@ -97,7 +97,7 @@ for path in sys.argv[1:]:
 		skip "no onnxruntime package in build/venv (make ref-venv): the numeric comparison is not run"
 	for m in $(runs); do
 		"$DTRAIN" export -q "$D/$m" -o "$TMP/$m.onnx"
-		case $m in fashion*) scale=255 ;; *) scale=2 ;; esac
+		case $m in fashion*) scale=255 ;; seq_pattern) scale=tokens:20 ;; *) scale=2 ;; esac
 		"$py" "$REPO/tests/tools/onnx_compare.py" input "$TMP/$m.onnx" 64 "$scale" "$TMP/$m.npy"
 		# --all: every class's probability; a regression model refuses it (status 2) and prints its values.
 		run "$DTRAIN" predict -q "$D/$m" "$TMP/$m.npy" --format npy --all --header
