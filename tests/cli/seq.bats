@@ -218,3 +218,30 @@ npy("xf.npy", "<f4", "(8, 6)", struct.pack("<48f", *[float("nan") if i == 13 els
 	status_is 0
 	[[ $output == *"│ embedding (Embedding)           │ (None, 7, 16)          │           320 │"* ]]
 }
+
+@test "seattle weather: the script windows the real CSV, prints the baselines, and the conv1d model fits on it" {
+	local csv=/usr/lib/python3/dist-packages/vega_datasets/_data/seattle-weather.csv
+	[ -e "$csv" ] || skip "no $csv (Debian: python3-vega-datasets): the time-series example is not tested"
+	/usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "no NumPy for /usr/bin/python3 (Debian: python3-numpy)"
+	run /usr/bin/python3 "$REPO/models/seattle_weather.py" --out "$TMP/sw"
+	status_is 0
+	[[ ${lines[0]} == *"1082 training windows (targets in 2012-2014), 365 test windows (2015), 14 days x 6 channels"* ]]
+	[[ $output == *"persistence (tomorrow = today)     MAE 2.240  RMSE 2.907"* ]]
+	[[ $output == *"climatology (the month's mean)     MAE 3.262"* ]]
+	run --separate-stderr "$DTRAIN" fit -q --json "$REPO/models/seattle_weather_conv1d.yaml" --set checkpoint.enabled=false \
+		--set fit.epochs=20 --set data.train.x="$TMP/sw/train_x.npy" --set data.train.y="$TMP/sw/train_y.npy" \
+		--set data.test.x="$TMP/sw/test_x.npy" --set data.test.y="$TMP/sw/test_y.npy"
+	status_is 0
+	# After 20 epochs the forecast beats the month's mean (MAE 3.26) on the held-out year.
+	events epoch | jq -e 'select(.epoch == 20) | .val_mae < 3.5' >/dev/null
+	events test | jq -e '.mae < 3.26 and .samples == 365' >/dev/null || {
+		events test
+		false
+	}
+	# Without the script's files the error names the path.
+	run --separate-stderr "$DTRAIN" fit -q "$REPO/models/seattle_weather_conv1d.yaml" \
+		--set data.train.x="$TMP/none_x.npy" --set data.train.y="$TMP/sw/train_y.npy"
+	[ "$status" -ne 0 ]
+	not_crashed
+	stderr_has "$TMP/none_x.npy"
+}
