@@ -67,6 +67,11 @@ struct dt_backend {
 				   struct dt_tensor *dx);
 	void (*plan_free)(struct dt_plan *p);
 
+	/* cnnparts: spatial copies and resampling (core/cpu/resample.c, core/cuda/resample.cu) */
+	void (*shift2d)(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+
 	/* Embedding (issue 14, sequences): core/cpu/embedding.c, core/cuda/embedding.cu. */
 	void (*gather)(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
 	void (*scatter_add)(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);

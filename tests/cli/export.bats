@@ -44,6 +44,7 @@ setup_file() {
 	done
 	fit_short every "$BATS_TEST_DIRNAME/models/export_every.yaml" || echo every >>"$D/failed"
 	fit_short binary "$BATS_TEST_DIRNAME/models/export_binary.yaml" || echo binary >>"$D/failed"
+	fit_short cnn "$BATS_TEST_DIRNAME/models/export_cnn.yaml" || echo cnn >>"$D/failed"
 	fit_short seq "$BATS_TEST_DIRNAME/models/export_seq.yaml" || echo seq >>"$D/failed"
 }
 
@@ -62,6 +63,7 @@ runs() {
 	done
 	echo every
 	echo binary
+	echo cnn
 	echo seq
 }
 
@@ -83,6 +85,15 @@ runs() {
 	# The sequence layers' fixture: 1-D Conv, MaxPool, AveragePool between Transposes, ReduceMax, ReduceMean.
 	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/seq.onnx"
 	for op in Conv Transpose AveragePool MaxPool ReduceMax ReduceMean Relu Tanh; do
+		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
+	done
+}
+
+@test "export: the modern CNN layers' nodes (export_cnn.yaml): Pad, Slice, Resize, grouped Conv" {
+	"$DTRAIN" export -q "$D/cnn" -o "$TMP/cnn.onnx"
+	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/cnn.onnx"
+	status_is 0
+	for op in Pad Slice Resize Conv; do
 		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
 	done
 }
