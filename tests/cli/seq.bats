@@ -228,13 +228,14 @@ npy("xf.npy", "<f4", "(8, 6)", struct.pack("<48f", *[float("nan") if i == 13 els
 	[[ ${lines[0]} == *"1082 training windows (targets in 2012-2014), 365 test windows (2015), 14 days x 6 channels"* ]]
 	[[ $output == *"persistence (tomorrow = today)     MAE 2.240  RMSE 2.907"* ]]
 	[[ $output == *"climatology (the month's mean)     MAE 3.262"* ]]
+	# The model as shipped (at most 300 epochs of 9 steps, early stopping): a second or two.
 	run --separate-stderr "$DTRAIN" fit -q --json "$REPO/models/seattle_weather_conv1d.yaml" --set checkpoint.enabled=false \
-		--set fit.epochs=20 --set data.train.x="$TMP/sw/train_x.npy" --set data.train.y="$TMP/sw/train_y.npy" \
+		--set data.train.x="$TMP/sw/train_x.npy" --set data.train.y="$TMP/sw/train_y.npy" \
 		--set data.test.x="$TMP/sw/test_x.npy" --set data.test.y="$TMP/sw/test_y.npy"
 	status_is 0
-	# After 20 epochs the forecast beats the month's mean (MAE 3.26) on the held-out year.
-	events epoch | jq -e 'select(.epoch == 20) | .val_mae < 3.5' >/dev/null
-	events test | jq -e '.mae < 3.26 and .samples == 365' >/dev/null || {
+	# On the held-out year it is far better than the month's mean (MAE 3.26) and near persistence
+	# (2.24); seed 1 measured 2.32.
+	events test | jq -e '.mae < 2.5 and .samples == 365' >/dev/null || {
 		events test
 		false
 	}
