@@ -351,6 +351,25 @@ void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, 
 	backend(dx)->upsample2d_backward(mode, dy, dx);
 }
 
+/* Embedding (issue 14). */
+void dt_op_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y)
+{
+	DT_ASSERT(table->shape.ndim == 2 && dt_tensor_count(y) == dt_tensor_count(idx) * table->shape.dim[1]);
+	same_device(y, idx);
+	same_device(y, table);
+	if (dt_tensor_count(y))
+		backend(y)->gather(idx, table, y);
+}
+
+void dt_op_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable)
+{
+	DT_ASSERT(dtable->shape.ndim == 2 && dt_tensor_count(dy) == dt_tensor_count(idx) * dtable->shape.dim[1]);
+	same_device(dtable, idx);
+	same_device(dtable, dy);
+	if (dt_tensor_count(dy))
+		backend(dtable)->scatter_add(idx, dy, dtable);
+}
+
 void dt_op_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y)
 {
 	same_count(x, y);

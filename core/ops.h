@@ -206,6 +206,16 @@ void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, cons
 			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			      struct dt_tensor *dx);
 
+/*
+ * Embedding (issue 14): token indices into rows of a table.
+ * idx (N, steps) holds whole numbers as floats; table (V, D); y (N, steps, D)
+ * gets table[idx] row by row, zeros where an index is not in [0, V) (or not
+ * a number: see core/gather.h; the pipeline refuses those first).
+ */
+void dt_op_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+/* dtable (V, D) += the rows of dy (N, steps, D) at idx (N, steps); bad indices add nothing. */
+void dt_op_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
+
 /* Threads the CPU backend uses (OpenMP and oneDNN); 0 = all cores. */
 void dt_ops_set_threads(int n);
 int dt_ops_get_threads(void);

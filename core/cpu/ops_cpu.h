@@ -48,6 +48,9 @@ void dt_cpu_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, con
 			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			       struct dt_tensor *dx);
 void dt_cpu_plan_free(struct dt_plan *p);
+/* Embedding (embedding.c). */
+void dt_cpu_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+void dt_cpu_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 

@@ -758,5 +758,8 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->batchnorm_backward = dt_cuda_batchnorm_backward;
 	b->plan_free = dt_cuda_plan_free;
 	dt_cuda_resample_init(b);
+	/* embedding */
+	b->gather = dt_cuda_gather;
+	b->scatter_add = dt_cuda_scatter_add;
 	dt_cuda_deconv_init(b);
 }

@@ -130,6 +130,10 @@ void dt_cuda_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, co
 				struct dt_tensor *dx);
 void dt_cuda_plan_free(struct dt_plan *p);
 
+/* Embedding (embedding.cu). */
+void dt_cuda_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+void dt_cuda_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
+
 /* The backend's table (device.cu), filled by dt_cuda_backend_init (kernels.cu) with its ops and dnn.cu's plans. */
 extern struct dt_backend dt_cuda_backend;
 void dt_cuda_backend_init(struct dt_backend *b);

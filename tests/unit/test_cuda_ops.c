@@ -977,6 +977,41 @@ static void test_seq_conv_pool(void **state)
 	pool1d_case(DT_POOL_AVG, 4, 40, 8, 40, 40, 0, 0); /* global_average_pooling1d */
 }
 
+/* Embedding's gather and scatter-add, with repeated tokens and indices that name no row. */
+static void test_embedding_ops(void **state)
+{
+	const int n = 64, steps = 30, vocab = 50, d = 24;
+	struct pair idx, table, y, dy, dt;
+	float *host = malloc((size_t)n * steps * sizeof(float));
+
+	need_gpu();
+	for (int i = 0; i < n * steps; i++)
+		host[i] = (float)((i * 37) % vocab);
+	host[3] = -1;
+	host[5] = (float)vocab;
+	host[7] = NAN;
+	host[9] = 1e30f;
+	idx = pair_new(sh(2, n, steps, 0, 0), host);
+	table = pair_rnd(sh(2, vocab, d, 0, 0), 170, -1, 1);
+	y = pair_new(sh(3, n, steps, d, 0), NULL);
+	dy = pair_rnd(y.c.shape, 171, -1, 1);
+	dt = pair_new(table.c.shape, NULL);
+	dt_op_gather(&idx.c, &table.c, &y.c);
+	dt_op_gather(&idx.g, &table.g, &y.g);
+	expect_close("gather", &y, 0);
+	dt_op_fill(&dt.c, 0);
+	dt_op_fill(&dt.g, 0);
+	dt_op_scatter_add(&idx.c, &dy.c, &dt.c);
+	dt_op_scatter_add(&idx.g, &dy.g, &dt.g);
+	expect_close("scatter_add", &dt, 1e-5); /* atomics add in another order */
+	pair_free(&idx);
+	pair_free(&table);
+	pair_free(&y);
+	pair_free(&dy);
+	pair_free(&dt);
+	free(host);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1004,6 +1039,7 @@ int main(void)
 		cmocka_unit_test(test_grouped_conv),
 		cmocka_unit_test(test_deconv),
 		cmocka_unit_test(test_shift_upsample),
+		cmocka_unit_test(test_embedding_ops),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
