@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/export/onnx.h"
 #include "core/model/model.h"
+#include "core/model/residual.h"
 #include "core/pipeline/pipeline.h"
 
 struct dt_onnx {
@@ -326,21 +327,34 @@ static const char *preprocess(struct dt_onnx *g, const struct dt_preprocess *pp,
 	return dt_onnx_node(g, "Div", in, 2, "normalize");
 }
 
-/* The layers' nodes after the preprocessing, then `final`; the last value, or NULL after an error. */
+/*
+ * The layers' nodes after the preprocessing, then `final`; the last value, or
+ * NULL after an error. Each layer reads the value of its input activation
+ * (m->from): a residual block's shortcut reads the block's input.
+ */
 static const char *build(struct dt_onnx *g, const struct dt_model *m, const struct dt_preprocess *pp,
 			 enum dt_activation final)
 {
-	const char *x = preprocess(g, pp, "input");
+	const char **names = dt_calloc(m->nlayers + 1, sizeof(*names));
+	const char *x;
+	names[0] = preprocess(g, pp, "input");
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct dt_layer *l = &m->layers[i];
 		if (!l->type->export) {
 			dt_error("layer '%s' (%s) cannot be exported to ONNX: its type has no export yet", l->name,
 				 l->type->class_name);
+			free(names);
 			return NULL;
 		}
-		if (!(x = l->type->export(l, g, x)))
+		if (m->shortcut[i] >= 0)
+			((struct dt_residual_add *)l->priv)->onnx_shortcut = names[m->shortcut[i]];
+		if (!(names[i + 1] = l->type->export(l, g, names[m->from[i]]))) {
+			free(names);
 			return NULL;
+		}
 	}
+	x = names[m->nlayers];
+	free(names);
 	if (final != DT_ACT_LINEAR)
 		x = dt_onnx_activation(g, final, x, "probabilities");
 	/* The graph's output is named "output": an Identity gives it that name whatever came last. */
