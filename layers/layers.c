@@ -11,5 +11,6 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_global_average_pooling2d_layer,
 	&dt_batch_normalization_layer,
 	&dt_reshape_layer,
+	&dt_layer_normalization_layer,
 	NULL,
 };

@@ -57,12 +57,23 @@ uint64_t dt_cpu_primitives_made(void);
  * kind: pooling plans are pool.c's own loops, the others oneDNN primitives
  * (dnnl.c).
  */
-enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM };
+enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM,
+	DT_CPU_PLAN_LAYERNORM, /* layernorm.c */
+};
 struct dt_cpu_plan_head {
 	struct dt_plan plan;
 	enum dt_cpu_plan_kind kind;
 };
 /* Frees a pooling plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_POOL). */
 void dt_cpu_pool_plan_free(struct dt_plan *p);
+
+/* Layer normalization (layernorm.c, oneDNN's primitive); dt_cpu_plan_free calls the free for its kind. */
+struct dt_plan *dt_cpu_plan_layernorm(struct dt_device dev, int channels, int64_t rows, float epsilon, int max_batch);
+void dt_cpu_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+			      const struct dt_tensor *beta, struct dt_tensor *y);
+void dt_cpu_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			       struct dt_tensor *dx);
+void dt_cpu_layernorm_plan_free(struct dt_plan *p);
 
 #endif
