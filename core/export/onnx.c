@@ -14,7 +14,6 @@
 #include "core/error.h"
 #include "core/export/onnx.h"
 #include "core/model/model.h"
-#include "core/model/residual.h"
 #include "core/pipeline/pipeline.h"
 
 struct dt_onnx {
@@ -340,14 +339,22 @@ static const char *build(struct dt_onnx *g, const struct dt_model *m, const stru
 	names[0] = preprocess(g, pp, "input");
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct dt_layer *l = &m->layers[i];
+		if (m->shortcut[i] >= 0) { /* a residual block's Add: its output and the shortcut */
+			const char *in[2] = { names[m->from[i]], names[m->shortcut[i]] };
+			names[i + 1] = dt_onnx_activation(g, l->act, dt_onnx_node(g, "Add", in, 2, l->name), l->name);
+			if (!names[i + 1]) {
+				dt_error("layer '%s': ONNX has no %s activation", l->name, dt_activation_names[l->act]);
+				free(names);
+				return NULL;
+			}
+			continue;
+		}
 		if (!l->type->export) {
 			dt_error("layer '%s' (%s) cannot be exported to ONNX: its type has no export yet", l->name,
 				 l->type->class_name);
 			free(names);
 			return NULL;
 		}
-		if (m->shortcut[i] >= 0)
-			((struct dt_residual_add *)l->priv)->onnx_shortcut = names[m->shortcut[i]];
 		if (!(names[i + 1] = l->type->export(l, g, names[m->from[i]]))) {
 			free(names);
 			return NULL;

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "core/error.h"
-#include "core/export/onnx.h"
 #include "core/model/residual.h"
 
 enum { PREACT }; /* buffer: the sum, kept when the activation's derivative needs it */
@@ -64,19 +63,6 @@ static void add_release(struct dt_layer *l)
 /* One add per value: the sum's flops as dtrain time counts them. */
 static int64_t add_flops(const struct dt_layer *l) { return dt_shape_count(&l->out); }
 
-static const char *add_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
-{
-	const struct dt_residual_add *r = l->priv;
-	const char *in[2] = { x, r->onnx_shortcut };
-	const char *y;
-	if (!r->onnx_shortcut) {
-		dt_error("layer '%s': the residual add was exported without its shortcut", l->name);
-		return NULL;
-	}
-	y = dt_onnx_node(g, "Add", in, 2, l->name);
-	return dt_onnx_activation(g, l->act, y, l->name);
-}
-
 /* The model's gradient check covers blocks (tests/unit/test_gradcheck.c); a lone add has none. */
 static const struct dt_layer_example no_examples[] = { { NULL, NULL } };
 
@@ -89,5 +75,5 @@ const struct dt_layer_type dt_residual_add_type = {
 	.backward = add_backward,
 	.release = add_release,
 	.flops = add_flops,
-	.export = add_export,
+	/* no export member: the exporter writes the Add of both inputs itself (core/export/onnx.c) */
 };

@@ -23,7 +23,6 @@
 struct dt_residual_add {
 	struct dt_tensor shortcut;  /* forward: the shortcut's value (n, in) */
 	struct dt_tensor *dshortcut; /* backward: where its gradient goes; NULL when none is needed */
-	const char *onnx_shortcut;  /* export: the shortcut's ONNX value name */
 };
 
 extern const struct dt_layer_type dt_residual_add_type;
