@@ -67,6 +67,11 @@ struct dt_backend {
 				   struct dt_tensor *dx);
 	void (*plan_free)(struct dt_plan *p);
 
+	/* cnnparts: spatial copies and resampling (core/cpu/resample.c, core/cuda/resample.cu) */
+	void (*shift2d)(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+
 	/* Layer normalization (issue 14, resnet): core/cpu/layernorm.c, core/cuda/layernorm.cu. */
 	struct dt_plan *(*plan_layernorm)(struct dt_device dev, int channels, int64_t rows, float epsilon,
 					  int max_batch);

@@ -11,6 +11,11 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_global_average_pooling2d_layer,
 	&dt_batch_normalization_layer,
 	&dt_reshape_layer,
+	&dt_zero_padding2d_layer,
+	&dt_cropping2d_layer,
+	&dt_up_sampling2d_layer,
+	&dt_depthwise_conv2d_layer,
+	&dt_separable_conv2d_layer,
 	&dt_layer_normalization_layer,
 	NULL,
 };

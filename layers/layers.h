@@ -18,6 +18,12 @@ extern const struct dt_layer_type dt_average_pooling2d_layer;
 extern const struct dt_layer_type dt_global_average_pooling2d_layer;
 extern const struct dt_layer_type dt_batch_normalization_layer;
 extern const struct dt_layer_type dt_reshape_layer;
+/* cnnparts */
+extern const struct dt_layer_type dt_zero_padding2d_layer;
+extern const struct dt_layer_type dt_cropping2d_layer;
+extern const struct dt_layer_type dt_up_sampling2d_layer;
+extern const struct dt_layer_type dt_depthwise_conv2d_layer;
+extern const struct dt_layer_type dt_separable_conv2d_layer;
 extern const struct dt_layer_type dt_layer_normalization_layer;
 
 /* NULL-terminated. */

@@ -67,6 +67,10 @@ struct dt_cpu_plan_head {
 /* Frees a pooling plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_POOL). */
 void dt_cpu_pool_plan_free(struct dt_plan *p);
 
+/* cnnparts: spatial copies and resampling (resample.c) */
+void dt_cpu_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+void dt_cpu_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
 /* Layer normalization (layernorm.c, oneDNN's primitive); dt_cpu_plan_free calls the free for its kind. */
 struct dt_plan *dt_cpu_plan_layernorm(struct dt_device dev, int channels, int64_t rows, float epsilon, int max_batch);
 void dt_cpu_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,

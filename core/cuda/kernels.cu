@@ -757,6 +757,7 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->batchnorm_forward = dt_cuda_batchnorm_forward;
 	b->batchnorm_backward = dt_cuda_batchnorm_backward;
 	b->plan_free = dt_cuda_plan_free;
+	dt_cuda_resample_init(b);
 	/* layer normalization (resnet) */
 	b->plan_layernorm = dt_cuda_plan_layernorm;
 	b->layernorm_forward = dt_cuda_layernorm_forward;

@@ -37,6 +37,7 @@ setup_file() {
 	done
 	fit_short every "$BATS_TEST_DIRNAME/models/export_every.yaml" || echo every >>"$D/failed"
 	fit_short binary "$BATS_TEST_DIRNAME/models/export_binary.yaml" || echo binary >>"$D/failed"
+	fit_short cnn "$BATS_TEST_DIRNAME/models/export_cnn.yaml" || echo cnn >>"$D/failed"
 }
 
 setup() {
@@ -51,6 +52,7 @@ runs() {
 	for f in "$REPO"/models/*.yaml; do basename "$f" .yaml; done
 	echo every
 	echo binary
+	echo cnn
 }
 
 @test "export: every example model and the fixtures pass ONNX's checker (python3-onnx), opset 13" {
@@ -66,6 +68,15 @@ runs() {
 	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/every.onnx"
 	for op in Reshape Conv Transpose Erf Sigmoid AveragePool MaxPool LeakyRelu Elu Softplus ReduceMean \
 		MatMul Tanh Softmax Sub Div; do
+		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
+	done
+}
+
+@test "export: the modern CNN layers' nodes (export_cnn.yaml): Pad, Slice, Resize, grouped Conv" {
+	"$DTRAIN" export -q "$D/cnn" -o "$TMP/cnn.onnx"
+	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/cnn.onnx"
+	status_is 0
+	for op in Pad Slice Resize Conv; do
 		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
 	done
 }

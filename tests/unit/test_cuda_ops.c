@@ -738,6 +738,97 @@ static void test_batchnorm(void **state)
 	bn_case(64, 100, 3, 1);
 }
 
+/* ---- cnnparts: grouped (depthwise) convolution plans against the CPU's ---- */
+
+static void group_conv_case(int n, int h, int w, int cin, int cout, int groups, int k, int stride, int same)
+{
+	struct dt_conv_geom g = { 0 };
+	struct dt_plan *pc, *pg;
+	char what[128];
+	g.in_h = h;
+	g.in_w = w;
+	g.in_c = cin;
+	g.out_c = cout;
+	g.groups = groups;
+	g.kh = g.kw = k;
+	g.stride_h = g.stride_w = stride;
+	g.dil_h = g.dil_w = 1;
+	pad1(h, k, stride, 1, same, &g.out_h, &g.pad_top, &g.pad_bottom);
+	pad1(w, k, stride, 1, same, &g.out_w, &g.pad_left, &g.pad_right);
+	pc = dt_plan_conv(DT_CPU, &g, n);
+	pg = dt_plan_conv(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(4, n, h, w, cin), 130, -1, 1);
+		struct pair wt = pair_rnd(sh(4, k, k, cin / groups, cout), 131, -0.5f, 0.5f);
+		struct pair b = pair_rnd(sh(1, cout, 0, 0, 0), 132, -1, 1);
+		struct pair y = pair_new(sh(4, n, g.out_h, g.out_w, cout), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 133, -1, 1);
+		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
+		snprintf(what, sizeof(what), "grouped conv %dx%dx%d->%d groups %d k%d s%d %s", h, w, cin, cout, groups, k,
+			 stride, same ? "same" : "valid");
+		dt_op_conv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
+		dt_op_conv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		expect_close(what, &y, TOL);
+		dt_op_conv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
+		dt_op_conv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		expect_close(what, &dw, TOL);
+		expect_close(what, &db, TOL);
+		expect_close(what, &dx, TOL);
+		pair_free(&x);
+		pair_free(&wt);
+		pair_free(&b);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dw);
+		pair_free(&db);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_grouped_conv(void **state)
+{
+	need_gpu();
+	group_conv_case(4, 12, 12, 8, 8, 8, 3, 1, 1);   /* depthwise, same */
+	group_conv_case(4, 13, 11, 6, 12, 6, 3, 2, 1);  /* depthwise, multiplier 2, stride 2: asymmetric padding */
+	group_conv_case(3, 9, 9, 8, 12, 4, 3, 1, 0);    /* 4 groups of 2 -> 3 */
+}
+
+/* ---- cnnparts: spatial copies and resampling ---- */
+
+static void test_shift_upsample(void **state)
+{
+	need_gpu();
+	{
+		struct pair x = pair_rnd(sh(4, 3, 5, 6, 4), 140, -1, 1);
+		struct pair pad = pair_new(sh(4, 3, 8, 7, 4), NULL), crop = pair_new(sh(4, 3, 2, 3, 4), NULL);
+		dt_op_shift2d(&x.c, &pad.c, -1, 0);
+		dt_op_shift2d(&x.g, &pad.g, -1, 0);
+		expect_equal("shift2d pad", &pad);
+		dt_op_shift2d(&x.c, &crop.c, 2, 1);
+		dt_op_shift2d(&x.g, &crop.g, 2, 1);
+		expect_equal("shift2d crop", &crop);
+		pair_free(&x);
+		pair_free(&pad);
+		pair_free(&crop);
+	}
+	for (int mode = DT_INTERP_NEAREST; mode <= DT_INTERP_BILINEAR; mode++) {
+		struct pair x = pair_rnd(sh(4, 2, 5, 7, 3), 141, -1, 1), y = pair_new(sh(4, 2, 15, 14, 3), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 142, -1, 1), dx = pair_new(x.c.shape, NULL);
+		dt_op_upsample2d((enum dt_interp)mode, &x.c, &y.c);
+		dt_op_upsample2d((enum dt_interp)mode, &x.g, &y.g);
+		expect_close(mode ? "upsample2d bilinear" : "upsample2d nearest", &y, 1e-6);
+		dt_op_upsample2d_backward((enum dt_interp)mode, &dy.c, &dx.c);
+		dt_op_upsample2d_backward((enum dt_interp)mode, &dy.g, &dx.g);
+		expect_close(mode ? "upsample2d bilinear backward" : "upsample2d nearest backward", &dx, 1e-6);
+		pair_free(&x);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dx);
+	}
+}
+
 /* ---- layer normalization (issue 14, resnet): the GPU's kernels against oneDNN's primitive ---- */
 
 static void ln_case(int n, int rows, int c, int use_gamma, int with_dx)
@@ -807,6 +898,8 @@ int main(void)
 		cmocka_unit_test(test_conv_heuristics_and_tf32),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_batchnorm),
+		cmocka_unit_test(test_grouped_conv),
+		cmocka_unit_test(test_shift_upsample),
 		cmocka_unit_test(test_layernorm),
 	};
 	dt_error_set_quiet(1);
