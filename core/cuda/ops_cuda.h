@@ -133,6 +133,19 @@ void dt_cuda_plan_free(struct dt_plan *p);
 /* Embedding (embedding.cu). */
 void dt_cuda_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
 void dt_cuda_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
+/*
+ * Layer normalization (layernorm.cu). Its plan starts as dnn.cu's do (struct
+ * dt_plan, then an int kind): dt_cuda_plan_free hands kind
+ * DT_CUDA_PLAN_LAYERNORM to dt_cuda_layernorm_plan_free.
+ */
+#define DT_CUDA_PLAN_LAYERNORM 100
+struct dt_plan *dt_cuda_plan_layernorm(struct dt_device dev, int channels, int64_t rows, float epsilon, int max_batch);
+void dt_cuda_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+			       const struct dt_tensor *beta, struct dt_tensor *y);
+void dt_cuda_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+				const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+				struct dt_tensor *dx);
+void dt_cuda_layernorm_plan_free(struct dt_plan *p);
 
 /* The backend's table (device.cu), filled by dt_cuda_backend_init (kernels.cu) with its ops and dnn.cu's plans. */
 extern struct dt_backend dt_cuda_backend;
