@@ -162,13 +162,14 @@ static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
 {
 	const struct dt_node *where = dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args;
 
+	a->noise = 0;
 	if (dt_cfg_check_keys(args, "synthetic", synthetic_keys) < 0 ||
 	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &a->kind) < 0 || other_kinds_keys(args, a) < 0 ||
 	    dt_cfg_int(args, "samples", 1000, 1, INT32_MAX, &a->samples) < 0 ||
 	    dt_cfg_int(args, "classes", a->kind == SYN_SEQUENCE ? 2 : 3, 2, 1000, &a->classes) < 0 ||
-	    dt_cfg_float(args, "noise", 0.1, 0, 100, &a->noise) < 0 ||
 	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &a->seed) < 0)
 		return -1;
+	/* Each kind reads only its own keys, so that `dtrain config` shows no default of another's. */
 	if (a->kind == SYN_SEQUENCE) {
 		if (dt_cfg_int(args, "vocab", 20, 3, 1 << 24, &a->vocab) < 0 ||
 		    dt_cfg_int(args, "length", 20, 2, 65536, &a->features) < 0)
@@ -177,7 +178,8 @@ static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
 			return dt_node_error(dt_node_get(args, "classes"),
 					     "kind 'sequence' has 2 classes (the pattern is there or not), got %lld",
 					     (long long)a->classes);
-	} else if (dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0) {
+	} else if (dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0 ||
+		   dt_cfg_float(args, "noise", 0.1, 0, 100, &a->noise) < 0) {
 		return -1;
 	}
 	if (a->kind == SYN_SPIRALS && a->features != 2)
