@@ -95,13 +95,11 @@ static void synthetic_spirals(struct synthetic *d, int64_t n, int classes, doubl
 	}
 }
 
-/* Whether x[0..len) holds token 1 immediately followed by token 2. */
-static int has_pattern(const float *x, int len)
+/* A token other than 1 and 2 (vocab >= 3). */
+static float other_token(struct dt_rng *r, int vocab)
 {
-	for (int t = 0; t + 1 < len; t++)
-		if (x[t] == 1 && x[t + 1] == 2)
-			return 1;
-	return 0;
+	int64_t v = (int64_t)dt_rng_below(r, (uint64_t)vocab - 2);
+	return (float)(v < 1 ? v : v + 2);
 }
 
 static void synthetic_sequence(struct synthetic *d, int64_t n, int vocab, uint64_t seed)
@@ -112,23 +110,30 @@ static void synthetic_sequence(struct synthetic *d, int64_t n, int vocab, uint64
 	dt_rng_seed(&r, seed, 0);
 	for (int64_t i = 0; i < n; i++) {
 		float *x = d->x + i * len;
-		do {
-			int p, q;
-			for (int t = 0; t < len; t++)
-				x[t] = (float)dt_rng_below(&r, (uint64_t)vocab);
-			if (i % 2) { /* class 1: "1 2" at a random place */
-				p = (int)dt_rng_below(&r, (uint64_t)len - 1);
-				x[p] = 1;
-				x[p + 1] = 2;
-				break;
-			}
-			do { /* class 0: a 1 and a 2, but not "1 2" */
-				p = (int)dt_rng_below(&r, (uint64_t)len);
-				q = (int)dt_rng_below(&r, (uint64_t)len);
-			} while (p == q || q == p + 1);
+		int p, q;
+		for (int t = 0; t < len; t++)
+			x[t] = (float)dt_rng_below(&r, (uint64_t)vocab);
+		if (i % 2) { /* class 1: "1 2" at a random place */
+			p = (int)dt_rng_below(&r, (uint64_t)len - 1);
 			x[p] = 1;
-			x[q] = 2;
-		} while (has_pattern(x, len));
+			x[p + 1] = 2;
+			continue;
+		}
+		do { /* class 0: a 1 and a 2, but not "1 2" */
+			p = (int)dt_rng_below(&r, (uint64_t)len);
+			q = (int)dt_rng_below(&r, (uint64_t)len);
+		} while (p == q || q == p + 1);
+		x[p] = 1;
+		x[q] = 2;
+		/*
+		 * Then every "1 2" the random tokens made is broken, left to right, by
+		 * redrawing the token that was not planted as another than 1 and 2,
+		 * which makes no new pair. (Rejecting whole records instead would
+		 * never end on long ones: 65,536 tokens of 20 hold "1 2" almost surely.)
+		 */
+		for (int t = 0; t + 1 < len; t++)
+			if (x[t] == 1 && x[t + 1] == 2)
+				x[t + 1 == q ? t : t + 1] = other_token(&r, vocab);
 	}
 }
 

@@ -247,6 +247,13 @@ npy("xf.npy", "<f4", "(8, 6)", struct.pack("<48f", *[float("nan") if i == 13 els
 	stderr_has "$TMP/none_x.npy"
 }
 
+@test "synthetic kind sequence: long records are made (no rejection loop), and train" {
+	run --separate-stderr timeout 120 "$DTRAIN" fit -q "$REPO/models/seq_pattern.yaml" --set checkpoint.enabled=false \
+		--set data.train.length=65536 --set data.train.samples=40 --set fit.epochs=1 --set data.validation=null \
+		--set data.test=null --set data.batch_size=8
+	status_is 0
+}
+
 @test "synthetic kind sequence: dtrain config shows its keys only, and its output loads again" {
 	run --separate-stderr "$DTRAIN" config "$REPO/models/seq_pattern.yaml"
 	status_is 0
