@@ -529,6 +529,8 @@ const struct dt_backend dt_cpu_backend = {
 	/* embedding */
 	.gather = dt_cpu_gather,
 	.scatter_add = dt_cpu_scatter_add,
+	.mul_channels = dt_cpu_mul_channels,
+	.plan_deconv = dt_cpu_plan_deconv,
 };
 
 double dt_ops_peak_gflops(void)

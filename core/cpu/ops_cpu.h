@@ -72,5 +72,8 @@ void dt_cpu_pool_plan_free(struct dt_plan *p);
 void dt_cpu_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
 void dt_cpu_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+void dt_cpu_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
+/* cnnparts: transposed convolution plans (deconv.c); the plan's own table carries its ops and its free. */
+struct dt_plan *dt_cpu_plan_deconv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 
 #endif

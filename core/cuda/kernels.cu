@@ -761,4 +761,5 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	/* embedding */
 	b->gather = dt_cuda_gather;
 	b->scatter_add = dt_cuda_scatter_add;
+	dt_cuda_deconv_init(b);
 }

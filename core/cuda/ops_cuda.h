@@ -142,5 +142,7 @@ void dt_cuda_nccl_init(struct dt_cuda_api *api);
 
 /* cnnparts: fills the table's spatial copies and resampling (resample.cu). */
 void dt_cuda_resample_init(struct dt_backend *b);
+/* cnnparts: fills the table's plan_deconv (deconv.cu; its plans carry their own table). */
+void dt_cuda_deconv_init(struct dt_backend *b);
 
 #endif

@@ -89,11 +89,11 @@ runs() {
 	done
 }
 
-@test "export: the modern CNN layers' nodes (export_cnn.yaml): Pad, Slice, Resize, grouped Conv" {
+@test "export: the modern CNN layers' nodes (export_cnn.yaml): Pad, Slice, Resize, grouped Conv, ConvTranspose" {
 	"$DTRAIN" export -q "$D/cnn" -o "$TMP/cnn.onnx"
 	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/cnn.onnx"
 	status_is 0
-	for op in Pad Slice Resize Conv; do
+	for op in Pad Slice Resize Conv ConvTranspose; do
 		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
 	done
 }
