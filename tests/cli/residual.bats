@@ -131,6 +131,17 @@ bad() {
 		has("residual_3_projection/bias") and has("layer_normalization/gamma") and has("layer_normalization/beta")' >/dev/null
 }
 
+@test "--resume with a block changed is refused, naming the item and its block" {
+	mkdir -p "$TMP/r"
+	cp "$RES" "$TMP/r/m.yaml"
+	(cd "$TMP/r" && "$DTRAIN" fit m.yaml -q --set fit.epochs=1)
+	sed -i 's/filters: 6, kernel_size: 3, strides: 2/filters: 8, kernel_size: 3, strides: 2/' "$TMP/r/m.yaml"
+	run --separate-stderr bash -c "cd '$TMP/r' && '$DTRAIN' fit m.yaml --resume"
+	status_is 2
+	# item 5 of the list is the block named down (not the fifth layer of the flattened model)
+	stderr_has "layer 5 'down': layers" '"filters":"6"' '"filters":"8"'
+}
+
 @test "inspect: a row per layer with the blocks' adds and projections, gradients everywhere" {
 	run --separate-stderr "$DTRAIN" inspect --json "$RES"
 	status_is 0
