@@ -196,3 +196,17 @@ assert src == ["batch_normalization", "residual"], src
 	run "$py" "$REPO/tests/tools/onnx_compare.py" compare "$TMP/r.onnx" "$TMP/r.npy" "$TMP/r.csv" 1e-5
 	status_is 0
 }
+
+@test "mirrored on 2 CPU replicas: the weights of one_device (layer normalization, no batch statistics)" {
+	# batch normalization's statistics are per replica (as Keras' MirroredStrategy): swap it for
+	# layer normalization, and drop the dropout, so both runs compute the same function
+	sed -e 's/^    - batch_normalization$/    - layer_normalization: {name: ln_a}/' \
+		-e 's/^          - batch_normalization$/          - layer_normalization: {name: ln_b}/' \
+		-e '/dropout/d' "$RES" >"$TMP/m.yaml"
+	(cd "$TMP" && "$DTRAIN" fit -q m.yaml --set fit.epochs=2 --set checkpoint.dir=one)
+	(cd "$TMP" && "$DTRAIN" fit -q m.yaml --set fit.epochs=2 --set checkpoint.dir=mir \
+		--set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]')
+	run "$REPO/build/tests/tools/ckpt_diff" "$TMP/one/latest.safetensors" "$TMP/mir/latest.safetensors"
+	status_is 0
+	[[ $output == *"ln_b/gamma"* && $output == *"down_projection/kernel"* ]]
+}
