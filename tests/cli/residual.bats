@@ -159,7 +159,7 @@ bad() {
 	jq -e '(.layers | map(select(.type == "Add")) | length == 4) and
 		all(.layers[] | select(.type == "Add" or .type == "LayerNormalization");
 		    .forward_flops > 0 and .forward_ms >= 0 and .backward_ms >= 0) and
-		(.layers[] | select(.name == "residual") | .forward_flops == 64)' <<<"$output" >/dev/null
+		(.layers[] | select(.name == "residual") | .forward_flops == 64 and .backward_flops == 128)' <<<"$output" >/dev/null
 	run "$DTRAIN" time --iterations 2 --warmup 1 "$RES"
 	status_is 0
 	[[ $output == *"layer_normalization (LayerNormalization)"* && $output == *"down (Add)"* ]]
