@@ -526,6 +526,11 @@ const struct dt_backend dt_cpu_backend = {
 	.shift2d = dt_cpu_shift2d,
 	.upsample2d = dt_cpu_upsample2d,
 	.upsample2d_backward = dt_cpu_upsample2d_backward,
+	/* embedding */
+	.gather = dt_cpu_gather,
+	.scatter_add = dt_cpu_scatter_add,
+	.mul_channels = dt_cpu_mul_channels,
+	.plan_deconv = dt_cpu_plan_deconv,
 	/* layer normalization (resnet) */
 	.plan_layernorm = dt_cpu_plan_layernorm,
 	.layernorm_forward = dt_cpu_layernorm_forward,

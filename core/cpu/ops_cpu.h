@@ -48,6 +48,9 @@ void dt_cpu_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, con
 			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			       struct dt_tensor *dx);
 void dt_cpu_plan_free(struct dt_plan *p);
+/* Embedding (embedding.c). */
+void dt_cpu_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+void dt_cpu_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 
@@ -71,6 +74,9 @@ void dt_cpu_pool_plan_free(struct dt_plan *p);
 void dt_cpu_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
 void dt_cpu_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+void dt_cpu_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
+/* cnnparts: transposed convolution plans (deconv.c); the plan's own table carries its ops and its free. */
+struct dt_plan *dt_cpu_plan_deconv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 /* Layer normalization (layernorm.c, oneDNN's primitive); dt_cpu_plan_free calls the free for its kind. */
 struct dt_plan *dt_cpu_plan_layernorm(struct dt_device dev, int channels, int64_t rows, float epsilon, int max_batch);
 void dt_cpu_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,

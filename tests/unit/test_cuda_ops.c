@@ -795,6 +795,65 @@ static void test_grouped_conv(void **state)
 	group_conv_case(3, 9, 9, 8, 12, 4, 3, 1, 0);    /* 4 groups of 2 -> 3 */
 }
 
+/* ---- cnnparts: transposed convolution plans against the CPU's ---- */
+
+/* One axis of conv2d_transpose with padding cut lo before and hi after the full result. */
+static void deconv_case(int n, int h, int w, int cin, int cout, int k, int stride, int lo, int hi)
+{
+	struct dt_conv_geom g = { 0 };
+	struct dt_plan *pc, *pg;
+	char what[128];
+	g.in_h = h;
+	g.in_w = w;
+	g.in_c = cin;
+	g.out_c = cout;
+	g.kh = g.kw = k;
+	g.stride_h = g.stride_w = stride;
+	g.dil_h = g.dil_w = 1;
+	g.pad_top = g.pad_left = lo;
+	g.pad_bottom = g.pad_right = hi;
+	g.out_h = (h - 1) * stride + k - lo - hi;
+	g.out_w = (w - 1) * stride + k - lo - hi;
+	pc = dt_plan_deconv(DT_CPU, &g, n);
+	pg = dt_plan_deconv(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(4, n, h, w, cin), 150, -1, 1);
+		struct pair wt = pair_rnd(sh(4, k, k, cout, cin), 151, -0.5f, 0.5f);
+		struct pair b = pair_rnd(sh(1, cout, 0, 0, 0), 152, -1, 1);
+		struct pair y = pair_new(sh(4, n, g.out_h, g.out_w, cout), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 153, -1, 1);
+		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
+		snprintf(what, sizeof(what), "deconv %dx%dx%d->%d k%d s%d cut %d/%d", h, w, cin, cout, k, stride, lo, hi);
+		dt_op_deconv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
+		dt_op_deconv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		expect_close(what, &y, TOL);
+		dt_op_deconv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
+		dt_op_deconv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		expect_close(what, &dw, TOL);
+		expect_close(what, &db, TOL);
+		expect_close(what, &dx, TOL);
+		pair_free(&x);
+		pair_free(&wt);
+		pair_free(&b);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dw);
+		pair_free(&db);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_deconv(void **state)
+{
+	need_gpu();
+	deconv_case(4, 7, 7, 8, 16, 3, 1, 0, 0);  /* valid */
+	deconv_case(4, 7, 6, 8, 4, 3, 2, 0, 1);   /* same, stride 2: one cut at the end */
+	deconv_case(3, 5, 5, 6, 6, 4, 2, 1, 1);   /* 4x4, stride 2, same */
+	deconv_case(3, 5, 5, 3, 4, 1, 2, 0, -1);  /* 1x1, stride 2: a trailing row only the bias reaches */
+}
+
 /* ---- cnnparts: spatial copies and resampling ---- */
 
 static void test_shift_upsample(void **state)
@@ -813,6 +872,16 @@ static void test_shift_upsample(void **state)
 		pair_free(&pad);
 		pair_free(&crop);
 	}
+	{
+		struct pair x = pair_rnd(sh(4, 3, 4, 5, 6), 143, -1, 1), m = pair_rnd(sh(2, 3, 6, 0, 0), 144, 0, 2);
+		struct pair y = pair_new(x.c.shape, NULL);
+		dt_op_mul_channels(&x.c, &m.c, &y.c);
+		dt_op_mul_channels(&x.g, &m.g, &y.g);
+		expect_equal("mul_channels", &y);
+		pair_free(&x);
+		pair_free(&m);
+		pair_free(&y);
+	}
 	for (int mode = DT_INTERP_NEAREST; mode <= DT_INTERP_BILINEAR; mode++) {
 		struct pair x = pair_rnd(sh(4, 2, 5, 7, 3), 141, -1, 1), y = pair_new(sh(4, 2, 15, 14, 3), NULL);
 		struct pair dy = pair_rnd(y.c.shape, 142, -1, 1), dx = pair_new(x.c.shape, NULL);
@@ -827,6 +896,120 @@ static void test_shift_upsample(void **state)
 		pair_free(&dy);
 		pair_free(&dx);
 	}
+}
+
+/* Sequences (issue 14): conv1d and the 1-D poolings run the 2-D plans at height 1. */
+static void conv1d_case(int n, int steps, int cin, int cout, int k, int stride, int dil, int pad_left, int pad_right)
+{
+	struct dt_conv_geom g = { .in_h = 1, .in_w = steps, .in_c = cin, .out_c = cout, .out_h = 1, .kh = 1, .kw = k,
+				  .stride_h = 1, .stride_w = stride, .dil_h = 1, .dil_w = dil, .pad_left = pad_left,
+				  .pad_right = pad_right };
+	struct dt_plan *pc, *pg;
+	g.out_w = (steps + pad_left + pad_right - (k - 1) * dil - 1) / stride + 1;
+	pc = dt_plan_conv(DT_CPU, &g, n);
+	pg = dt_plan_conv(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(3, n, steps, cin, 0), 150, -1, 1);
+		struct pair wt = pair_rnd(sh(3, k, cin, cout, 0), 151, -0.5f, 0.5f), b = pair_rnd(sh(1, cout, 0, 0, 0), 152, -1, 1);
+		struct pair y = pair_new(sh(3, n, g.out_w, cout, 0), NULL), dy = pair_rnd(y.c.shape, 153, -1, 1);
+		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
+		char what[128];
+		snprintf(what, sizeof(what), "conv1d n=%d %dx%d->%d k%d s%d d%d pad %d,%d", n, steps, cin, cout, k, stride,
+			 dil, pad_left, pad_right);
+		dt_op_conv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
+		dt_op_conv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		expect_close(what, &y, conv_tol);
+		dt_op_conv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
+		dt_op_conv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		expect_close(what, &dw, conv_tol);
+		expect_close(what, &db, conv_tol);
+		expect_close(what, &dx, conv_tol);
+		pair_free(&x);
+		pair_free(&wt);
+		pair_free(&b);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dw);
+		pair_free(&db);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void pool1d_case(enum dt_pool kind, int n, int steps, int c, int k, int stride, int pad_left, int pad_right)
+{
+	struct dt_pool_geom g = { .kind = kind, .in_h = 1, .in_w = steps, .c = c, .out_h = 1, .kh = 1, .kw = k,
+				  .stride_h = 1, .stride_w = stride, .pad_left = pad_left, .pad_right = pad_right };
+	struct dt_plan *pc, *pg;
+	g.out_w = (steps + pad_left + pad_right - k) / stride + 1;
+	pc = dt_plan_pool(DT_CPU, &g, n);
+	pg = dt_plan_pool(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(3, n, steps, c, 0), 160, -1, 1);
+		struct pair y = pair_new(sh(3, n, g.out_w, c, 0), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 161, -1, 1), dx = pair_new(x.c.shape, NULL);
+		dt_op_pool_forward(pc, &x.c, &y.c, 1);
+		dt_op_pool_forward(pg, &x.g, &y.g, 1);
+		expect_close("pool1d forward", &y, 1e-6);
+		dt_op_pool_backward(pc, &dy.c, &dx.c);
+		dt_op_pool_backward(pg, &dy.g, &dx.g);
+		expect_close("pool1d backward", &dx, 1e-6);
+		pair_free(&x);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_seq_conv_pool(void **state)
+{
+	need_gpu();
+	conv1d_case(4, 50, 16, 32, 3, 1, 1, 0, 0);  /* valid */
+	conv1d_case(4, 50, 16, 32, 5, 1, 1, 2, 2);  /* same */
+	conv1d_case(4, 50, 8, 16, 3, 1, 4, 8, 0);   /* causal, dilation 4: padding before only */
+	conv1d_case(3, 21, 8, 8, 4, 2, 1, 3, 0);    /* causal, stride 2 */
+	pool1d_case(DT_POOL_MAX, 4, 30, 8, 2, 2, 0, 0);
+	pool1d_case(DT_POOL_AVG, 4, 31, 8, 3, 2, 1, 1);
+	pool1d_case(DT_POOL_MAX, 4, 40, 8, 40, 40, 0, 0); /* global_max_pooling1d */
+	pool1d_case(DT_POOL_AVG, 4, 40, 8, 40, 40, 0, 0); /* global_average_pooling1d */
+}
+
+/* Embedding's gather and scatter-add, with repeated tokens and indices that name no row. */
+static void test_embedding_ops(void **state)
+{
+	const int n = 64, steps = 30, vocab = 50, d = 24;
+	struct pair idx, table, y, dy, dt;
+	float *host = malloc((size_t)n * steps * sizeof(float));
+
+	need_gpu();
+	for (int i = 0; i < n * steps; i++)
+		host[i] = (float)((i * 37) % vocab);
+	host[3] = -1;
+	host[5] = (float)vocab;
+	host[7] = NAN;
+	host[9] = 1e30f;
+	idx = pair_new(sh(2, n, steps, 0, 0), host);
+	table = pair_rnd(sh(2, vocab, d, 0, 0), 170, -1, 1);
+	y = pair_new(sh(3, n, steps, d, 0), NULL);
+	dy = pair_rnd(y.c.shape, 171, -1, 1);
+	dt = pair_new(table.c.shape, NULL);
+	dt_op_gather(&idx.c, &table.c, &y.c);
+	dt_op_gather(&idx.g, &table.g, &y.g);
+	expect_close("gather", &y, 0);
+	dt_op_fill(&dt.c, 0);
+	dt_op_fill(&dt.g, 0);
+	dt_op_scatter_add(&idx.c, &dy.c, &dt.c);
+	dt_op_scatter_add(&idx.g, &dy.g, &dt.g);
+	expect_close("scatter_add", &dt, 1e-5); /* atomics add in another order */
+	pair_free(&idx);
+	pair_free(&table);
+	pair_free(&y);
+	pair_free(&dy);
+	pair_free(&dt);
+	free(host);
 }
 
 /* ---- layer normalization (issue 14, resnet): the GPU's kernels against oneDNN's primitive ---- */
@@ -898,8 +1081,11 @@ int main(void)
 		cmocka_unit_test(test_conv_heuristics_and_tf32),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_batchnorm),
+		cmocka_unit_test(test_seq_conv_pool),
 		cmocka_unit_test(test_grouped_conv),
+		cmocka_unit_test(test_deconv),
 		cmocka_unit_test(test_shift_upsample),
+		cmocka_unit_test(test_embedding_ops),
 		cmocka_unit_test(test_layernorm),
 	};
 	dt_error_set_quiet(1);
