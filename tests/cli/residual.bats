@@ -210,3 +210,12 @@ assert src == ["batch_normalization", "residual"], src
 	status_is 0
 	[[ $output == *"ln_b/gamma"* && $output == *"down_projection/kernel"* ]]
 }
+
+@test "dtrain config: the blocks' defaults (shortcut: auto) and their inner layers' arguments; it builds the same model" {
+	run --separate-stderr "$DTRAIN" config "$RES"
+	status_is 0
+	[[ $output == *"    - residual:"*"          - layer_normalization:"*"              epsilon: 0.001"* ]]
+	[[ $output == *"        shortcut: auto"* ]]
+	printf '%s\n' "$output" >"$TMP/resolved.yaml"
+	[ "$(rows "$TMP/resolved.yaml")" = "$(rows "$RES")" ]
+}
