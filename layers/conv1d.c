@@ -88,8 +88,7 @@ static int conv1d_init(struct dt_layer *l, const struct dt_node *args)
 	l->params[w].l2 = l2;
 	if (use_bias)
 		dt_layer_param(l, "bias", dt_shape_make(1, (int[]){ g.out_c }), binit, 1, g.out_c);
-	if (dt_act_needs_input(l->act))
-		dt_layer_buffer(l, "preact", dt_shape_count(&l->out));
+	dt_layer_act_buffer(l);
 	c = dt_calloc(1, sizeof(*c));
 	c->g = g;
 	l->priv = c;
@@ -109,24 +108,14 @@ static void conv1d_forward(struct dt_layer *l, const struct dt_tensor *x, struct
 	struct conv1d *c = l->priv;
 	dt_op_conv_forward(c->plan, x, &l->params[KERNEL].value, l->nparams > BIAS ? &l->params[BIAS].value : NULL,
 			   y);
-	if (l->nbufs > PREACT) {
-		struct dt_tensor z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
-		dt_op_copy(y, &z);
-	}
-	if (l->act != DT_ACT_LINEAR)
-		dt_op_act_forward(l->act, y, y);
+	dt_layer_act_forward(l, PREACT, y);
 }
 
 static void conv1d_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
 			    struct dt_tensor *dy, struct dt_tensor *dx)
 {
 	struct conv1d *c = l->priv;
-	if (l->act != DT_ACT_LINEAR && !l->fused_act) {
-		struct dt_tensor z;
-		if (l->nbufs > PREACT)
-			z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
-		dt_op_act_backward(l->act, l->nbufs > PREACT ? &z : NULL, y, dy, dy);
-	}
+	dt_layer_act_backward(l, PREACT, y, dy);
 	dt_op_conv_backward(c->plan, x, &l->params[KERNEL].value, dy, &l->params[KERNEL].grad,
 			    l->nparams > BIAS ? &l->params[BIAS].grad : NULL, dx);
 }

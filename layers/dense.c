@@ -39,8 +39,7 @@ static int dense_init(struct dt_layer *l, const struct dt_node *args)
 	l->params[k].l2 = l2;
 	if (use_bias)
 		dt_layer_param(l, "bias", dt_shape_make(1, (int[]){ (int)units }), binit, 1, (int)units);
-	if (dt_act_needs_input(l->act))
-		dt_layer_buffer(l, "preact", units);
+	dt_layer_act_buffer(l);
 	return 0;
 }
 
@@ -50,23 +49,13 @@ static void dense_forward(struct dt_layer *l, const struct dt_tensor *x, struct 
 	dt_op_gemm(0, 0, 1, x, &l->params[KERNEL].value, 0, y);
 	if (l->nparams > BIAS)
 		dt_op_bias_add(y, &l->params[BIAS].value);
-	if (l->nbufs > PREACT) {
-		struct dt_tensor z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
-		dt_op_copy(y, &z);
-	}
-	if (l->act != DT_ACT_LINEAR)
-		dt_op_act_forward(l->act, y, y);
+	dt_layer_act_forward(l, PREACT, y);
 }
 
 static void dense_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
 			   struct dt_tensor *dy, struct dt_tensor *dx)
 {
-	if (l->act != DT_ACT_LINEAR && !l->fused_act) {
-		struct dt_tensor z;
-		if (l->nbufs > PREACT)
-			z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
-		dt_op_act_backward(l->act, l->nbufs > PREACT ? &z : NULL, y, dy, dy);
-	}
+	dt_layer_act_backward(l, PREACT, y, dy);
 	dt_op_gemm(1, 0, 1, x, dy, 0, &l->params[KERNEL].grad);
 	if (l->nparams > BIAS)
 		dt_op_bias_grad(dy, 0, &l->params[BIAS].grad);

@@ -72,8 +72,7 @@ static int separable_init(struct dt_layer *l, const struct dt_node *args)
 		dt_layer_param(l, "bias", dt_shape_make(1, (int[]){ pw.out_c }), binit, 1, pw.out_c);
 	dt_layer_buffer(l, "depthwise", (int64_t)dw.out_h * dw.out_w * dw.out_c);
 	dt_layer_buffer(l, "depthwise_grad", (int64_t)dw.out_h * dw.out_w * dw.out_c);
-	if (dt_act_needs_input(l->act))
-		dt_layer_buffer(l, "preact", dt_shape_count(&l->out));
+	dt_layer_act_buffer(l);
 	c = dt_calloc(1, sizeof(*c));
 	c->dw = dw;
 	c->pw = pw;
@@ -107,12 +106,7 @@ static void separable_forward(struct dt_layer *l, const struct dt_tensor *x, str
 	dt_op_conv_forward(c->dw_plan, x, &l->params[DEPTHWISE].value, NULL, &mid);
 	dt_op_conv_forward(c->pw_plan, &mid, &l->params[POINTWISE].value,
 			   l->nparams > BIAS ? &l->params[BIAS].value : NULL, y);
-	if (l->nbufs > PREACT) {
-		struct dt_tensor z = dt_layer_buf_view(l, PREACT, n);
-		dt_op_copy(y, &z);
-	}
-	if (l->act != DT_ACT_LINEAR)
-		dt_op_act_forward(l->act, y, y);
+	dt_layer_act_forward(l, PREACT, y);
 }
 
 static void separable_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
@@ -121,12 +115,7 @@ static void separable_backward(struct dt_layer *l, const struct dt_tensor *x, co
 	struct separable *c = l->priv;
 	int n = x->shape.dim[0];
 	struct dt_tensor mid = mid_view(l, MID, n), dmid = mid_view(l, DMID, n);
-	if (l->act != DT_ACT_LINEAR && !l->fused_act) {
-		struct dt_tensor z;
-		if (l->nbufs > PREACT)
-			z = dt_layer_buf_view(l, PREACT, n);
-		dt_op_act_backward(l->act, l->nbufs > PREACT ? &z : NULL, y, dy, dy);
-	}
+	dt_layer_act_backward(l, PREACT, y, dy);
 	dt_op_conv_backward(c->pw_plan, &mid, &l->params[POINTWISE].value, dy, &l->params[POINTWISE].grad,
 			    l->nparams > BIAS ? &l->params[BIAS].grad : NULL, &dmid);
 	dt_op_conv_backward(c->dw_plan, x, &l->params[DEPTHWISE].value, &dmid, &l->params[DEPTHWISE].grad, NULL, dx);

@@ -76,6 +76,32 @@ int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample)
 	return l->nbufs++;
 }
 
+void dt_layer_act_buffer(struct dt_layer *l)
+{
+	if (dt_act_needs_input(l->act))
+		dt_layer_buffer(l, "preact", dt_shape_count(&l->out));
+}
+
+void dt_layer_act_forward(const struct dt_layer *l, int buf, struct dt_tensor *y)
+{
+	if (l->nbufs > buf) {
+		struct dt_tensor z = dt_layer_buf_view(l, buf, y->shape.dim[0]);
+		dt_op_copy(y, &z);
+	}
+	if (l->act != DT_ACT_LINEAR)
+		dt_op_act_forward(l->act, y, y);
+}
+
+void dt_layer_act_backward(const struct dt_layer *l, int buf, const struct dt_tensor *y, struct dt_tensor *dy)
+{
+	struct dt_tensor z;
+	if (l->act == DT_ACT_LINEAR || l->fused_act)
+		return;
+	if (l->nbufs > buf)
+		z = dt_layer_buf_view(l, buf, y->shape.dim[0]);
+	dt_op_act_backward(l->act, l->nbufs > buf ? &z : NULL, y, dy, dy);
+}
+
 struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n)
 {
 	const struct dt_layer_buf *b = &l->bufs[i];

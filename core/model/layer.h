@@ -148,6 +148,19 @@ int dt_layer_regularizer(const struct dt_node *args, const char *key, float *l1,
 int dt_layer_buffer(struct dt_layer *l, const char *name, int64_t per_sample);
 /* The buffer's view for a batch of n: (n, per_sample). */
 struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n);
+/*
+ * The output activation of a layer that computes its pre-activation z into y
+ * and then y = act(z) in place (dense and the convolutions). In init, after
+ * l->act and l->out are set, dt_layer_act_buffer declares the "preact"
+ * buffer that keeps z when act's derivative needs its input (gelu, swish);
+ * it must be the layer's last buffer, and buf is the index it gets (or would
+ * get). dt_layer_act_forward keeps z there and applies act to y;
+ * dt_layer_act_backward turns dy (the gradient of y) into the gradient of z,
+ * in place, unless the loss already did (fused_act).
+ */
+void dt_layer_act_buffer(struct dt_layer *l);
+void dt_layer_act_forward(const struct dt_layer *l, int buf, struct dt_tensor *y);
+void dt_layer_act_backward(const struct dt_layer *l, int buf, const struct dt_tensor *y, struct dt_tensor *dy);
 /* Checks args against allowed keys (plus the common "name"); NULL args pass. */
 int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, const char *const *allowed);
 /* Reads an optional `activation:` key. */
