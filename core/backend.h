@@ -83,7 +83,6 @@ struct dt_backend {
 	void (*deconv_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 				const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
 				struct dt_tensor *dx);
-
 	/* Layer normalization (issue 14, resnet): core/cpu/layernorm.c, core/cuda/layernorm.cu. */
 	struct dt_plan *(*plan_layernorm)(struct dt_device dev, int channels, int64_t rows, float epsilon,
 					  int max_batch);

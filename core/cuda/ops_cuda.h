@@ -133,7 +133,6 @@ void dt_cuda_plan_free(struct dt_plan *p);
 /* Embedding (embedding.cu). */
 void dt_cuda_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
 void dt_cuda_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
-
 /*
  * Layer normalization (layernorm.cu). Its plan starts as dnn.cu's do (struct
  * dt_plan, then an int kind): dt_cuda_plan_free hands kind
