@@ -66,6 +66,15 @@ struct dt_backend {
 				   const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 				   struct dt_tensor *dx);
 	void (*plan_free)(struct dt_plan *p);
+
+	/* recurrent layers (rnn) */
+	struct dt_plan *(*plan_rnn)(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+	void (*rnn_forward)(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+			    const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+	void (*rnn_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			     const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			     const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du,
+			     struct dt_tensor *db, struct dt_tensor *dx);
 };
 
 /* The head of every backend's plan: which backend made it. */

@@ -206,6 +206,34 @@ void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, cons
 			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			      struct dt_tensor *dx);
 
+/* ---- recurrent layers (rnn) ---- */
+
+/* Gates of a cell: 1 (SimpleRNN), 4 (LSTM), 3 (GRU). */
+int dt_rnn_gates(enum dt_rnn_cell cell);
+/* Rows of the bias: 2 for GRU reset_after (input and recurrent biases, as Keras), else 1. */
+int dt_rnn_bias_rows(enum dt_rnn_cell cell);
+/*
+ * One recurrent layer over a batch of sequences, from a zero initial state,
+ * through a plan (oneDNN's RNN primitives on the CPU, cuDNN's RNN API on the
+ * GPU). Tensors in Keras' layout and gate order: x (N, steps, in); kernel w
+ * (in, G*units); recurrent kernel u (units, G*units); bias b (G*units) or,
+ * GRU reset_after, (2, 3*units), or NULL without bias; y (N, steps, units)
+ * with return_sequences (in the order the steps were read: reversed when
+ * go_backwards, as Keras), else (N, units), the last state. A training
+ * forward keeps in the plan what the next backward needs.
+ */
+struct dt_plan *dt_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+void dt_op_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+		       const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+/*
+ * After a training forward of the same batch, from dy (y's shape): dw, du
+ * and db (overwritten; db ignored without bias) and dx (when not NULL).
+ */
+void dt_op_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
+			struct dt_tensor *dx);
+
 /* Threads the CPU backend uses (OpenMP and oneDNN); 0 = all cores. */
 void dt_ops_set_threads(int n);
 int dt_ops_get_threads(void);

@@ -11,5 +11,8 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_global_average_pooling2d_layer,
 	&dt_batch_normalization_layer,
 	&dt_reshape_layer,
+	&dt_lstm_layer,
+	&dt_gru_layer,
+	&dt_simple_rnn_layer,
 	NULL,
 };

@@ -18,6 +18,9 @@ extern const struct dt_layer_type dt_average_pooling2d_layer;
 extern const struct dt_layer_type dt_global_average_pooling2d_layer;
 extern const struct dt_layer_type dt_batch_normalization_layer;
 extern const struct dt_layer_type dt_reshape_layer;
+extern const struct dt_layer_type dt_lstm_layer;
+extern const struct dt_layer_type dt_gru_layer;
+extern const struct dt_layer_type dt_simple_rnn_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];

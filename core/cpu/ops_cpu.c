@@ -522,6 +522,10 @@ const struct dt_backend dt_cpu_backend = {
 	.batchnorm_forward = dt_cpu_batchnorm_forward,
 	.batchnorm_backward = dt_cpu_batchnorm_backward,
 	.plan_free = dt_cpu_plan_free,
+	/* recurrent layers (rnn) */
+	.plan_rnn = dt_cpu_plan_rnn,
+	.rnn_forward = dt_cpu_rnn_forward,
+	.rnn_backward = dt_cpu_rnn_backward,
 };
 
 double dt_ops_peak_gflops(void)

@@ -57,12 +57,23 @@ uint64_t dt_cpu_primitives_made(void);
  * kind: pooling plans are pool.c's own loops, the others oneDNN primitives
  * (dnnl.c).
  */
-enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM };
+enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM, DT_CPU_PLAN_RNN };
 struct dt_cpu_plan_head {
 	struct dt_plan plan;
 	enum dt_cpu_plan_kind kind;
 };
 /* Frees a pooling plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_POOL). */
 void dt_cpu_pool_plan_free(struct dt_plan *p);
+
+/* Recurrent layers (rnn.c, on oneDNN's RNN primitives). */
+struct dt_plan *dt_cpu_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+void dt_cpu_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+void dt_cpu_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
+			 struct dt_tensor *dx);
+/* Frees a recurrent plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_RNN). */
+void dt_cpu_rnn_plan_free(struct dt_plan *p);
 
 #endif
