@@ -212,6 +212,109 @@ def naive_pool2d(x, a, kind):
     return y
 
 
+
+# ---- recurrent layers (rnn): Keras' layout and gate order, torch's modules -
+
+def rnn_gates(kind):
+    return {"simple_rnn": 1, "lstm": 4, "gru": 3}[kind]
+
+
+def rnn_torch(x, p, a, kind):
+    """Keras' SimpleRNN/LSTM/GRU on torch: nn.RNN, nn.LSTM (gates i, f, g, o =
+    Keras' i, f, c, o) and nn.GRU (reset_after; gates r, z, n against Keras'
+    z, r, h) from Keras' kernels, so autograd reaches Keras' parameters;
+    GRU reset_after: false by hand. go_backwards reads x reversed in time,
+    and returns the steps in that order, as Keras."""
+    units = a["units"]
+    if a.get("go_backwards", False):
+        x = torch.flip(x, dims=[1])
+    n, steps, cin = x.shape
+    k, r = p["kernel"], p["recurrent_kernel"]
+    b = p.get("bias")
+    reset_after = a.get("reset_after", True)
+    if kind == "gru" and not reset_after:
+        h = torch.zeros(n, units, dtype=torch.float64)
+        bz = b if b is not None else torch.zeros(3 * units, dtype=torch.float64)
+        outs = []
+        for t in range(steps):
+            xw = x[:, t] @ k + bz
+            hu = h @ r[:, :2 * units]
+            z = torch.sigmoid(xw[:, :units] + hu[:, :units])
+            rr = torch.sigmoid(xw[:, units:2 * units] + hu[:, units:])
+            hh = torch.tanh(xw[:, 2 * units:] + (rr * h) @ r[:, 2 * units:])
+            h = z * h + (1 - z) * hh
+            outs.append(h)
+        seq = torch.stack(outs, dim=1)
+    else:
+        if kind == "lstm":
+            mod = torch.nn.LSTM(cin, units, batch_first=True, bias=b is not None).double()
+            wi, wh = k.t(), r.t()
+            bi, bh = b, None
+        elif kind == "simple_rnn":
+            mod = torch.nn.RNN(cin, units, batch_first=True, bias=b is not None,
+                               nonlinearity=a.get("activation", "tanh")).double()
+            wi, wh = k.t(), r.t()
+            bi, bh = b, None
+        else:  # torch's gates r, z, n from Keras' z, r, h
+            mod = torch.nn.GRU(cin, units, batch_first=True, bias=b is not None).double()
+            def rz(m):
+                return torch.cat([m[..., units:2 * units], m[..., :units], m[..., 2 * units:]], dim=-1)
+            wi, wh = rz(k).t(), rz(r).t()
+            bi, bh = (rz(b[0]), rz(b[1])) if b is not None else (None, None)
+        # the module's parameters replaced by functions of Keras' ones
+        del mod.weight_ih_l0, mod.weight_hh_l0
+        mod.weight_ih_l0, mod.weight_hh_l0 = wi, wh
+        if b is not None:
+            del mod.bias_ih_l0, mod.bias_hh_l0
+            mod.bias_ih_l0 = bi
+            mod.bias_hh_l0 = bh if bh is not None else torch.zeros_like(bi)
+        mod._flat_weights = [getattr(mod, w) for w in mod._flat_weights_names]
+        seq, _ = mod(x)
+    if a.get("return_sequences", False):
+        return seq
+    return seq[:, -1]
+
+
+def naive_rnn(x, p, a, kind):
+    """The same cells as plain numpy loops."""
+    units = a["units"]
+    if a.get("go_backwards", False):
+        x = x[:, ::-1]
+    n, steps, _ = x.shape
+    k, r = p["kernel"], p["recurrent_kernel"]
+    g = rnn_gates(kind)
+    b = p.get("bias", np.zeros((2, g * units) if kind == "gru" and a.get("reset_after", True) else g * units))
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    h = np.zeros((n, units))
+    c = np.zeros((n, units))
+    outs = []
+    for t in range(steps):
+        if kind == "simple_rnn":
+            z = x[:, t] @ k + h @ r + b
+            h = np.tanh(z) if a.get("activation", "tanh") == "tanh" else np.maximum(z, 0)
+        elif kind == "lstm":
+            z = x[:, t] @ k + h @ r + b
+            i, f, cc, o = (z[:, j * units:(j + 1) * units] for j in range(4))
+            c = sig(f) * c + sig(i) * np.tanh(cc)
+            h = sig(o) * np.tanh(c)
+        elif a.get("reset_after", True):
+            xw = x[:, t] @ k + b[0]
+            hu = h @ r + b[1]
+            z = sig(xw[:, :units] + hu[:, :units])
+            rr = sig(xw[:, units:2 * units] + hu[:, units:2 * units])
+            hh = np.tanh(xw[:, 2 * units:] + rr * hu[:, 2 * units:])
+            h = z * h + (1 - z) * hh
+        else:
+            xw = x[:, t] @ k + b
+            z = sig(xw[:, :units] + h @ r[:, :units])
+            rr = sig(xw[:, units:2 * units] + h @ r[:, units:2 * units])
+            hh = np.tanh(xw[:, 2 * units:] + (rr * h) @ r[:, 2 * units:])
+            h = z * h + (1 - z) * hh
+        outs.append(h)
+    seq = np.stack(outs, axis=1)
+    return seq if a.get("return_sequences", False) else seq[:, -1]
+
+
 # ---- cases --------------------------------------------------------------------
 
 def f32(a):
@@ -224,6 +327,10 @@ def conv_case(name, input_shape, args, n=2, desc=""):
 
 
 def pool_case(name, kind, input_shape, args, n=2, desc=""):
+    return dict(name=name, kind=kind, args=args, input_shape=input_shape, n=n, desc=desc)
+
+
+def rnn_case(name, kind, input_shape, args, n=3, desc=""):
     return dict(name=name, kind=kind, args=args, input_shape=input_shape, n=n, desc=desc)
 
 
@@ -288,6 +395,29 @@ CASES = [
             desc="inference: normalizes with the given moving statistics and leaves them as they are"),
     bn_case("batch_normalization_moving", (2, 2, 3), {"momentum": 0.9, "epsilon": 0.01}, n=4, steps=3,
             desc="three training steps on different batches: y of each and the moving statistics after them"),
+    rnn_case("lstm", "lstm", (5, 3), {"units": 4},
+             desc="LSTM, Keras defaults: the last state; torch's nn.LSTM (gates i, f, g, o)"),
+    rnn_case("lstm_sequences", "lstm", (4, 3), {"units": 3, "return_sequences": True},
+             desc="LSTM returning every step"),
+    rnn_case("lstm_backwards", "lstm", (5, 2), {"units": 3, "go_backwards": True, "return_sequences": True},
+             desc="LSTM go_backwards: x reversed in time, the steps returned in that order (Keras)"),
+    rnn_case("lstm_no_bias", "lstm", (4, 3), {"units": 3, "use_bias": False},
+             desc="LSTM without bias"),
+    rnn_case("gru", "gru", (5, 3), {"units": 4},
+             desc="GRU, reset_after (Keras 3's default): torch's nn.GRU, bias (2, 3*units)"),
+    rnn_case("gru_sequences_backwards", "gru", (4, 3), {"units": 3, "return_sequences": True,
+                                                         "go_backwards": True},
+             desc="GRU reset_after, every step, go_backwards"),
+    rnn_case("gru_reset_before", "gru", (5, 3), {"units": 4, "reset_after": False},
+             desc="GRU reset_after: false, by hand (the reset gate before the recurrent product)"),
+    rnn_case("gru_reset_before_sequences", "gru", (4, 2), {"units": 3, "reset_after": False,
+                                                            "return_sequences": True, "go_backwards": True},
+             desc="GRU reset_after: false, every step, go_backwards"),
+    rnn_case("simple_rnn", "simple_rnn", (5, 3), {"units": 4},
+             desc="SimpleRNN, tanh: torch's nn.RNN"),
+    rnn_case("simple_rnn_relu_sequences", "simple_rnn", (4, 3), {"units": 3, "activation": "relu",
+                                                                  "return_sequences": True},
+             desc="SimpleRNN, relu, every step"),
 ]
 
 
@@ -310,6 +440,13 @@ def run_case(c, seed):
         params["kernel"] = (f32(0.5 * rng.standard_normal(kshape)), True)
         if a.get("use_bias", True):
             params["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
+    elif kind in ("lstm", "gru", "simple_rnn"):
+        gu = rnn_gates(kind) * a["units"]
+        params["kernel"] = (f32(0.5 * rng.standard_normal((shape[-1], gu))), True)
+        params["recurrent_kernel"] = (f32(0.5 * rng.standard_normal((a["units"], gu))), True)
+        if a.get("use_bias", True):
+            two = kind == "gru" and a.get("reset_after", True)
+            params["bias"] = (f32(0.5 * rng.standard_normal((2, gu) if two else gu)), True)
     elif kind == "batch_normalization":
         ch = shape[-1]
         if a.get("scale", True):
@@ -334,6 +471,8 @@ def run_case(c, seed):
             return x.mean(dim=(1, 2))
         if kind == "reshape":
             return x.reshape((x.shape[0],) + tuple(a["target_shape"]))
+        if kind in ("lstm", "gru", "simple_rnn"):
+            return rnn_torch(x, tp, a, kind)
         return batchnorm(x, tp, a, training, state)
 
     ys, last = [], None
@@ -388,6 +527,8 @@ def check_forward(c, xs, params, y):
         want = xs.mean(axis=(1, 2))
     elif kind == "reshape":
         want = xs.reshape((len(xs),) + tuple(a["target_shape"]))
+    elif kind in ("lstm", "gru", "simple_rnn"):
+        want = naive_rnn(xs, p, a, kind)
     elif kind == "dense":
         want = xs @ p["kernel"] + p.get("bias", 0)
         if a.get("activation") == "tanh":
