@@ -75,6 +75,11 @@ struct dt_backend {
 			     const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
 			     const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du,
 			     struct dt_tensor *db, struct dt_tensor *dx);
+	void (*rnn_merge)(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+			  struct dt_tensor *y);
+	void (*rnn_merge_backward)(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+				   const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+				   struct dt_tensor *dyb);
 };
 
 /* The head of every backend's plan: which backend made it. */

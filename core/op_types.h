@@ -176,6 +176,9 @@ struct dt_rnn_geom {
 	int return_sequences;    /* y is every step's h (steps, units), else the last h (units) */
 };
 
+/* How Bidirectional joins its two directions: concatenated on the last axis, summed, multiplied, averaged. */
+enum dt_rnn_merge { DT_RNN_MERGE_CONCAT, DT_RNN_MERGE_SUM, DT_RNN_MERGE_MUL, DT_RNN_MERGE_AVE };
+
 /* Backend state of one convolution, pooling or batch-norm layer (core/ops.h). */
 struct dt_plan;
 

@@ -346,3 +346,21 @@ void dt_op_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const stru
 		same_count(x, dx);
 	plan_backend(p)->rnn_backward(p, x, w, u, b, y, dy, dw, du, db, dx);
 }
+
+void dt_op_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		     struct dt_tensor *y)
+{
+	same_count(yf, yb);
+	DT_ASSERT(dt_tensor_count(y) == (mode == DT_RNN_MERGE_CONCAT ? 2 : 1) * dt_tensor_count(yf));
+	backend(y)->rnn_merge(mode, steps, yf, yb, y);
+}
+
+void dt_op_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			      const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			      struct dt_tensor *dyb)
+{
+	same_count(yf, dyf);
+	same_count(yb, dyb);
+	DT_ASSERT(dt_tensor_count(dy) == (mode == DT_RNN_MERGE_CONCAT ? 2 : 1) * dt_tensor_count(yf));
+	backend(dy)->rnn_merge_backward(mode, steps, dy, yf, yb, dyf, dyb);
+}

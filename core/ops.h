@@ -234,6 +234,20 @@ void dt_op_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const stru
 			const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
 			struct dt_tensor *dx);
 
+/*
+ * Bidirectional's merge of its forward and backward layers' outputs yf and
+ * yb, both (N, steps, units) (steps 1 for last states): the backward one's
+ * steps are taken in reverse order (Keras turns them back into input
+ * order), so y[n, t] joins yf[n, t] and yb[n, steps-1-t]; y is
+ * (N, steps, 2*units) for concat (forward first), else (N, steps, units).
+ */
+void dt_op_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		     struct dt_tensor *y);
+/* Its backward: dyf and dyb (overwritten) from dy, with yf and yb for mul. */
+void dt_op_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			      const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			      struct dt_tensor *dyb);
+
 /* Threads the CPU backend uses (OpenMP and oneDNN); 0 = all cores. */
 void dt_ops_set_threads(int n);
 int dt_ops_get_threads(void);

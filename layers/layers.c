@@ -14,5 +14,6 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_lstm_layer,
 	&dt_gru_layer,
 	&dt_simple_rnn_layer,
+	&dt_bidirectional_layer,
 	NULL,
 };

@@ -21,6 +21,7 @@ extern const struct dt_layer_type dt_reshape_layer;
 extern const struct dt_layer_type dt_lstm_layer;
 extern const struct dt_layer_type dt_gru_layer;
 extern const struct dt_layer_type dt_simple_rnn_layer;
+extern const struct dt_layer_type dt_bidirectional_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];

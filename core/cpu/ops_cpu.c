@@ -526,6 +526,8 @@ const struct dt_backend dt_cpu_backend = {
 	.plan_rnn = dt_cpu_plan_rnn,
 	.rnn_forward = dt_cpu_rnn_forward,
 	.rnn_backward = dt_cpu_rnn_backward,
+	.rnn_merge = dt_cpu_rnn_merge,
+	.rnn_merge_backward = dt_cpu_rnn_merge_backward,
 };
 
 double dt_ops_peak_gflops(void)

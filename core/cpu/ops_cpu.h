@@ -73,6 +73,11 @@ void dt_cpu_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const str
 			 const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
 			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
 			 struct dt_tensor *dx);
+void dt_cpu_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		      struct dt_tensor *y);
+void dt_cpu_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			       const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			       struct dt_tensor *dyb);
 /* Frees a recurrent plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_RNN). */
 void dt_cpu_rnn_plan_free(struct dt_plan *p);
 

@@ -546,3 +546,65 @@ void dt_cpu_rnn_backward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	if (g->use_bias)
 		bias_out(p, db);
 }
+
+/* ---- Bidirectional's merge ---- */
+
+void dt_cpu_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		      struct dt_tensor *y)
+{
+	int64_t rows = dt_tensor_count(yf), n = yf->shape.dim[0], u = rows / (n * steps);
+#pragma omp parallel for collapse(2) if (rows > 65536)
+	for (int64_t i = 0; i < n; i++)
+		for (int t = 0; t < steps; t++) {
+			const float *f = yf->data + (i * steps + t) * u, *b = yb->data + (i * steps + steps - 1 - t) * u;
+			float *o = y->data + (i * steps + t) * u * (mode == DT_RNN_MERGE_CONCAT ? 2 : 1);
+			for (int64_t j = 0; j < u; j++)
+				switch (mode) {
+				case DT_RNN_MERGE_CONCAT:
+					o[j] = f[j];
+					o[u + j] = b[j];
+					break;
+				case DT_RNN_MERGE_SUM:
+					o[j] = f[j] + b[j];
+					break;
+				case DT_RNN_MERGE_MUL:
+					o[j] = f[j] * b[j];
+					break;
+				case DT_RNN_MERGE_AVE:
+					o[j] = 0.5f * (f[j] + b[j]);
+					break;
+				}
+		}
+}
+
+void dt_cpu_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			       const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			       struct dt_tensor *dyb)
+{
+	int64_t rows = dt_tensor_count(yf), n = yf->shape.dim[0], u = rows / (n * steps);
+#pragma omp parallel for collapse(2) if (rows > 65536)
+	for (int64_t i = 0; i < n; i++)
+		for (int t = 0; t < steps; t++) {
+			int64_t fo = (i * steps + t) * u, bo = (i * steps + steps - 1 - t) * u;
+			const float *d = dy->data + fo * (mode == DT_RNN_MERGE_CONCAT ? 2 : 1);
+			for (int64_t j = 0; j < u; j++)
+				switch (mode) {
+				case DT_RNN_MERGE_CONCAT:
+					dyf->data[fo + j] = d[j];
+					dyb->data[bo + j] = d[u + j];
+					break;
+				case DT_RNN_MERGE_SUM:
+					dyf->data[fo + j] = d[j];
+					dyb->data[bo + j] = d[j];
+					break;
+				case DT_RNN_MERGE_MUL:
+					dyf->data[fo + j] = d[j] * yb->data[bo + j];
+					dyb->data[bo + j] = d[j] * yf->data[fo + j];
+					break;
+				case DT_RNN_MERGE_AVE:
+					dyf->data[fo + j] = 0.5f * d[j];
+					dyb->data[bo + j] = 0.5f * d[j];
+					break;
+				}
+		}
+}

@@ -22,7 +22,7 @@
 struct dt_onnx; /* core/export/onnx.h */
 
 #define DT_LAYER_MAX_PARAMS 8 /* Bidirectional: two recurrent layers of 3 */
-#define DT_LAYER_MAX_BUFS 4
+#define DT_LAYER_MAX_BUFS 8
 
 /* Keras' initializers; the *_normal ones draw from a normal truncated at 2 stddev, as Keras. */
 enum dt_init {

@@ -89,3 +89,34 @@ summary_of() {
 	status_is 2
 	stderr_has "--set:1:" "orthogonal initializer needs a parameter of two or more dimensions" "'bias'"
 }
+
+@test "bidirectional: twice the parameters, Keras' names, merge modes' shapes, and it trains" {
+	summary_of '{bidirectional: {layer: {lstm: {units: 8}}}}'
+	[[ $output == *"│ bidirectional (Bidirectional)   │ (None, 16)             │           832 │"* ]]
+	summary_of '{bidirectional: {layer: {gru: {units: 8}}, merge_mode: ave}}'
+	[[ $output == *"│ bidirectional (Bidirectional)   │ (None, 8)              │           672 │"* ]]
+	run --separate-stderr "$DTRAIN" fit "$RNN" -q --json --set checkpoint.dir=ck \
+		--set 'model.layers.1={bidirectional: {layer: {lstm: {units: 8, name: rec}}, merge_mode: sum}}'
+	status_is 0
+	events epoch | jq -e 'select(.epoch == 5) | .val_accuracy >= 0.9' >/dev/null
+	run safetensors_header ck/latest.safetensors
+	[[ $output == *'"bidirectional/forward_rec/kernel":{"dtype":"F32","shape":[4,32]'* ]]
+	[[ $output == *'"bidirectional/backward_rec/recurrent_kernel":{"dtype":"F32","shape":[8,32]'* ]]
+	[[ $output == *'"bidirectional/backward_rec/bias":{"dtype":"F32","shape":[32]'* ]]
+}
+
+@test "bidirectional around a non-recurrent layer, or a bad merge_mode: exit 2 at the place" {
+	run --separate-stderr "$DTRAIN" summary "$RNN" --set 'model.layers.1={bidirectional: {layer: {dense: {units: 8}}}}'
+	status_is 2
+	stderr_has "--set:1:" "bidirectional wraps lstm, gru or simple_rnn, not 'dense'"
+	run --separate-stderr "$DTRAIN" summary "$RNN" \
+		--set 'model.layers.1={bidirectional: {layer: {lstm: {units: 8}}, merge_mode: max}}'
+	status_is 2
+	stderr_has "--set:1:" "merge_mode"
+	run --separate-stderr "$DTRAIN" summary "$RNN" --set 'model.layers.1={bidirectional: {layer: lstm}}'
+	status_is 2
+	stderr_has "--set:1:" "'layer' is one recurrent layer"
+	run --separate-stderr "$DTRAIN" summary "$RNN" --set 'model.layers.1=bidirectional'
+	status_is 2
+	stderr_has "--set:1:" "missing required key 'layer' in 'bidirectional'"
+}

@@ -96,6 +96,8 @@ def window(n, k, stride, dil, padding):
 
 
 def yaml_value(v):
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {yaml_value(e)}" for k, e in v.items()) + "}"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (list, tuple)):
@@ -275,6 +277,40 @@ def rnn_torch(x, p, a, kind):
     return seq[:, -1]
 
 
+def bidir_parts(a):
+    """The wrapped layer of a bidirectional case: its kind, arguments, and the backward copy's."""
+    (kind, inner), = a["layer"].items()
+    back = dict(inner, go_backwards=not inner.get("go_backwards", False))
+    return kind, inner, back
+
+
+def bidir_merge(f, b, a, inner, flip, cat):
+    """Keras' Bidirectional: the backward copy's steps back in input order, then the merge."""
+    if inner.get("return_sequences", False):
+        b = flip(b)
+    mode = a.get("merge_mode", "concat")
+    if mode == "concat":
+        return cat([f, b])
+    return {"sum": f + b, "mul": f * b, "ave": (f + b) / 2}[mode]
+
+
+def bidir_torch(x, p, a):
+    kind, inner, back = bidir_parts(a)
+    name = inner.get("name", kind)
+    pf = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("forward_")}
+    pb = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("backward_")}
+    return bidir_merge(rnn_torch(x, pf, inner, kind), rnn_torch(x, pb, back, kind), a, inner,
+                       lambda t: torch.flip(t, dims=[1]), lambda ts: torch.cat(ts, dim=-1))
+
+
+def bidir_naive(x, p, a):
+    kind, inner, back = bidir_parts(a)
+    pf = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("forward_")}
+    pb = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("backward_")}
+    return bidir_merge(naive_rnn(x, pf, inner, kind), naive_rnn(x, pb, back, kind), a, inner,
+                       lambda t: t[:, ::-1], lambda ts: np.concatenate(ts, axis=-1))
+
+
 def naive_rnn(x, p, a, kind):
     """The same cells as plain numpy loops."""
     units = a["units"]
@@ -413,6 +449,21 @@ CASES = [
     rnn_case("gru_reset_before_sequences", "gru", (4, 2), {"units": 3, "reset_after": False,
                                                             "return_sequences": True, "go_backwards": True},
              desc="GRU reset_after: false, every step, go_backwards"),
+    rnn_case("bidirectional_lstm", "bidirectional", (5, 3), {"layer": {"lstm": {"units": 3}}},
+             desc="Bidirectional(LSTM), concat of the last states"),
+    rnn_case("bidirectional_lstm_sequences", "bidirectional", (4, 3),
+             {"layer": {"lstm": {"units": 3, "return_sequences": True}}},
+             desc="Bidirectional(LSTM) over every step: the backward copy's steps back in input order"),
+    rnn_case("bidirectional_gru_sum", "bidirectional", (4, 2),
+             {"layer": {"gru": {"units": 3, "return_sequences": True}}, "merge_mode": "sum"},
+             desc="Bidirectional(GRU), every step, merge_mode sum"),
+    rnn_case("bidirectional_gru_backwards_mul", "bidirectional", (4, 3),
+             {"layer": {"gru": {"units": 2, "reset_after": False, "go_backwards": True,
+                                "return_sequences": True}}, "merge_mode": "mul"},
+             desc="Bidirectional(GRU reset_after false, go_backwards): the copies swap directions; mul"),
+    rnn_case("bidirectional_simple_rnn_ave", "bidirectional", (4, 3),
+             {"layer": {"simple_rnn": {"units": 3, "name": "rnn"}}, "merge_mode": "ave"},
+             desc="Bidirectional(SimpleRNN named rnn: forward_rnn/..., backward_rnn/...), ave"),
     rnn_case("simple_rnn", "simple_rnn", (5, 3), {"units": 4},
              desc="SimpleRNN, tanh: torch's nn.RNN"),
     rnn_case("simple_rnn_relu_sequences", "simple_rnn", (4, 3), {"units": 3, "activation": "relu",
@@ -440,13 +491,19 @@ def run_case(c, seed):
         params["kernel"] = (f32(0.5 * rng.standard_normal(kshape)), True)
         if a.get("use_bias", True):
             params["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
-    elif kind in ("lstm", "gru", "simple_rnn"):
-        gu = rnn_gates(kind) * a["units"]
-        params["kernel"] = (f32(0.5 * rng.standard_normal((shape[-1], gu))), True)
-        params["recurrent_kernel"] = (f32(0.5 * rng.standard_normal((a["units"], gu))), True)
-        if a.get("use_bias", True):
-            two = kind == "gru" and a.get("reset_after", True)
-            params["bias"] = (f32(0.5 * rng.standard_normal((2, gu) if two else gu)), True)
+    elif kind in ("lstm", "gru", "simple_rnn", "bidirectional"):
+        if kind == "bidirectional":
+            rk, ra, _ = bidir_parts(a)
+            prefixes = ["forward_" + ra.get("name", rk) + "/", "backward_" + ra.get("name", rk) + "/"]
+        else:
+            rk, ra, prefixes = kind, a, [""]
+        gu = rnn_gates(rk) * ra["units"]
+        for pre in prefixes:
+            params[pre + "kernel"] = (f32(0.5 * rng.standard_normal((shape[-1], gu))), True)
+            params[pre + "recurrent_kernel"] = (f32(0.5 * rng.standard_normal((ra["units"], gu))), True)
+            if ra.get("use_bias", True):
+                two = rk == "gru" and ra.get("reset_after", True)
+                params[pre + "bias"] = (f32(0.5 * rng.standard_normal((2, gu) if two else gu)), True)
     elif kind == "batch_normalization":
         ch = shape[-1]
         if a.get("scale", True):
@@ -473,6 +530,8 @@ def run_case(c, seed):
             return x.reshape((x.shape[0],) + tuple(a["target_shape"]))
         if kind in ("lstm", "gru", "simple_rnn"):
             return rnn_torch(x, tp, a, kind)
+        if kind == "bidirectional":
+            return bidir_torch(x, tp, a)
         return batchnorm(x, tp, a, training, state)
 
     ys, last = [], None
@@ -529,6 +588,8 @@ def check_forward(c, xs, params, y):
         want = xs.reshape((len(xs),) + tuple(a["target_shape"]))
     elif kind in ("lstm", "gru", "simple_rnn"):
         want = naive_rnn(xs, p, a, kind)
+    elif kind == "bidirectional":
+        want = bidir_naive(xs, p, a)
     elif kind == "dense":
         want = xs @ p["kernel"] + p.get("bias", 0)
         if a.get("activation") == "tanh":
