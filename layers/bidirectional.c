@@ -9,6 +9,7 @@
  * Parameters: the two copies', named forward_NAME/... and backward_NAME/...
  * after the wrapped layer's name (forward_lstm/kernel, ...), as Keras.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,46 @@ static int64_t bidir_flops(const struct dt_layer *l)
 	return b->dir[0].type->flops(&b->dir[0]) + b->dir[1].type->flops(&b->dir[1]) + dt_shape_count(&l->out);
 }
 
+/* Each copy's own nodes, the backward one's steps reversed back (Slice, step -1), then the merge. */
+static const char *bidir_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
+{
+	const struct bidir *b = l->priv;
+	const char *in[2], *y;
+	char name[160];
+
+	for (int d = 0; d < 2; d++)
+		if (!(in[d] = b->dir[d].type->export(&b->dir[d], g, x)))
+			return NULL;
+	if (b->steps > 1) {
+		const char *s[5] = { in[1] };
+		snprintf(name, sizeof(name), "%s/rev_starts", l->name);
+		s[1] = dt_onnx_int64s(g, name, 1, (int64_t[]){ -1 });
+		snprintf(name, sizeof(name), "%s/rev_ends", l->name);
+		s[2] = dt_onnx_int64s(g, name, 1, (int64_t[]){ INT64_MIN });
+		snprintf(name, sizeof(name), "%s/rev_axes", l->name);
+		s[3] = dt_onnx_int64s(g, name, 1, (int64_t[]){ 1 });
+		snprintf(name, sizeof(name), "%s/rev_steps", l->name);
+		s[4] = dt_onnx_int64s(g, name, 1, (int64_t[]){ -1 });
+		in[1] = dt_onnx_node(g, "Slice", s, 5, l->name);
+	}
+	switch (b->mode) {
+	case DT_RNN_MERGE_CONCAT:
+		y = dt_onnx_node(g, "Concat", in, 2, l->name);
+		dt_onnx_attr_int(g, "axis", -1);
+		return y;
+	case DT_RNN_MERGE_SUM:
+		return dt_onnx_node(g, "Add", in, 2, l->name);
+	case DT_RNN_MERGE_MUL:
+		return dt_onnx_node(g, "Mul", in, 2, l->name);
+	case DT_RNN_MERGE_AVE:
+		in[0] = dt_onnx_node(g, "Add", in, 2, l->name);
+		snprintf(name, sizeof(name), "%s/half", l->name);
+		in[1] = dt_onnx_floats(g, name, 0, NULL, (float[]){ 0.5f });
+		return dt_onnx_node(g, "Mul", in, 2, l->name);
+	}
+	return NULL;
+}
+
 static const struct dt_layer_example examples[] = {
 	{ "4,3", "{layer: {lstm: {units: 2}}}" },
 	{ "3,2", "{layer: {lstm: {units: 2, return_sequences: true}}, merge_mode: sum}" },
@@ -182,4 +223,5 @@ const struct dt_layer_type dt_bidirectional_layer = {
 	.release = bidir_release,
 	.alloc = bidir_alloc,
 	.flops = bidir_flops,
+	.export = bidir_export,
 };

@@ -1,3 +1,5 @@
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,10 +161,94 @@ int64_t dt_recurrent_flops(const struct dt_layer *l)
 	return (int64_t)g->steps * (2 * gu * (g->in + g->units) + 10 * gu);
 }
 
+/* x reversed along axis (Slice with step -1). */
+static const char *reverse_axis(struct dt_onnx *g, const char *x, int64_t axis, const char *prefix)
+{
+	char name[160];
+	const char *in[5] = { x };
+	snprintf(name, sizeof(name), "%s/rev_starts", prefix);
+	in[1] = dt_onnx_int64s(g, name, 1, (int64_t[]){ -1 });
+	snprintf(name, sizeof(name), "%s/rev_ends", prefix);
+	in[2] = dt_onnx_int64s(g, name, 1, (int64_t[]){ INT64_MIN });
+	snprintf(name, sizeof(name), "%s/rev_axes", prefix);
+	in[3] = dt_onnx_int64s(g, name, 1, (int64_t[]){ axis });
+	snprintf(name, sizeof(name), "%s/rev_steps", prefix);
+	in[4] = dt_onnx_int64s(g, name, 1, (int64_t[]){ -1 });
+	return dt_onnx_node(g, "Slice", in, 5, prefix);
+}
+
+/*
+ * ONNX's RNN, LSTM or GRU (opset 13: time-major X (steps, N, in), Y (steps,
+ * 1, N, units) in input order for both directions). W (1, G*units, in) and
+ * R (1, G*units, units) are the kernels transposed per gate, in ONNX's gate
+ * order (LSTM i, o, f, c from Keras' i, f, c, o; GRU z, r, h as Keras); B
+ * (1, 2*G*units) the input then the recurrent biases (zeros where Keras has
+ * one bias). go_backwards is direction "reverse", whose Y is reversed back
+ * into the order Keras returns it; the last state is Y's last (or, reverse,
+ * first) step.
+ */
 const char *dt_recurrent_export(const struct dt_layer *l, struct dt_onnx *g, const char *x)
 {
-	(void)l;
-	(void)g;
-	(void)x;
-	return NULL;
+	static const int lstm_order[4] = { 0, 3, 1, 2 }; /* ONNX gate q is Keras gate order[q] */
+	static const int same_order[4] = { 0, 1, 2, 3 };
+	const struct dt_rnn_geom *r = &((const struct dt_recurrent *)l->priv)->g;
+	int G = dt_rnn_gates(r->cell), U = r->units, I = r->in, T = r->steps;
+	const int *order = r->cell == DT_RNN_LSTM ? lstm_order : same_order;
+	float *k = dt_onnx_param_alloc(&l->params[KERNEL]), *rk = dt_onnx_param_alloc(&l->params[RECURRENT]);
+	float *bias = l->nparams > BIAS ? dt_onnx_param_alloc(&l->params[BIAS]) : NULL;
+	float *W = dt_malloc((size_t)G * U * I * sizeof(float)), *R = dt_malloc((size_t)G * U * U * sizeof(float));
+	float *B = dt_calloc((size_t)2 * G * U, sizeof(float));
+	const char *in[4], *y;
+	char name[160];
+	static const int64_t to_time[3] = { 1, 0, 2 };
+
+	for (int q = 0; q < G; q++)
+		for (int j = 0; j < U; j++) {
+			int col = order[q] * U + j;
+			for (int i = 0; i < I; i++)
+				W[((int64_t)q * U + j) * I + i] = k[(int64_t)i * G * U + col];
+			for (int i = 0; i < U; i++)
+				R[((int64_t)q * U + j) * U + i] = rk[(int64_t)i * G * U + col];
+			if (bias) {
+				B[q * U + j] = bias[col];
+				if (r->cell == DT_RNN_GRU_RESET_AFTER)
+					B[G * U + q * U + j] = bias[G * U + col];
+			}
+		}
+	snprintf(name, sizeof(name), "%s/to_time_major", l->name);
+	in[0] = dt_onnx_node(g, "Transpose", &x, 1, name);
+	dt_onnx_attr_ints(g, "perm", 3, to_time);
+	snprintf(name, sizeof(name), "%s/W", l->name);
+	in[1] = dt_onnx_floats(g, name, 3, (int64_t[]){ 1, (int64_t)G * U, I }, W);
+	snprintf(name, sizeof(name), "%s/R", l->name);
+	in[2] = dt_onnx_floats(g, name, 3, (int64_t[]){ 1, (int64_t)G * U, U }, R);
+	snprintf(name, sizeof(name), "%s/B", l->name);
+	in[3] = dt_onnx_floats(g, name, 2, (int64_t[]){ 1, (int64_t)2 * G * U }, B);
+	free(k);
+	free(rk);
+	free(bias);
+	free(W);
+	free(R);
+	free(B);
+	y = dt_onnx_node(g, r->cell == DT_RNN_SIMPLE ? "RNN" : r->cell == DT_RNN_LSTM ? "LSTM" : "GRU", in, 4,
+			 l->name);
+	dt_onnx_attr_int(g, "hidden_size", U);
+	dt_onnx_attr_string(g, "direction", r->go_backwards ? "reverse" : "forward");
+	if (r->cell == DT_RNN_SIMPLE)
+		dt_onnx_attr_strings(g, "activations", 1, (const char *[]){ r->act == DT_ACT_RELU ? "Relu" : "Tanh" });
+	if (r->cell == DT_RNN_GRU_RESET_AFTER)
+		dt_onnx_attr_int(g, "linear_before_reset", 1);
+	if (!r->return_sequences) { /* (1, 1, N, U) of the last step read, then (N, U) */
+		const char *gin[2] = { y };
+		snprintf(name, sizeof(name), "%s/last_step", l->name);
+		gin[1] = dt_onnx_int64s(g, name, 1, (int64_t[]){ r->go_backwards ? 0 : T - 1 });
+		y = dt_onnx_node(g, "Gather", gin, 2, l->name);
+		return dt_onnx_reshape(g, y, &l->out, l->name);
+	}
+	if (r->go_backwards)
+		y = reverse_axis(g, y, 0, l->name);
+	snprintf(name, sizeof(name), "%s/to_batch_major", l->name);
+	y = dt_onnx_node(g, "Transpose", &y, 1, name);
+	dt_onnx_attr_ints(g, "perm", 4, (int64_t[]){ 2, 0, 1, 3 });
+	return dt_onnx_reshape(g, y, &l->out, l->name);
 }

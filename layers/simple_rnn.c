@@ -29,4 +29,5 @@ const struct dt_layer_type dt_simple_rnn_layer = {
 	.release = dt_recurrent_release,
 	.alloc = dt_recurrent_alloc,
 	.flops = dt_recurrent_flops,
+	.export = dt_recurrent_export,
 };
