@@ -67,6 +67,10 @@ struct dt_backend {
 				   struct dt_tensor *dx);
 	void (*plan_free)(struct dt_plan *p);
 
+	/* cnnparts: spatial copies and resampling (core/cpu/resample.c, core/cuda/resample.cu) */
+	void (*shift2d)(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
 	/* recurrent layers (rnn) */
 	struct dt_plan *(*plan_rnn)(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 	void (*rnn_forward)(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,

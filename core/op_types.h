@@ -137,7 +137,24 @@ struct dt_conv_geom {
 	int stride_h, stride_w;
 	int dil_h, dil_w;              /* 1: no dilation (Keras' dilation_rate) */
 	int pad_top, pad_left, pad_bottom, pad_right;
+	/*
+	 * cnnparts: 0 or 1, an ordinary convolution; G > 1 splits the input and
+	 * output channels into G groups (in_c and out_c multiples of G), output
+	 * channel o seeing input channels [g * in_c/G, (g+1) * in_c/G) of its
+	 * group g = o / (out_c/G). The kernel is then (kh, kw, in_c/G, out_c), as
+	 * Keras' Conv2D with groups; a depthwise convolution (G = in_c, out_c =
+	 * in_c * multiplier) has the memory of Keras' (kh, kw, in_c, multiplier).
+	 */
+	int groups;
 };
+
+/* The groups of g: 1 for an ordinary convolution (groups 0 or 1). */
+static inline int dt_conv_groups(const struct dt_conv_geom *g) { return g->groups > 1 ? g->groups : 1; }
+/* Floats of g's kernel: kh * kw * in_c/groups * out_c. */
+static inline int64_t dt_conv_kernel_count(const struct dt_conv_geom *g)
+{
+	return (int64_t)g->kh * g->kw * (g->in_c / dt_conv_groups(g)) * g->out_c;
+}
 
 enum dt_pool { DT_POOL_MAX, DT_POOL_AVG };
 /*
@@ -181,5 +198,11 @@ enum dt_rnn_merge { DT_RNN_MERGE_CONCAT, DT_RNN_MERGE_SUM, DT_RNN_MERGE_MUL, DT_
 
 /* Backend state of one convolution, pooling or batch-norm layer (core/ops.h). */
 struct dt_plan;
+
+/* ---- cnnparts: up_sampling2d's interpolation (dt_op_upsample2d) ---- */
+enum dt_interp {
+	DT_INTERP_NEAREST,  /* each value repeated size times (Keras' ops.repeat) */
+	DT_INTERP_BILINEAR, /* half-pixel centres, clamped at the edges (tf.image.resize, antialias off) */
+};
 
 #endif

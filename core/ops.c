@@ -314,6 +314,43 @@ void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, cons
 	plan_backend(p)->batchnorm_backward(p, x, dy, gamma, dgamma, dbeta, dx);
 }
 
+/* ---- cnnparts: spatial copies and resampling ---- */
+
+/* x and y channels last (N, H, W, C) with the same N and C. */
+static void same_images(const struct dt_tensor *x, const struct dt_tensor *y)
+{
+	DT_ASSERT(x->shape.ndim == 4 && y->shape.ndim == 4);
+	DT_ASSERT(x->shape.dim[0] == y->shape.dim[0] && x->shape.dim[3] == y->shape.dim[3]);
+	same_device(x, y);
+}
+
+void dt_op_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left)
+{
+	same_images(x, y);
+	backend(y)->shift2d(x, y, top, left);
+}
+
+/* small (N, H, W, C) and large (N, H*sh, W*sw, C), sh and sw >= 1. */
+static void upsampled(const struct dt_tensor *small, const struct dt_tensor *large)
+{
+	same_images(small, large);
+	DT_ASSERT(small->shape.dim[1] > 0 && small->shape.dim[2] > 0);
+	DT_ASSERT(large->shape.dim[1] % small->shape.dim[1] == 0 && large->shape.dim[1] >= small->shape.dim[1]);
+	DT_ASSERT(large->shape.dim[2] % small->shape.dim[2] == 0 && large->shape.dim[2] >= small->shape.dim[2]);
+}
+
+void dt_op_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y)
+{
+	upsampled(x, y);
+	backend(y)->upsample2d(mode, x, y);
+}
+
+void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx)
+{
+	upsampled(dx, dy);
+	backend(dx)->upsample2d_backward(mode, dy, dx);
+}
+
 /* ---- recurrent layers (rnn) ---- */
 
 int dt_rnn_gates(enum dt_rnn_cell cell)

@@ -261,4 +261,21 @@ const char *dt_ops_cpu_isa(void);
  */
 double dt_ops_peak_gflops(void);
 
+/*
+ * ---- cnnparts: spatial copies and resampling (zero_padding2d, cropping2d,
+ * up_sampling2d) ----
+ * Channels-last 4-d tensors: x (N, H, W, C), y (N, H', W', C); the sizes
+ * come from the tensors' shapes. Element formulas: core/resample.h.
+ */
+/*
+ * y[n, i, j, c] = x[n, i + top, j + left, c] inside x, else 0: a crop when
+ * top and left are >= 0 and y is smaller, a zero padding when they are <= 0
+ * and y is larger (and each one's gradient: the other, shifted back).
+ */
+void dt_op_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+/* y (N, H*sh, W*sw, C) from x (N, H, W, C); sh, sw are y's sizes over x's. */
+void dt_op_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+/* dx (N, H, W, C) = the adjoint of dt_op_upsample2d applied to dy (N, H*sh, W*sw, C) (overwritten). */
+void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+
 #endif

@@ -254,9 +254,20 @@ struct conv_plan {
 	struct buf zero_bias, db_unused;  /* for b == NULL, db == NULL */
 };
 
+/*
+ * The weights' descriptor: (out, in, kh, kw), or for a grouped convolution
+ * (groups, out/groups, in/groups, kh, kw), whose dtrain layout (kh, kw,
+ * in/groups, out) is oneDNN's hwigo (tag dnnl_hwio asks for it).
+ */
 static dnnl_memory_desc_t conv_weights_md(const struct dt_conv_geom *g, dnnl_format_tag_t tag)
 {
 	dnnl_memory_desc_t md;
+	int groups = dt_conv_groups(g);
+	if (groups > 1) {
+		dnnl_dims_t dims = { groups, g->out_c / groups, g->in_c / groups, g->kh, g->kw };
+		DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, dnnl_f32, tag == dnnl_hwio ? dnnl_hwigo : tag));
+		return md;
+	}
 	dnnl_dims_t dims = { g->out_c, g->in_c, g->kh, g->kw };
 	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
 	return md;
@@ -401,6 +412,7 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	struct conv_plan *p = dt_calloc(1, sizeof(*p));
 	DT_ASSERT(dev.kind == DT_DEVICE_CPU);
 	DT_ASSERT(g->in_c > 0 && g->out_c > 0 && g->kh > 0 && g->kw > 0);
+	DT_ASSERT(g->in_c % dt_conv_groups(g) == 0 && g->out_c % dt_conv_groups(g) == 0);
 	DT_ASSERT(g->stride_h > 0 && g->stride_w > 0 && g->dil_h > 0 && g->dil_w > 0);
 	DT_ASSERT(g->pad_top >= 0 && g->pad_left >= 0 && g->pad_bottom >= 0 && g->pad_right >= 0);
 	DT_ASSERT(g->out_h > 0 && g->out_h == out_size(g->in_h, g->kh, g->stride_h, g->dil_h, g->pad_top, g->pad_bottom));
@@ -440,7 +452,7 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	dnnl_exec_arg_t args[5];
 
 	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
-	DT_ASSERT(dt_tensor_count(w) == (int64_t)g->kh * g->kw * g->in_c * g->out_c);
+	DT_ASSERT(dt_tensor_count(w) == dt_conv_kernel_count(g));
 	DT_ASSERT(!b || dt_tensor_count(b) == g->out_c);
 	if (n == 0)
 		return;
@@ -469,7 +481,7 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	dnnl_exec_arg_t args[5];
 
 	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
-	DT_ASSERT(dt_tensor_count(w) == (int64_t)g->kh * g->kw * g->in_c * g->out_c);
+	DT_ASSERT(dt_tensor_count(w) == dt_conv_kernel_count(g));
 	DT_ASSERT(dt_tensor_count(dw) == dt_tensor_count(w));
 	DT_ASSERT(!db || dt_tensor_count(db) == g->out_c);
 	DT_ASSERT(!dx || dt_tensor_count(dx) == dt_tensor_count(x));

@@ -522,6 +522,10 @@ const struct dt_backend dt_cpu_backend = {
 	.batchnorm_forward = dt_cpu_batchnorm_forward,
 	.batchnorm_backward = dt_cpu_batchnorm_backward,
 	.plan_free = dt_cpu_plan_free,
+	/* cnnparts */
+	.shift2d = dt_cpu_shift2d,
+	.upsample2d = dt_cpu_upsample2d,
+	.upsample2d_backward = dt_cpu_upsample2d_backward,
 	/* recurrent layers (rnn) */
 	.plan_rnn = dt_cpu_plan_rnn,
 	.rnn_forward = dt_cpu_rnn_forward,

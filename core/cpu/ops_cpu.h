@@ -65,6 +65,10 @@ struct dt_cpu_plan_head {
 /* Frees a pooling plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_POOL). */
 void dt_cpu_pool_plan_free(struct dt_plan *p);
 
+/* cnnparts: spatial copies and resampling (resample.c) */
+void dt_cpu_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
+void dt_cpu_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
+void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
 /* Recurrent layers (rnn.c, on oneDNN's RNN primitives). */
 struct dt_plan *dt_cpu_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 void dt_cpu_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,

@@ -360,7 +360,7 @@ static int bf16_supported(struct conv_plan *p, int n)
 	DT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
 	DT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->in_c, p->in_h, p->in_w));
 	DT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, n, c->out_c, c->out_h, c->out_w));
-	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh,
+	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, c->out_c, c->in_c / dt_conv_groups(c), c->kh,
 					       c->kw));
 	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, CUDNN_TENSOR_OP_MATH));
 	if (cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, x, p->w, p->conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
@@ -389,7 +389,7 @@ static void from_bf16(struct dt_gpu *g, const __nv_bfloat16 *xb, float *x, int64
 struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geom *c, int max_batch)
 {
 	struct conv_plan *p = (struct conv_plan *)calloc(1, sizeof(*p));
-	int64_t wn = (int64_t)c->kh * c->kw * c->in_c * c->out_c;
+	int64_t wn = dt_conv_kernel_count(c);
 	int pad_h, pad_w;
 
 	DT_CUDA_ASSERT(p);
@@ -412,9 +412,11 @@ struct dt_plan *dt_cuda_plan_conv(struct dt_device dev, const struct dt_conv_geo
 	DT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
 	DT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, pad_h, pad_w, c->stride_h, c->stride_w, c->dil_h, c->dil_w,
 						    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+	DT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv, dt_conv_groups(c))); /* cnnparts: depthwise, grouped */
 	p->dtype = dt_cuda_precision() == DT_PRECISION_BF16 && bf16_supported(p, max_batch) ? CUDNN_DATA_BFLOAT16
 											   : CUDNN_DATA_FLOAT;
-	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, p->dtype, CUDNN_TENSOR_NHWC, c->out_c, c->in_c, c->kh, c->kw));
+	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, p->dtype, CUDNN_TENSOR_NHWC, c->out_c, c->in_c / dt_conv_groups(c),
+					       c->kh, c->kw));
 	p->w_t = dt_cuda_alloc(dev.index, wn);
 	p->dw_t = dt_cuda_alloc(dev.index, wn);
 	if (p->padded) {
@@ -459,7 +461,7 @@ static const float *conv_input(struct conv_plan *p, struct dt_gpu *g, const floa
 static void weights_to_cudnn(struct conv_plan *p, struct dt_gpu *g, const float *w)
 {
 	const struct dt_conv_geom *c = &p->g;
-	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
+	int64_t rows = (int64_t)c->kh * c->kw * (c->in_c / dt_conv_groups(c)), cols = c->out_c;
 	k_transpose LAUNCH(g, rows * cols)(w, p->w_t, rows, cols);
 	DT_CUDA_LAUNCH_CHECK();
 }
@@ -472,7 +474,7 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	struct dt_gpu *g = dt_gpu_use(p->base.dev);
 	int n = conv_batch(p, x, y);
 	const float one = 1, zero = 0;
-	const int64_t wn = (int64_t)c->kh * c->kw * c->in_c * c->out_c;
+	const int64_t wn = dt_conv_kernel_count(c);
 	const float *xin;
 	const void *cx, *cw;
 	void *cy;
@@ -513,7 +515,7 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	struct dt_gpu *g = dt_gpu_use(p->base.dev);
 	int n = conv_batch(p, x, dy);
 	const float one = 1, zero = 0;
-	int64_t rows = (int64_t)c->kh * c->kw * c->in_c, cols = c->out_c;
+	int64_t rows = (int64_t)c->kh * c->kw * (c->in_c / dt_conv_groups(c)), cols = c->out_c;
 	const int bf16 = p->dtype == CUDNN_DATA_BFLOAT16;
 	const float *xin;
 	const void *cx, *cdy;

@@ -757,4 +757,5 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->batchnorm_forward = dt_cuda_batchnorm_forward;
 	b->batchnorm_backward = dt_cuda_batchnorm_backward;
 	b->plan_free = dt_cuda_plan_free;
+	dt_cuda_resample_init(b);
 }

@@ -136,4 +136,7 @@ void dt_cuda_backend_init(struct dt_backend *b);
 /* Fills the NCCL members of the API table, nccl_version included (nccl.cu). */
 void dt_cuda_nccl_init(struct dt_cuda_api *api);
 
+/* cnnparts: fills the table's spatial copies and resampling (resample.cu). */
+void dt_cuda_resample_init(struct dt_backend *b);
+
 #endif

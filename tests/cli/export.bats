@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # dtrain export: every example model of models/ after a short fit (one
-# epoch of 2 steps), and two fixtures (tests/cli/models/export_*.yaml) that
-# hold every layer type, every activation, rescale and normalize: auto, and
+# epoch of 2 steps), and the fixtures (tests/cli/models/export_*.yaml) that
+# hold every layer type (export_seq.yaml the sequence layers), every activation, rescale and normalize: auto, and
 # models that output logits (softmax, and one sigmoid output). ONNX's
 # checker (Debian's python3-onnx) accepts each file; under onnxruntime
 # (build/venv, make ref-venv) the outputs match dtrain predict's to 1e-5, a
@@ -37,6 +37,8 @@ setup_file() {
 	done
 	fit_short every "$BATS_TEST_DIRNAME/models/export_every.yaml" || echo every >>"$D/failed"
 	fit_short binary "$BATS_TEST_DIRNAME/models/export_binary.yaml" || echo binary >>"$D/failed"
+	fit_short cnn "$BATS_TEST_DIRNAME/models/export_cnn.yaml" || echo cnn >>"$D/failed"
+	fit_short seq "$BATS_TEST_DIRNAME/models/export_seq.yaml" || echo seq >>"$D/failed"
 }
 
 setup() {
@@ -51,6 +53,8 @@ runs() {
 	for f in "$REPO"/models/*.yaml; do basename "$f" .yaml; done
 	echo every
 	echo binary
+	echo cnn
+	echo seq
 }
 
 @test "export: every example model and the fixtures pass ONNX's checker (python3-onnx), opset 13" {
@@ -66,6 +70,20 @@ runs() {
 	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/every.onnx"
 	for op in Reshape Conv Transpose Erf Sigmoid AveragePool MaxPool LeakyRelu Elu Softplus ReduceMean \
 		MatMul Tanh Softmax Sub Div; do
+		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
+	done
+	# The sequence layers' fixture: 1-D Conv, MaxPool, AveragePool between Transposes, ReduceMax, ReduceMean.
+	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/seq.onnx"
+	for op in Conv Transpose AveragePool MaxPool ReduceMax ReduceMean Relu Tanh; do
+		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
+	done
+}
+
+@test "export: the modern CNN layers' nodes (export_cnn.yaml): Pad, Slice, Resize, grouped Conv" {
+	"$DTRAIN" export -q "$D/cnn" -o "$TMP/cnn.onnx"
+	run "$ONNX_PY" "$REPO/tests/tools/onnx_compare.py" check "$TMP/cnn.onnx"
+	status_is 0
+	for op in Pad Slice Resize Conv; do
 		[[ " $output " == *" $op "* ]] || { echo "no $op: $output"; false; }
 	done
 }

@@ -472,6 +472,178 @@ CASES = [
 ]
 
 
+# ---- modern CNN pieces (issue 14): padding, cropping, upsampling, depthwise,
+# separable and transposed convolutions. Each has its torch forward and a plain
+# numpy loop; cnn_params makes the parameters in Keras' layout. ----
+
+def sides(v):
+    """Keras' ZeroPadding2D/Cropping2D argument: ((top, bottom), (left, right))."""
+    if isinstance(v, int):
+        return (v, v), (v, v)
+    return tuple(pair(e) for e in v)
+
+
+def upsample_src(o, s, n, mode):
+    """Source (lo, hi, t) of output o along an axis upsampled by s: tf.image.resize's half-pixel rule."""
+    if mode == "nearest":
+        return o // s, o // s, 0.0
+    src = (o + 0.5) / s - 0.5
+    f = int(np.floor(src))
+    return min(max(f, 0), n - 1), min(max(f + 1, 0), n - 1), src - f
+
+
+def cnn_params(kind, a, shape, rng):
+    cin = shape[-1]
+    p = {}
+    if kind in ("depthwise_conv2d", "separable_conv2d"):
+        m = a.get("depth_multiplier", 1)
+        name = "kernel" if kind == "depthwise_conv2d" else "depthwise_kernel"
+        p[name] = (f32(0.5 * rng.standard_normal(pair(a["kernel_size"]) + (cin, m))), True)
+        units = cin * m
+        if kind == "separable_conv2d":
+            units = a["filters"]
+            p["pointwise_kernel"] = (f32(0.5 * rng.standard_normal((1, 1, cin * m, units))), True)
+        if a.get("use_bias", True):
+            p["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
+    return p
+
+
+def depthwise_torch(x, k, a):
+    """Keras' depthwise convolution of x (N, C, H, W) padded as Keras; k (kh, kw, C, m)."""
+    kh, kw, c, m = k.shape
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    pad = a.get("padding", "valid")
+    _, top, bottom = window(x.shape[2], kh, sh, dh, pad)
+    _, left, right = window(x.shape[3], kw, sw, dw, pad)
+    w = k.permute(2, 3, 0, 1).reshape(c * m, 1, kh, kw)  # output channel c * m + j
+    return F.conv2d(F.pad(x, (left, right, top, bottom)), w, stride=(sh, sw), dilation=(dh, dw), groups=c)
+
+
+def naive_depthwise(xs, k, a):
+    kh, kw, c, m = k.shape
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    pad = a.get("padding", "valid")
+    n, h, w, _ = xs.shape
+    oh, top, _ = window(h, kh, sh, dh, pad)
+    ow, left, _ = window(w, kw, sw, dw, pad)
+    y = np.zeros((n, oh, ow, c, m))
+    for i in range(oh):
+        for j in range(ow):
+            for u in range(kh):
+                for v in range(kw):
+                    r, q = i * sh - top + u * dh, j * sw - left + v * dw
+                    if 0 <= r < h and 0 <= q < w:
+                        y[:, i, j] += xs[:, r, q, :, None] * k[u, v]
+    return y.reshape(n, oh, ow, c * m)
+
+
+def cnn_forward(kind, x, p, a):
+    xc = x.permute(0, 3, 1, 2)
+    if kind == "zero_padding2d":
+        (t, b), (l, r) = sides(a.get("padding", 1))
+        return F.pad(xc, (l, r, t, b)).permute(0, 2, 3, 1)
+    if kind == "cropping2d":
+        (t, b), (l, r) = sides(a.get("cropping", 0))
+        return x[:, t:x.shape[1] - b, l:x.shape[2] - r, :]
+    if kind == "up_sampling2d":
+        sh, sw = pair(a.get("size", 2))
+        mode = a.get("interpolation", "nearest")
+        if mode == "nearest":
+            y = F.interpolate(xc, scale_factor=(sh, sw), mode="nearest")
+        else:
+            y = F.interpolate(xc, scale_factor=(sh, sw), mode="bilinear", align_corners=False)
+        return y.permute(0, 2, 3, 1)
+    if kind == "depthwise_conv2d":
+        y = depthwise_torch(xc, p["kernel"], a)
+        if "bias" in p:
+            y = y + p["bias"][None, :, None, None]
+        return ACTS[a.get("activation", "linear")](y).permute(0, 2, 3, 1)
+    if kind == "separable_conv2d":
+        y = depthwise_torch(xc, p["depthwise_kernel"], a)
+        y = F.conv2d(y, p["pointwise_kernel"][0, 0].T[:, :, None, None], p.get("bias"))
+        return ACTS[a.get("activation", "linear")](y).permute(0, 2, 3, 1)
+    raise ValueError(kind)
+
+
+def cnn_naive(kind, xs, p, a):
+    n, h, w, c = xs.shape
+    if kind == "zero_padding2d":
+        (t, b), (l, r) = sides(a.get("padding", 1))
+        y = np.zeros((n, h + t + b, w + l + r, c))
+        y[:, t:t + h, l:l + w, :] = xs
+        return y
+    if kind == "cropping2d":
+        (t, b), (l, r) = sides(a.get("cropping", 0))
+        y = np.zeros((n, h - t - b, w - l - r, c))
+        for i in range(y.shape[1]):
+            for j in range(y.shape[2]):
+                y[:, i, j, :] = xs[:, i + t, j + l, :]
+        return y
+    if kind == "up_sampling2d":
+        sh, sw = pair(a.get("size", 2))
+        mode = a.get("interpolation", "nearest")
+        y = np.zeros((n, h * sh, w * sw, c))
+        for i in range(h * sh):
+            r0, r1, u = upsample_src(i, sh, h, mode)
+            for j in range(w * sw):
+                c0, c1, v = upsample_src(j, sw, w, mode)
+                y[:, i, j, :] = ((1 - u) * ((1 - v) * xs[:, r0, c0] + v * xs[:, r0, c1]) +
+                                 u * ((1 - v) * xs[:, r1, c0] + v * xs[:, r1, c1]))
+        return y
+    if kind in ("depthwise_conv2d", "separable_conv2d"):
+        y = naive_depthwise(xs, p["kernel" if kind == "depthwise_conv2d" else "depthwise_kernel"], a)
+        if kind == "separable_conv2d":
+            y = y @ p["pointwise_kernel"][0, 0]
+        if "bias" in p:
+            y = y + p["bias"]
+        act = a.get("activation", "linear")
+        if act == "relu" and np.abs(y).min() < 1e-3:
+            sys.exit(f"{kind} relu: a pre-activation is within 1e-3 of zero; change the case")
+        return {"linear": y, "relu": np.maximum(y, 0), "tanh": np.tanh(y)}[act]
+    raise ValueError(kind)
+
+
+def cnn_case(name, kind, input_shape, args, n=2, desc=""):
+    return dict(name=name, kind=kind, args=args, input_shape=input_shape, n=n, desc=desc)
+
+
+CNN_CASES = [
+    cnn_case("zero_padding2d", "zero_padding2d", (3, 4, 2), {},
+             desc="Keras' default padding 1 on every side"),
+    cnn_case("zero_padding2d_sides", "zero_padding2d", (3, 2, 3), {"padding": [[1, 2], [0, 3]]},
+             desc="padding [[top, bottom], [left, right]] = [[1, 2], [0, 3]]"),
+    cnn_case("cropping2d_sides", "cropping2d", (6, 5, 2), {"cropping": [[2, 1], [0, 2]]},
+             desc="cropping [[2, 1], [0, 2]]: 2 rows off the top, 1 off the bottom, 2 columns off the right"),
+    cnn_case("cropping2d_hw", "cropping2d", (5, 6, 3), {"cropping": [1, 2]},
+             desc="cropping [1, 2]: 1 row at the top and bottom, 2 columns at each side"),
+    cnn_case("up_sampling2d_nearest", "up_sampling2d", (3, 2, 2), {"size": [2, 3]},
+             desc="nearest, size [2, 3]: each value repeated"),
+    cnn_case("up_sampling2d_bilinear", "up_sampling2d", (3, 4, 2), {"size": 2, "interpolation": "bilinear"},
+             desc="bilinear x2: half-pixel centres (tf.image.resize, torch align_corners=False)"),
+    cnn_case("up_sampling2d_bilinear_3x2", "up_sampling2d", (4, 3, 2),
+             {"size": [3, 2], "interpolation": "bilinear"},
+             desc="bilinear [3, 2]: an odd factor, the edge rows clamped"),
+    cnn_case("depthwise_conv2d", "depthwise_conv2d", (6, 6, 3), {"kernel_size": 3},
+             desc="3x3 depthwise, valid, depth_multiplier 1"),
+    cnn_case("depthwise_conv2d_m2_same_stride2", "depthwise_conv2d", (7, 6, 2),
+             {"kernel_size": 3, "strides": 2, "padding": "same", "depth_multiplier": 2},
+             desc="3x3, stride 2, same (odd padding at the bottom/right), depth_multiplier 2: channel c*2+j"),
+    cnn_case("depthwise_conv2d_dilation_tanh", "depthwise_conv2d", (7, 7, 2),
+             {"kernel_size": [2, 3], "dilation_rate": 2, "depth_multiplier": 3, "use_bias": False,
+              "activation": "tanh"},
+             desc="2x3 dilated by 2, depth_multiplier 3, no bias, tanh"),
+    cnn_case("separable_conv2d", "separable_conv2d", (6, 5, 3), {"filters": 4, "kernel_size": 3},
+             desc="3x3 depthwise then 1x1 to 4 filters, valid"),
+    cnn_case("separable_conv2d_m2_same_relu", "separable_conv2d", (6, 6, 2),
+             {"filters": 3, "kernel_size": 3, "strides": 2, "padding": "same", "depth_multiplier": 2,
+              "activation": "relu"},
+             desc="stride 2, same, depth_multiplier 2, relu"),
+]
+CNN_KINDS = {c["kind"] for c in CNN_CASES}
+
+
 def run_case(c, seed):
     rng = np.random.default_rng(seed)
     kind, a = c["kind"], c["args"]
@@ -512,6 +684,8 @@ def run_case(c, seed):
             params["beta"] = (f32(0.5 * rng.standard_normal(ch)), True)
         params["moving_mean"] = (f32(0.5 * rng.standard_normal(ch)), False)
         params["moving_variance"] = (f32(rng.uniform(0.5, 1.5, ch)), False)
+    elif kind in CNN_KINDS:
+        params.update(cnn_params(kind, a, shape, rng))
 
     tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=tr) for k, (v, tr) in params.items()}
     state = {k: tp[k].detach().clone() for k in ("moving_mean", "moving_variance") if k in tp}
@@ -528,6 +702,8 @@ def run_case(c, seed):
             return x.mean(dim=(1, 2))
         if kind == "reshape":
             return x.reshape((x.shape[0],) + tuple(a["target_shape"]))
+        if kind in CNN_KINDS:
+            return cnn_forward(kind, x, tp, a)
         if kind in ("lstm", "gru", "simple_rnn"):
             return rnn_torch(x, tp, a, kind)
         if kind == "bidirectional":
@@ -586,6 +762,8 @@ def check_forward(c, xs, params, y):
         want = xs.mean(axis=(1, 2))
     elif kind == "reshape":
         want = xs.reshape((len(xs),) + tuple(a["target_shape"]))
+    elif kind in CNN_KINDS:
+        want = cnn_naive(kind, xs, p, a)
     elif kind in ("lstm", "gru", "simple_rnn"):
         want = naive_rnn(xs, p, a, kind)
     elif kind == "bidirectional":
@@ -642,4 +820,4 @@ def write_cases(description, cases, run_case, summary):
 
 
 if __name__ == "__main__":
-    write_cases("Writes the reference fixtures of tests/unit/test_ref.c.", CASES, run_case, "layer")
+    write_cases("Writes the reference fixtures of tests/unit/test_ref.c.", CASES + CNN_CASES, run_case, "layer")

@@ -738,6 +738,176 @@ static void test_batchnorm(void **state)
 	bn_case(64, 100, 3, 1);
 }
 
+/* ---- cnnparts: grouped (depthwise) convolution plans against the CPU's ---- */
+
+static void group_conv_case(int n, int h, int w, int cin, int cout, int groups, int k, int stride, int same)
+{
+	struct dt_conv_geom g = { 0 };
+	struct dt_plan *pc, *pg;
+	char what[128];
+	g.in_h = h;
+	g.in_w = w;
+	g.in_c = cin;
+	g.out_c = cout;
+	g.groups = groups;
+	g.kh = g.kw = k;
+	g.stride_h = g.stride_w = stride;
+	g.dil_h = g.dil_w = 1;
+	pad1(h, k, stride, 1, same, &g.out_h, &g.pad_top, &g.pad_bottom);
+	pad1(w, k, stride, 1, same, &g.out_w, &g.pad_left, &g.pad_right);
+	pc = dt_plan_conv(DT_CPU, &g, n);
+	pg = dt_plan_conv(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(4, n, h, w, cin), 130, -1, 1);
+		struct pair wt = pair_rnd(sh(4, k, k, cin / groups, cout), 131, -0.5f, 0.5f);
+		struct pair b = pair_rnd(sh(1, cout, 0, 0, 0), 132, -1, 1);
+		struct pair y = pair_new(sh(4, n, g.out_h, g.out_w, cout), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 133, -1, 1);
+		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
+		snprintf(what, sizeof(what), "grouped conv %dx%dx%d->%d groups %d k%d s%d %s", h, w, cin, cout, groups, k,
+			 stride, same ? "same" : "valid");
+		dt_op_conv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
+		dt_op_conv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		expect_close(what, &y, TOL);
+		dt_op_conv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
+		dt_op_conv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		expect_close(what, &dw, TOL);
+		expect_close(what, &db, TOL);
+		expect_close(what, &dx, TOL);
+		pair_free(&x);
+		pair_free(&wt);
+		pair_free(&b);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dw);
+		pair_free(&db);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_grouped_conv(void **state)
+{
+	need_gpu();
+	group_conv_case(4, 12, 12, 8, 8, 8, 3, 1, 1);   /* depthwise, same */
+	group_conv_case(4, 13, 11, 6, 12, 6, 3, 2, 1);  /* depthwise, multiplier 2, stride 2: asymmetric padding */
+	group_conv_case(3, 9, 9, 8, 12, 4, 3, 1, 0);    /* 4 groups of 2 -> 3 */
+}
+
+/* ---- cnnparts: spatial copies and resampling ---- */
+
+static void test_shift_upsample(void **state)
+{
+	need_gpu();
+	{
+		struct pair x = pair_rnd(sh(4, 3, 5, 6, 4), 140, -1, 1);
+		struct pair pad = pair_new(sh(4, 3, 8, 7, 4), NULL), crop = pair_new(sh(4, 3, 2, 3, 4), NULL);
+		dt_op_shift2d(&x.c, &pad.c, -1, 0);
+		dt_op_shift2d(&x.g, &pad.g, -1, 0);
+		expect_equal("shift2d pad", &pad);
+		dt_op_shift2d(&x.c, &crop.c, 2, 1);
+		dt_op_shift2d(&x.g, &crop.g, 2, 1);
+		expect_equal("shift2d crop", &crop);
+		pair_free(&x);
+		pair_free(&pad);
+		pair_free(&crop);
+	}
+	for (int mode = DT_INTERP_NEAREST; mode <= DT_INTERP_BILINEAR; mode++) {
+		struct pair x = pair_rnd(sh(4, 2, 5, 7, 3), 141, -1, 1), y = pair_new(sh(4, 2, 15, 14, 3), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 142, -1, 1), dx = pair_new(x.c.shape, NULL);
+		dt_op_upsample2d((enum dt_interp)mode, &x.c, &y.c);
+		dt_op_upsample2d((enum dt_interp)mode, &x.g, &y.g);
+		expect_close(mode ? "upsample2d bilinear" : "upsample2d nearest", &y, 1e-6);
+		dt_op_upsample2d_backward((enum dt_interp)mode, &dy.c, &dx.c);
+		dt_op_upsample2d_backward((enum dt_interp)mode, &dy.g, &dx.g);
+		expect_close(mode ? "upsample2d bilinear backward" : "upsample2d nearest backward", &dx, 1e-6);
+		pair_free(&x);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dx);
+	}
+}
+
+/* Sequences (issue 14): conv1d and the 1-D poolings run the 2-D plans at height 1. */
+static void conv1d_case(int n, int steps, int cin, int cout, int k, int stride, int dil, int pad_left, int pad_right)
+{
+	struct dt_conv_geom g = { .in_h = 1, .in_w = steps, .in_c = cin, .out_c = cout, .out_h = 1, .kh = 1, .kw = k,
+				  .stride_h = 1, .stride_w = stride, .dil_h = 1, .dil_w = dil, .pad_left = pad_left,
+				  .pad_right = pad_right };
+	struct dt_plan *pc, *pg;
+	g.out_w = (steps + pad_left + pad_right - (k - 1) * dil - 1) / stride + 1;
+	pc = dt_plan_conv(DT_CPU, &g, n);
+	pg = dt_plan_conv(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(3, n, steps, cin, 0), 150, -1, 1);
+		struct pair wt = pair_rnd(sh(3, k, cin, cout, 0), 151, -0.5f, 0.5f), b = pair_rnd(sh(1, cout, 0, 0, 0), 152, -1, 1);
+		struct pair y = pair_new(sh(3, n, g.out_w, cout, 0), NULL), dy = pair_rnd(y.c.shape, 153, -1, 1);
+		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
+		char what[128];
+		snprintf(what, sizeof(what), "conv1d n=%d %dx%d->%d k%d s%d d%d pad %d,%d", n, steps, cin, cout, k, stride,
+			 dil, pad_left, pad_right);
+		dt_op_conv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
+		dt_op_conv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		expect_close(what, &y, conv_tol);
+		dt_op_conv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
+		dt_op_conv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		expect_close(what, &dw, conv_tol);
+		expect_close(what, &db, conv_tol);
+		expect_close(what, &dx, conv_tol);
+		pair_free(&x);
+		pair_free(&wt);
+		pair_free(&b);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dw);
+		pair_free(&db);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void pool1d_case(enum dt_pool kind, int n, int steps, int c, int k, int stride, int pad_left, int pad_right)
+{
+	struct dt_pool_geom g = { .kind = kind, .in_h = 1, .in_w = steps, .c = c, .out_h = 1, .kh = 1, .kw = k,
+				  .stride_h = 1, .stride_w = stride, .pad_left = pad_left, .pad_right = pad_right };
+	struct dt_plan *pc, *pg;
+	g.out_w = (steps + pad_left + pad_right - k) / stride + 1;
+	pc = dt_plan_pool(DT_CPU, &g, n);
+	pg = dt_plan_pool(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(3, n, steps, c, 0), 160, -1, 1);
+		struct pair y = pair_new(sh(3, n, g.out_w, c, 0), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 161, -1, 1), dx = pair_new(x.c.shape, NULL);
+		dt_op_pool_forward(pc, &x.c, &y.c, 1);
+		dt_op_pool_forward(pg, &x.g, &y.g, 1);
+		expect_close("pool1d forward", &y, 1e-6);
+		dt_op_pool_backward(pc, &dy.c, &dx.c);
+		dt_op_pool_backward(pg, &dy.g, &dx.g);
+		expect_close("pool1d backward", &dx, 1e-6);
+		pair_free(&x);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_seq_conv_pool(void **state)
+{
+	need_gpu();
+	conv1d_case(4, 50, 16, 32, 3, 1, 1, 0, 0);  /* valid */
+	conv1d_case(4, 50, 16, 32, 5, 1, 1, 2, 2);  /* same */
+	conv1d_case(4, 50, 8, 16, 3, 1, 4, 8, 0);   /* causal, dilation 4: padding before only */
+	conv1d_case(3, 21, 8, 8, 4, 2, 1, 3, 0);    /* causal, stride 2 */
+	pool1d_case(DT_POOL_MAX, 4, 30, 8, 2, 2, 0, 0);
+	pool1d_case(DT_POOL_AVG, 4, 31, 8, 3, 2, 1, 1);
+	pool1d_case(DT_POOL_MAX, 4, 40, 8, 40, 40, 0, 0); /* global_max_pooling1d */
+	pool1d_case(DT_POOL_AVG, 4, 40, 8, 40, 40, 0, 0); /* global_average_pooling1d */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -761,6 +931,9 @@ int main(void)
 		cmocka_unit_test(test_conv_heuristics_and_tf32),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_batchnorm),
+		cmocka_unit_test(test_seq_conv_pool),
+		cmocka_unit_test(test_grouped_conv),
+		cmocka_unit_test(test_shift_upsample),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
