@@ -123,6 +123,9 @@ int dt_recurrent_init(struct dt_layer *l, const struct dt_node *args, enum dt_rn
 int dt_recurrent_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 {
 	struct dt_recurrent *rc = l->priv;
+	if (dev.kind == DT_DEVICE_CUDA && rc->g.cell == DT_RNN_GRU)
+		return dt_node_error(l->node, "layer '%s': a GRU with reset_after: false has no cuDNN cell; use "
+				     "reset_after: true (Keras 3's default) on a GPU, or train on the CPU", l->name);
 	rc->plan = dt_plan_rnn(dev, &rc->g, max_batch);
 	return rc->plan ? 0 : dt_error("layer '%s': the backend cannot make this recurrent layer", l->name);
 }
