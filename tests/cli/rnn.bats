@@ -103,6 +103,12 @@ summary_of() {
 	[[ $output == *'"bidirectional/forward_rec/kernel":{"dtype":"F32","shape":[4,32]'* ]]
 	[[ $output == *'"bidirectional/backward_rec/recurrent_kernel":{"dtype":"F32","shape":[8,32]'* ]]
 	[[ $output == *'"bidirectional/backward_rec/bias":{"dtype":"F32","shape":[32]'* ]]
+	# the checkpoint loads back by those names: evaluate on the training blobs
+	run --separate-stderr "$DTRAIN" evaluate "$RNN" --checkpoint ck/latest.safetensors --json \
+		--set 'model.layers.1={bidirectional: {layer: {lstm: {units: 8, name: rec}}, merge_mode: sum}}' \
+		--set 'data.test={format: synthetic, kind: blobs, samples: 400, classes: 3, features: 24, noise: 0.5, seed: 1}'
+	status_is 0
+	jq -e 'select(.event == "evaluate") | .accuracy >= 0.9' <<<"$output" >/dev/null
 }
 
 @test "bidirectional around a non-recurrent layer, or a bad merge_mode: exit 2 at the place" {
