@@ -771,6 +771,39 @@ int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const 
 	return dt_model_check_memory(m, batch, most, state, budget, what) < 0 ? DT_EXIT_USAGE : 0;
 }
 
+/*
+ * A model that starts with an embedding reads token indices: the data's
+ * values as they are, each a whole number below its input_dim. rescale and
+ * normalize would change the indices, so they are refused; every pipeline
+ * checks its batches (dt_pipeline_set_index_limit).
+ */
+static int index_inputs(struct dt_app *a, const struct dt_model *m)
+{
+	const struct dt_run_config *c = &a->cfg;
+	const struct dt_layer *l = &m->layers[0];
+	int64_t limit = m->nlayers && l->type->index_limit ? l->type->index_limit(l) : 0;
+
+	if (!limit)
+		return 0;
+	if (c->rescale != 1)
+		return dt_node_error(dt_node_get(c->data_node, "rescale"),
+				     "data.rescale would scale the token indices that layer '%s' (embedding) reads; "
+				     "remove it: token inputs are used as they are",
+				     l->name);
+	if (c->pipeline.normalize != DT_NORMALIZE_NONE)
+		return dt_node_error(c->pipeline.normalize_node ? c->pipeline.normalize_node : c->data_node,
+				     "data.normalize would shift the token indices that layer '%s' (embedding) reads; "
+				     "remove it: token inputs are used as they are",
+				     l->name);
+	if (a->have_train_src)
+		dt_pipeline_set_index_limit(&a->train, limit, l->name);
+	if (a->have_val)
+		dt_pipeline_set_index_limit(&a->val, limit, l->name);
+	if (a->have_test)
+		dt_pipeline_set_index_limit(&a->test, limit, l->name);
+	return 0;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
@@ -797,6 +830,8 @@ int dt_app_build(struct dt_app *a)
 		if ((a->have_train_src && check_pipeline(&a->train, &in, &labels->label, &a->models[r].output) < 0) ||
 		    (a->have_val && check_pipeline(&a->val, &in, &labels->label, &a->models[r].output) < 0) ||
 		    (a->have_test && check_pipeline(&a->test, &in, &labels->label, &a->models[r].output) < 0))
+			return DT_EXIT_USAGE;
+		if (r == 0 && index_inputs(a, &a->models[0]) < 0)
 			return DT_EXIT_USAGE;
 		if (dt_objective_init(&a->trainer.objective, c->loss, &c->loss_args, c->from_logits, &a->models[r],
 				      &labels->label, src->num_classes, c->loss_node) < 0)

@@ -415,6 +415,9 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 			  const struct predict_out *p, int B, int from_logits)
 {
 	struct dt_step_ctx ctx = { 0 };
+	const struct dt_layer *first = &m->layers[0];
+	/* An embedding first reads token indices: each must name a row (core/pipeline/indices.c). */
+	int64_t limit = m->nlayers && first->type->index_limit ? first->type->index_limit(first) : 0;
 	int64_t index = 0, F = dt_shape_count(&r->sample);
 	int C = (int)dt_shape_count(&m->output), quiet = 0, rc = -1;
 	float *x = dt_malloc((size_t)(B * F) * sizeof(float)), *y = dt_malloc((size_t)B * C * sizeof(float));
@@ -427,6 +430,8 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 			goto out;
 		if (n == 0)
 			break;
+		if (limit && dt_index_check(x, n, F, limit, r->name, NULL, index, first->name) < 0)
+			goto out;
 		dt_preprocess_apply(pp, x, n, F);
 		in = dt_model_input(m, n);
 		dt_op_from_host(&in, x);

@@ -71,6 +71,18 @@ struct dt_backend {
 	void (*shift2d)(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
 	void (*upsample2d)(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 	void (*upsample2d_backward)(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+
+	/* Embedding (issue 14, sequences): core/cpu/embedding.c, core/cuda/embedding.cu. */
+	void (*gather)(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+	void (*scatter_add)(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
+	void (*mul_channels)(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
+	/* cnnparts: transposed convolution plans (core/cpu/deconv.c, core/cuda/deconv.cu) */
+	struct dt_plan *(*plan_deconv)(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+	void (*deconv_forward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			       const struct dt_tensor *b, struct dt_tensor *y);
+	void (*deconv_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+				const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+				struct dt_tensor *dx);
 	/* recurrent layers (rnn) */
 	struct dt_plan *(*plan_rnn)(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 	void (*rnn_forward)(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,

@@ -351,6 +351,54 @@ void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, 
 	backend(dx)->upsample2d_backward(mode, dy, dx);
 }
 
+/* Embedding (issue 14). */
+void dt_op_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y)
+{
+	DT_ASSERT(table->shape.ndim == 2 && dt_tensor_count(y) == dt_tensor_count(idx) * table->shape.dim[1]);
+	same_device(y, idx);
+	same_device(y, table);
+	if (dt_tensor_count(y))
+		backend(y)->gather(idx, table, y);
+}
+
+void dt_op_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable)
+{
+	DT_ASSERT(dtable->shape.ndim == 2 && dt_tensor_count(dy) == dt_tensor_count(idx) * dtable->shape.dim[1]);
+	same_device(dtable, idx);
+	same_device(dtable, dy);
+	if (dt_tensor_count(dy))
+		backend(dtable)->scatter_add(idx, dy, dtable);
+}
+
+void dt_op_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y)
+{
+	same_count(x, y);
+	same_device(m, y);
+	DT_ASSERT(x->shape.ndim >= 2 && m->shape.ndim == 2 && m->shape.dim[0] == x->shape.dim[0]);
+	DT_ASSERT(m->shape.dim[1] == x->shape.dim[x->shape.ndim - 1]);
+	backend(y)->mul_channels(x, m, y);
+}
+
+struct dt_plan *dt_plan_deconv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)
+{
+	const struct dt_backend *b = backend_of(dev);
+	DT_ASSERT(b->plan_deconv);
+	return b->plan_deconv(dev, g, max_batch);
+}
+
+void dt_op_deconv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *b, struct dt_tensor *y)
+{
+	plan_backend(p)->deconv_forward(p, x, w, b, y);
+}
+
+void dt_op_deconv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			   const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			   struct dt_tensor *dx)
+{
+	plan_backend(p)->deconv_backward(p, x, w, dy, dw, db, dx);
+}
+
 /* ---- recurrent layers (rnn) ---- */
 
 int dt_rnn_gates(enum dt_rnn_cell cell)

@@ -206,6 +206,15 @@ void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, cons
 			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			      struct dt_tensor *dx);
 
+/*
+ * Embedding (issue 14): token indices into rows of a table.
+ * idx (N, steps) holds whole numbers as floats; table (V, D); y (N, steps, D)
+ * gets table[idx] row by row, zeros where an index is not in [0, V) (or not
+ * a number: see core/gather.h; the pipeline refuses those first).
+ */
+void dt_op_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+/* dtable (V, D) += the rows of dy (N, steps, D) at idx (N, steps); bad indices add nothing. */
+void dt_op_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 /* ---- recurrent layers (rnn) ---- */
 
 /* Gates of a cell: 1 (SimpleRNN), 4 (LSTM), 3 (GRU). */
@@ -277,5 +286,31 @@ void dt_op_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int 
 void dt_op_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 /* dx (N, H, W, C) = the adjoint of dt_op_upsample2d applied to dy (N, H*sh, W*sw, C) (overwritten). */
 void dt_op_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+/*
+ * Spatial dropout's scaling: y[n, s, c] = x[n, s, c] * m[n, c] for x and y
+ * (N, ..., C) seen as (N, S, C) and m (N, C), a mask dt_op_dropout drew per
+ * sample and channel. y may alias x.
+ */
+void dt_op_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
+
+/*
+ * ---- cnnparts: transposed convolution (conv2d_transpose) ----
+ * A plan as dt_plan_conv's, for g read as the transposed convolution's: x
+ * (N, in_h, in_w, in_c) is the layer's input, y (N, out_h, out_w, out_c) its
+ * output, the kernel w (kh, kw, out_c, in_c) as Keras' Conv2DTranspose
+ * stores it. Input pixel (i, j) adds x * w to the outputs from
+ * (i * stride_h - pad_top, j * stride_w - pad_left) on, kernel taps dil
+ * apart: y's size is (in - 1) * stride + (k - 1) * dil + 1 - pad_top -
+ * pad_bottom (pad_bottom/right may be negative: trailing outputs no tap
+ * reaches, which get the bias only). groups must be 0 or 1.
+ */
+struct dt_plan *dt_plan_deconv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+/* y = conv_transpose(x, w) + b (NULL: no bias). */
+void dt_op_deconv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *b, struct dt_tensor *y);
+/* From dy: dw (overwritten), db (when not NULL), dx (when not NULL). */
+void dt_op_deconv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			   const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
+			   struct dt_tensor *dx);
 
 #endif

@@ -2,11 +2,12 @@
  * `format: synthetic`: a seeded, in-memory data set for tests and for trying
  * dtrain without files.
  *
- *   kind: blobs | spirals   (blobs)
+ *   kind: blobs | spirals | sequence   (blobs)
  *   samples: 1000           records; record i has class i % classes
- *   classes: 3
- *   features: 2             spirals: exactly 2
+ *   classes: 3              sequence: 2
+ *   features: 2             spirals: exactly 2; not for sequence
  *   noise: 0.1              standard deviation of the Gaussian noise (spirals: of the angle, in radians)
+ *   vocab: 20, length: 20   sequence only: tokens 0 to vocab - 1, steps per record
  *   seed: 0
  *
  * blobs: the centre of class c lies on the unit circle at angle
@@ -15,6 +16,14 @@
  * class centre plus noise. spirals: class c is an arm whose points at radius
  * r, uniform in (0, 1], lie at angle 2*pi*c/classes + 4r plus noise, like the
  * classic CS231n spirals.
+ *
+ * sequence (issue 14): records of `length` token indices, a task whose
+ * answer is known and needs the order: class 1 iff token 1 is immediately
+ * followed by token 2 somewhere in the record. Every record holds at least
+ * one 1 and one 2 at random places (adjacent and in that order in class 1,
+ * never so in class 0) among tokens drawn uniformly from [0, vocab), so the
+ * tokens' counts barely tell the classes apart: a bag-of-tokens model stays
+ * near chance (50%), an order-aware one can reach 100%.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +36,7 @@
 
 #define SYN_MAX_VALUES (1 << 28) /* samples * features: 1 GiB of floats */
 
-enum { SYN_BLOBS, SYN_SPIRALS };
+enum { SYN_BLOBS, SYN_SPIRALS, SYN_SEQUENCE };
 
 struct synthetic {
 	float *x; /* (samples, features) */
@@ -86,29 +95,91 @@ static void synthetic_spirals(struct synthetic *d, int64_t n, int classes, doubl
 	}
 }
 
+/* Whether x[0..len) holds token 1 immediately followed by token 2. */
+static int has_pattern(const float *x, int len)
+{
+	for (int t = 0; t + 1 < len; t++)
+		if (x[t] == 1 && x[t + 1] == 2)
+			return 1;
+	return 0;
+}
+
+static void synthetic_sequence(struct synthetic *d, int64_t n, int vocab, uint64_t seed)
+{
+	int len = d->features;
+	struct dt_rng r;
+
+	dt_rng_seed(&r, seed, 0);
+	for (int64_t i = 0; i < n; i++) {
+		float *x = d->x + i * len;
+		do {
+			int p, q;
+			for (int t = 0; t < len; t++)
+				x[t] = (float)dt_rng_below(&r, (uint64_t)vocab);
+			if (i % 2) { /* class 1: "1 2" at a random place */
+				p = (int)dt_rng_below(&r, (uint64_t)len - 1);
+				x[p] = 1;
+				x[p + 1] = 2;
+				break;
+			}
+			do { /* class 0: a 1 and a 2, but not "1 2" */
+				p = (int)dt_rng_below(&r, (uint64_t)len);
+				q = (int)dt_rng_below(&r, (uint64_t)len);
+			} while (p == q || q == p + 1);
+			x[p] = 1;
+			x[q] = 2;
+		} while (has_pattern(x, len));
+	}
+}
+
 struct synthetic_args {
 	int kind;
-	int64_t samples, classes, features, seed;
+	int64_t samples, classes, features, seed, vocab;
 	double noise;
 };
 
-static const char *const kinds[] = { "blobs", "spirals", NULL };
+static const char *const kinds[] = { "blobs", "spirals", "sequence", NULL };
 
 static const char *const synthetic_keys[] = { "format", "kind", "samples", "classes", "features", "noise", "seed",
-					      NULL };
+					      "vocab", "length", NULL };
+
+/* Keys that belong to other kinds than a->kind: an error at the first. */
+static int other_kinds_keys(const struct dt_node *args, const struct synthetic_args *a)
+{
+	static const char *const seq_only[] = { "vocab", "length", NULL }, *const not_seq[] = { "features", "noise", NULL };
+	const char *const *keys = a->kind == SYN_SEQUENCE ? not_seq : seq_only;
+
+	for (int i = 0; keys[i]; i++)
+		if (dt_node_get(args, keys[i]))
+			return dt_node_error(dt_node_get(args, keys[i]), "'%s' does not apply to kind '%s'%s", keys[i],
+					     kinds[a->kind],
+					     a->kind == SYN_SEQUENCE ? " (it takes vocab and length)"
+								     : " (vocab and length are for kind: sequence)");
+	return 0;
+}
 
 static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
 {
 	const struct dt_node *where = dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args;
 
 	if (dt_cfg_check_keys(args, "synthetic", synthetic_keys) < 0 ||
-	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &a->kind) < 0 ||
+	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &a->kind) < 0 || other_kinds_keys(args, a) < 0 ||
 	    dt_cfg_int(args, "samples", 1000, 1, INT32_MAX, &a->samples) < 0 ||
-	    dt_cfg_int(args, "classes", 3, 2, 1000, &a->classes) < 0 ||
-	    dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0 ||
+	    dt_cfg_int(args, "classes", a->kind == SYN_SEQUENCE ? 2 : 3, 2, 1000, &a->classes) < 0 ||
 	    dt_cfg_float(args, "noise", 0.1, 0, 100, &a->noise) < 0 ||
 	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &a->seed) < 0)
 		return -1;
+	if (a->kind == SYN_SEQUENCE) {
+		if (dt_cfg_int(args, "vocab", 20, 3, 1 << 24, &a->vocab) < 0 ||
+		    dt_cfg_int(args, "length", 20, 2, 65536, &a->features) < 0)
+			return -1;
+		if (a->classes != 2)
+			return dt_node_error(dt_node_get(args, "classes"),
+					     "kind 'sequence' has 2 classes (the pattern is there or not), got %lld",
+					     (long long)a->classes);
+	} else if (dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0) {
+		return -1;
+	}
 	if (a->kind == SYN_SPIRALS && a->features != 2)
 		return dt_node_error(dt_node_get(args, "features"), "spirals have exactly 2 features, got %lld",
 				     (long long)a->features);
@@ -140,8 +211,10 @@ static int synthetic_open(struct dt_source *s, const struct dt_node *args)
 	s->priv = d;
 	if (a.kind == SYN_BLOBS)
 		synthetic_blobs(d, a.samples, (int)a.classes, a.noise, (uint64_t)a.seed);
-	else
+	else if (a.kind == SYN_SPIRALS)
 		synthetic_spirals(d, a.samples, (int)a.classes, a.noise, (uint64_t)a.seed);
+	else
+		synthetic_sequence(d, a.samples, (int)a.vocab, (uint64_t)a.seed);
 
 	snprintf(s->name, sizeof(s->name), "synthetic %s", kinds[a.kind]);
 	s->count = a.samples;

@@ -16,6 +16,9 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_up_sampling2d_layer,
 	&dt_depthwise_conv2d_layer,
 	&dt_separable_conv2d_layer,
+	&dt_spatial_dropout1d_layer,
+	&dt_spatial_dropout2d_layer,
+	&dt_conv2d_transpose_layer,
 	/* sequences */
 	&dt_conv1d_layer,
 	&dt_max_pooling1d_layer,
@@ -23,6 +26,7 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_global_average_pooling1d_layer,
 	&dt_global_max_pooling1d_layer,
 	&dt_global_max_pooling2d_layer,
+	&dt_embedding_layer,
 	/* recurrent */
 	&dt_lstm_layer,
 	&dt_gru_layer,

@@ -24,6 +24,9 @@ extern const struct dt_layer_type dt_cropping2d_layer;
 extern const struct dt_layer_type dt_up_sampling2d_layer;
 extern const struct dt_layer_type dt_depthwise_conv2d_layer;
 extern const struct dt_layer_type dt_separable_conv2d_layer;
+extern const struct dt_layer_type dt_spatial_dropout1d_layer;
+extern const struct dt_layer_type dt_spatial_dropout2d_layer;
+extern const struct dt_layer_type dt_conv2d_transpose_layer;
 /* Sequences (issue 14): 1-D convolution and pooling, global max pooling. */
 extern const struct dt_layer_type dt_conv1d_layer;
 extern const struct dt_layer_type dt_max_pooling1d_layer;
@@ -31,6 +34,7 @@ extern const struct dt_layer_type dt_average_pooling1d_layer;
 extern const struct dt_layer_type dt_global_average_pooling1d_layer;
 extern const struct dt_layer_type dt_global_max_pooling1d_layer;
 extern const struct dt_layer_type dt_global_max_pooling2d_layer;
+extern const struct dt_layer_type dt_embedding_layer;
 extern const struct dt_layer_type dt_lstm_layer;
 extern const struct dt_layer_type dt_gru_layer;
 extern const struct dt_layer_type dt_simple_rnn_layer;

@@ -526,6 +526,11 @@ const struct dt_backend dt_cpu_backend = {
 	.shift2d = dt_cpu_shift2d,
 	.upsample2d = dt_cpu_upsample2d,
 	.upsample2d_backward = dt_cpu_upsample2d_backward,
+	/* embedding */
+	.gather = dt_cpu_gather,
+	.scatter_add = dt_cpu_scatter_add,
+	.mul_channels = dt_cpu_mul_channels,
+	.plan_deconv = dt_cpu_plan_deconv,
 	/* recurrent layers (rnn) */
 	.plan_rnn = dt_cpu_plan_rnn,
 	.rnn_forward = dt_cpu_rnn_forward,

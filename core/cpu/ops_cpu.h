@@ -48,6 +48,9 @@ void dt_cpu_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, con
 			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			       struct dt_tensor *dx);
 void dt_cpu_plan_free(struct dt_plan *p);
+/* Embedding (embedding.c). */
+void dt_cpu_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+void dt_cpu_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 
@@ -69,6 +72,9 @@ void dt_cpu_pool_plan_free(struct dt_plan *p);
 void dt_cpu_shift2d(const struct dt_tensor *x, struct dt_tensor *y, int top, int left);
 void dt_cpu_upsample2d(enum dt_interp mode, const struct dt_tensor *x, struct dt_tensor *y);
 void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy, struct dt_tensor *dx);
+void dt_cpu_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
+/* cnnparts: transposed convolution plans (deconv.c); the plan's own table carries its ops and its free. */
+struct dt_plan *dt_cpu_plan_deconv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 /* Recurrent layers (rnn.c, on oneDNN's RNN primitives). */
 struct dt_plan *dt_cpu_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 void dt_cpu_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,

@@ -2,7 +2,7 @@
  * The CPU backend's spatial copies and resampling (core/ops.h, cnnparts
  * block): loops over the output's elements with core/resample.h's
  * formulas, rows of (sample, output row) spread over the threads above
- * RESAMPLE_PAR_MIN elements.
+ * RESAMPLE_PAR_MIN elements; and spatial dropout's per-channel scaling.
  */
 #include "core/cpu/ops_cpu.h"
 #include "core/resample.h"
@@ -52,4 +52,16 @@ void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dyt
 				for (int ch = 0; ch < c; ch++)
 					dx[(((int64_t)b * h + a) * w + e) * c + ch] =
 						dt_upsample_grad(mode, dy, b, a, e, ch, h, w, c, sh, sw);
+}
+
+void dt_cpu_mul_channels(const struct dt_tensor *xt, const struct dt_tensor *mt, struct dt_tensor *yt)
+{
+	const int64_t n = mt->shape.dim[0], c = mt->shape.dim[1], s = dt_tensor_count(yt) / (n ? n * c : 1);
+	const float *x = xt->data, *m = mt->data;
+	float *y = yt->data;
+#pragma omp parallel for collapse(2) if (dt_tensor_count(yt) > RESAMPLE_PAR_MIN)
+	for (int64_t b = 0; b < n; b++)
+		for (int64_t i = 0; i < s; i++)
+			for (int64_t ch = 0; ch < c; ch++)
+				y[(b * s + i) * c + ch] = x[(b * s + i) * c + ch] * m[b * c + ch];
 }

@@ -758,6 +758,10 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->batchnorm_backward = dt_cuda_batchnorm_backward;
 	b->plan_free = dt_cuda_plan_free;
 	dt_cuda_resample_init(b);
+	/* embedding */
+	b->gather = dt_cuda_gather;
+	b->scatter_add = dt_cuda_scatter_add;
+	dt_cuda_deconv_init(b);
 	/* recurrent layers (rnn) */
 	b->plan_rnn = dt_cuda_plan_rnn;
 	b->rnn_forward = dt_cuda_rnn_forward;

@@ -130,6 +130,9 @@ void dt_cuda_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, co
 				struct dt_tensor *dx);
 void dt_cuda_plan_free(struct dt_plan *p);
 
+/* Embedding (embedding.cu). */
+void dt_cuda_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
+void dt_cuda_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 /*
  * Recurrent layers (rnn.cu, cuDNN's RNN API). Their plans start as dnn.cu's
  * do (the dt_plan, then an int kind): dt_cuda_plan_free hands those of kind
@@ -159,5 +162,7 @@ void dt_cuda_nccl_init(struct dt_cuda_api *api);
 
 /* cnnparts: fills the table's spatial copies and resampling (resample.cu). */
 void dt_cuda_resample_init(struct dt_backend *b);
+/* cnnparts: fills the table's plan_deconv (deconv.cu; its plans carry their own table). */
+void dt_cuda_deconv_init(struct dt_backend *b);
 
 #endif

@@ -3,7 +3,8 @@
  * block): one thread per output element with core/resample.h's formulas,
  * the CPU loops' arithmetic. The gradient of upsampling gathers (each dx
  * element sums the dy elements that read it), so no two threads write one
- * element and the result is the same every run.
+ * element and the result is the same every run. Spatial dropout's
+ * per-channel scaling is here too.
  */
 #include "core/cuda/ops_cuda.h"
 #include "core/resample.h"
@@ -75,9 +76,25 @@ static void cuda_upsample2d_backward(enum dt_interp mode, const struct dt_tensor
 	DT_CUDA_LAUNCH_CHECK();
 }
 
+__global__ void k_mul_channels(const float *x, const float *m, float *y, int64_t total, int64_t s, int64_t c)
+{
+	GRID_LOOP(k, total) y[k] = x[k] * m[k / (s * c) * c + k % c];
+}
+
+static void cuda_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y)
+{
+	struct dt_gpu *g = dt_gpu_use(y->dev);
+	int64_t total = t_count(y), n = m->shape.dim[0], c = m->shape.dim[1];
+	if (total == 0)
+		return;
+	k_mul_channels LAUNCH(g, total)(x->data, m->data, y->data, total, total / (n * c), c);
+	DT_CUDA_LAUNCH_CHECK();
+}
+
 void dt_cuda_resample_init(struct dt_backend *b)
 {
 	b->shift2d = cuda_shift2d;
 	b->upsample2d = cuda_upsample2d;
 	b->upsample2d_backward = cuda_upsample2d_backward;
+	b->mul_channels = cuda_mul_channels;
 }

@@ -34,6 +34,9 @@ enum dt_init {
 	DT_INIT_HE_NORMAL,
 	DT_INIT_LECUN_UNIFORM,
 	DT_INIT_LECUN_NORMAL,
+	/* Embedding's default (issue 14): Keras' "uniform" alias of RandomUniform(-0.05, 0.05), by either name. */
+	DT_INIT_UNIFORM,
+	DT_INIT_RANDOM_UNIFORM,
 	DT_INIT_ORTHOGONAL,     /* Keras' Orthogonal, gain 1: (prod(shape[:-1]), shape[-1]) with orthonormal rows or columns */
 	DT_INIT_COUNT
 };
@@ -121,6 +124,14 @@ struct dt_layer_type {
 	 * dtrain export refuses the model, naming the layer and its type.
 	 */
 	const char *(*export)(const struct dt_layer *l, struct dt_onnx *g, const char *x);
+	/*
+	 * Optional (embedding, issue 14): the layer reads its input as token
+	 * indices, whole numbers in [0, limit); returns limit. As the model's
+	 * first layer, the data pipeline then refuses any other input value,
+	 * naming the file and record, and data.rescale and data.normalize are
+	 * refused (cmd/app.c).
+	 */
+	int64_t (*index_limit)(const struct dt_layer *l);
 };
 
 /* Declares a trainable parameter; returns its index in l->params. */

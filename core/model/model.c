@@ -280,6 +280,9 @@ static float draw(enum dt_init init, int fan_in, int fan_out, struct dt_rng *rng
 		return (float)((2 * dt_rng_uniform(rng) - 1) * sqrt(3.0 / fan_in));
 	case DT_INIT_LECUN_NORMAL:
 		return (float)(truncated_normal(rng) * sqrt(1.0 / fan_in) / trunc);
+	case DT_INIT_UNIFORM:
+	case DT_INIT_RANDOM_UNIFORM: /* Keras' RandomUniform defaults: minval -0.05, maxval 0.05 */
+		return (float)((2 * dt_rng_uniform(rng) - 1) * 0.05);
 	default:
 		DT_BUG("initializer %d", (int)init);
 	}

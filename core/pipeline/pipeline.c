@@ -139,6 +139,8 @@ int dt_pipeline_fill_batch(struct dt_pipeline *p, struct dt_pipeline_worker *w, 
 		}
 		k++;
 	}
+	if (p->index_limit && dt_index_check(b->x, k, xs, p->index_limit, p->src->name, w->idx, 0, p->index_layer) < 0)
+		return -1;
 	if (p->augment_on)
 		for (int i = 0; i < k; i++)
 			dt_augment_image(p, b->x + i * xs, w->tmp, epoch, w->idx[i]);

@@ -141,6 +141,9 @@ struct dt_pipeline {
 	int64_t skipped;
 	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which reads the same batches) */
 	int64_t skipped_list[DT_SKIP_LIST];
+	/* token indices (dt_pipeline_set_index_limit): 0, or every x value must be a whole number below it */
+	int64_t index_limit;
+	char index_layer[64];
 };
 
 /* Host batch, owned by the caller: x (B, sample) and y (B, label). */
@@ -181,6 +184,21 @@ struct dt_pipeline_options {
 int dt_pipeline_configure(struct dt_pipeline *p, const struct dt_pipeline_options *o);
 /* Sets the normalization (nchan must be dt_preprocess_channels(&p->sample)). 0 or -1. */
 int dt_pipeline_set_normalize(struct dt_pipeline *p, int nchan, const float *mean, const float *std);
+/*
+ * Token inputs (an embedding first, issue 14): from now on every value of
+ * every sample must be a whole number in [0, limit), or the batch fails with
+ * an error naming the source, the record and the value (dt_index_check);
+ * `layer` names the embedding in it.
+ */
+void dt_pipeline_set_index_limit(struct dt_pipeline *p, int64_t limit, const char *layer);
+/*
+ * Checks x (n, per_sample) for token indices: whole numbers in [0, limit).
+ * The first bad one fails: "'FILE' record R: value V at position P is not
+ * a token index of embedding 'LAYER' (a whole number from 0 to limit-1)",
+ * where R is records[i], or first + i when records is NULL. 0 or -1.
+ */
+int dt_index_check(const float *x, int n, int64_t per_sample, int64_t limit, const char *file,
+		   const int64_t *records, int64_t first, const char *layer);
 /*
  * Computes per-channel mean and population std (floored at 1e-7, as Keras'
  * Normalization) of the rescaled records of p, read once in record order

@@ -91,6 +91,40 @@ bad() {
 	[[ $output == *"Total params: 245 "* ]]
 }
 
+@test "spatial_dropout1d and spatial_dropout2d: a missing rate and the wrong input are named" {
+	bad 7 "missing required key 'rate' in 'spatial_dropout2d'" "spatial_dropout2d"
+	bad 33 "'rate' must be in [0, 1), got 1" "spatial_dropout2d: {rate: 1}"
+	bad 26 "layer 'spatial_dropout1d' drops whole channels of a (steps, channels) input but gets (None, 4, 4, 1); use spatial_dropout2d for images" \
+		"spatial_dropout1d: {rate: 0.2}"
+}
+
+@test "conv2d_transpose: output_padding not below strides, strides with dilation and an empty output are named" {
+	bad 82 "layer 'conv2d_transpose': output_padding must be less than strides (as Keras); the height has output_padding 2 and stride 2" \
+		"conv2d_transpose: {filters: 2, kernel_size: 3, strides: 2, output_padding: 2}"
+	bad 25 "missing required key 'filters' in 'conv2d_transpose'" "conv2d_transpose: {kernel_size: 3}"
+	bad 86 "strides > 1 cannot be combined with dilation_rate > 1 (as in Keras)" \
+		"conv2d_transpose: {filters: 2, kernel_size: 3, strides: [2, 1], dilation_rate: 2}"
+}
+
+@test "summary: conv2d_transpose's output sizes and parameter count are Keras' (kh*kw*filters*C + filters)" {
+	{
+		printf 'model:\n  layers:\n    - reshape: {target_shape: [4, 4, 3]}\n'
+		printf '    - conv2d_transpose: {filters: 4, kernel_size: 3}\n'
+		printf '    - conv2d_transpose: {filters: 2, kernel_size: 3, strides: 2, padding: same}\n'
+		printf '    - conv2d_transpose: {filters: 2, kernel_size: 3, strides: 2, output_padding: 1, use_bias: false}\n'
+		printf '    - conv2d_transpose: {filters: 1, kernel_size: 1, strides: [1, 2]}\n'
+		printf 'compile: {optimizer: adam, loss: mean_squared_error}\n'
+		printf 'data:\n  train: {format: synthetic, kind: blobs, samples: 30, classes: 3, features: 48}\n'
+	} >tr.yaml
+	run "$DTRAIN" summary tr.yaml
+	status_is 0
+	# (4-1)+3 = 6; 6*2 = 12; (12-1)*2+3+1 = 26; valid 1x1 stride 2: (26-1)*2 + max(1, 2) = 52.
+	[[ $output == *"conv2d_transpose  "*"│ (None, 6, 6, 4)        │           112 │"* ]]
+	[[ $output == *"conv2d_transpose_1  "*"│ (None, 12, 12, 2)      │            74 │"* ]]
+	[[ $output == *"conv2d_transpose_2  "*"│ (None, 26, 26, 2)      │            36 │"* ]]
+	[[ $output == *"conv2d_transpose_3  "*"│ (None, 26, 52, 1)      │             3 │"* ]]
+}
+
 @test "the image layers refuse a flat input and say what to add" {
 	{
 		printf 'model:\n  layers:\n    - up_sampling2d\n    - dense: {units: 3}\n'

@@ -492,6 +492,55 @@ def upsample_src(o, s, n, mode):
     return min(max(f, 0), n - 1), min(max(f + 1, 0), n - 1), src - f
 
 
+M64 = (1 << 64) - 1
+M32 = (1 << 32) - 1
+TEST_REF_KEY = 0x5eed  # the step key test_ref.c runs a fixture's one-layer model with
+
+
+def splitmix64(x):
+    x = (x + 0x9e3779b97f4a7c15) & M64
+    z = x
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
+    return x, z ^ (z >> 31)
+
+
+def hash64(a, b):
+    """core/rng.c's dt_hash64."""
+    x = a ^ ((b * 0xd1342543de82ef95) & M64)
+    x, _ = splitmix64(x)
+    _, z = splitmix64(x)
+    return z
+
+
+def hash_uniform(key, counter):
+    """core/rng.h's dt_hash_uniform: a float32 in [0, 1)."""
+    x = (counter ^ key) & M32
+    x ^= x >> 16
+    x = (x * 0x7feb352d) & M32
+    x ^= x >> 15
+    x = (x * 0x846ca68b) & M32
+    x ^= x >> 16
+    x ^= key >> 32
+    x = (x * 0x9e3779b1) & M32
+    x ^= x >> 16
+    x = (x * 0x7feb352d) & M32
+    x ^= x >> 15
+    return np.float32(x >> 8) * np.float32(1.0 / 16777216.0)
+
+
+def spatial_mask(n, c, rate, layer=0, first_row=0):
+    """The (n, c) mask of spatial dropout: dt_op_dropout's draw for element row * c + ch of
+    the (global batch, c) tensor, keyed by dt_hash64(step key, layer index)."""
+    key = hash64(TEST_REF_KEY, layer)
+    keep = np.float32(1) / (np.float32(1) - np.float32(rate))
+    m = np.zeros((n, c))
+    for r in range(n):
+        for ch in range(c):
+            m[r, ch] = keep if hash_uniform(key, (first_row + r) * c + ch) >= np.float32(rate) else 0
+    return m
+
+
 def cnn_params(kind, a, shape, rng):
     cin = shape[-1]
     p = {}
@@ -505,7 +554,56 @@ def cnn_params(kind, a, shape, rng):
             p["pointwise_kernel"] = (f32(0.5 * rng.standard_normal((1, 1, cin * m, units))), True)
         if a.get("use_bias", True):
             p["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
+    if kind == "conv2d_transpose":
+        f = a["filters"]
+        p["kernel"] = (f32(0.5 * rng.standard_normal(pair(a["kernel_size"]) + (f, cin))), True)
+        if a.get("use_bias", True):
+            p["bias"] = (f32(0.5 * rng.standard_normal(f)), True)
     return p
+
+
+def transpose_window(n, k, s, d, padding, op):
+    """Keras' Conv2DTranspose on one axis: (output size, cut before, cut after) of the full
+    (n - 1) * s + span result; the cut after is negative where outputs lie past it."""
+    span = (k - 1) * d + 1
+    full = (n - 1) * s + span
+    if padding == "valid":
+        out = full + op if op is not None else (n - 1) * s + max(span, s)
+        lo = 0
+    else:
+        if op is not None:
+            out = (n - 1) * s + span - 2 * (span // 2) + op
+            pad_len = span + span % 2 - 2 + op
+        else:
+            out = n * s
+            pad_len = s + span - 2
+        lo = span - 1 - min(pad_len // 2 + pad_len % 2, span - 1)  # Keras' JAX backend's rule
+    return out, lo, full - lo - out
+
+
+def transpose_geometry(x_shape, a):
+    kh, kw = pair(a["kernel_size"])
+    sh, sw = pair(a.get("strides", 1))
+    dh, dw = pair(a.get("dilation_rate", 1))
+    op = a.get("output_padding")
+    oph, opw = pair(op) if op is not None else (None, None)
+    pad = a.get("padding", "valid")
+    return (transpose_window(x_shape[1], kh, sh, dh, pad, oph), transpose_window(x_shape[2], kw, sw, dw, pad, opw),
+            (kh, kw, sh, sw, dh, dw))
+
+
+def naive_transpose(xs, k, b, a):
+    (oh, top, _), (ow, left, _), (kh, kw, sh, sw, dh, dw) = transpose_geometry(xs.shape, a)
+    n, h, w, _ = xs.shape
+    y = np.zeros((n, oh, ow, k.shape[2]))
+    for i in range(h):
+        for j in range(w):
+            for u in range(kh):
+                for v in range(kw):
+                    r, q = i * sh + u * dh - top, j * sw + v * dw - left
+                    if 0 <= r < oh and 0 <= q < ow:
+                        y[:, r, q, :] += xs[:, i, j, :] @ k[u, v].T
+    return y + (b if b is not None else 0)
 
 
 def depthwise_torch(x, k, a):
@@ -540,7 +638,7 @@ def naive_depthwise(xs, k, a):
 
 
 def cnn_forward(kind, x, p, a):
-    xc = x.permute(0, 3, 1, 2)
+    xc = x.permute(0, 3, 1, 2) if x.dim() == 4 else None
     if kind == "zero_padding2d":
         (t, b), (l, r) = sides(a.get("padding", 1))
         return F.pad(xc, (l, r, t, b)).permute(0, 2, 3, 1)
@@ -555,6 +653,17 @@ def cnn_forward(kind, x, p, a):
         else:
             y = F.interpolate(xc, scale_factor=(sh, sw), mode="bilinear", align_corners=False)
         return y.permute(0, 2, 3, 1)
+    if kind in ("spatial_dropout1d", "spatial_dropout2d"):
+        m = torch.tensor(spatial_mask(x.shape[0], x.shape[-1], a["rate"]), dtype=torch.float64)
+        return x * m.reshape((x.shape[0],) + (1,) * (x.dim() - 2) + (x.shape[-1],))
+    if kind == "conv2d_transpose":
+        (_, top, bottom), (_, left, right), (kh, kw, sh, sw, dh, dw) = transpose_geometry(x.shape, a)
+        w = p["kernel"].permute(3, 2, 0, 1)  # (kh, kw, filters, in) -> torch's (in, filters, kh, kw)
+        y = F.conv_transpose2d(xc, w, stride=(sh, sw), dilation=(dh, dw))
+        y = F.pad(y, (-left, -right, -top, -bottom))  # negative pads crop; a negative cut pads with zeros
+        if "bias" in p:
+            y = y + p["bias"][None, :, None, None]
+        return ACTS[a.get("activation", "linear")](y).permute(0, 2, 3, 1)
     if kind == "depthwise_conv2d":
         y = depthwise_torch(xc, p["kernel"], a)
         if "bias" in p:
@@ -568,7 +677,7 @@ def cnn_forward(kind, x, p, a):
 
 
 def cnn_naive(kind, xs, p, a):
-    n, h, w, c = xs.shape
+    n, h, w, c = (xs.shape + (1, 1))[:4]
     if kind == "zero_padding2d":
         (t, b), (l, r) = sides(a.get("padding", 1))
         y = np.zeros((n, h + t + b, w + l + r, c))
@@ -591,6 +700,16 @@ def cnn_naive(kind, xs, p, a):
                 c0, c1, v = upsample_src(j, sw, w, mode)
                 y[:, i, j, :] = ((1 - u) * ((1 - v) * xs[:, r0, c0] + v * xs[:, r0, c1]) +
                                  u * ((1 - v) * xs[:, r1, c0] + v * xs[:, r1, c1]))
+        return y
+    if kind == "conv2d_transpose":
+        y = naive_transpose(xs, p["kernel"], p.get("bias"), a)
+        return np.tanh(y) if a.get("activation") == "tanh" else y
+    if kind in ("spatial_dropout1d", "spatial_dropout2d"):
+        m = spatial_mask(n, xs.shape[-1], a["rate"])
+        y = xs.copy()
+        for r in range(len(xs)):
+            for ch in range(xs.shape[-1]):
+                y[r, ..., ch] *= m[r, ch]
         return y
     if kind in ("depthwise_conv2d", "separable_conv2d"):
         y = naive_depthwise(xs, p["kernel" if kind == "depthwise_conv2d" else "depthwise_kernel"], a)
@@ -640,6 +759,31 @@ CNN_CASES = [
              {"filters": 3, "kernel_size": 3, "strides": 2, "padding": "same", "depth_multiplier": 2,
               "activation": "relu"},
              desc="stride 2, same, depth_multiplier 2, relu"),
+    cnn_case("spatial_dropout1d", "spatial_dropout1d", (5, 8), {"rate": 0.5}, n=4,
+             desc="training, rate 0.5: whole channels of each sample zeroed, the others times 2"),
+    cnn_case("spatial_dropout2d", "spatial_dropout2d", (3, 4, 6), {"rate": 0.3}, n=4,
+             desc="training, rate 0.3 on (H, W, C): one mask per (sample, channel), kept ones times 1/0.7"),
+    cnn_case("conv2d_transpose_valid", "conv2d_transpose", (3, 4, 2), {"filters": 3, "kernel_size": 3},
+             desc="3x3, stride 1, valid: (in - 1) + 3 = in + 2 each way"),
+    cnn_case("conv2d_transpose_same_stride2", "conv2d_transpose", (3, 4, 2),
+             {"filters": 3, "kernel_size": 3, "strides": 2, "padding": "same"},
+             desc="3x3, stride 2, same: in * 2, the full 2 * in + 1 cut 0 before and 1 after"),
+    cnn_case("conv2d_transpose_k4_same", "conv2d_transpose", (3, 3, 2),
+             {"filters": 2, "kernel_size": 4, "strides": 2, "padding": "same", "activation": "tanh"},
+             desc="4x4, stride 2, same: cut 1 before and 1 after; tanh"),
+    cnn_case("conv2d_transpose_output_padding", "conv2d_transpose", (3, 3, 2),
+             {"filters": 2, "kernel_size": 3, "strides": 2, "output_padding": 1},
+             desc="3x3, stride 2, valid, output_padding 1: one more row and column that only the bias reaches"),
+    cnn_case("conv2d_transpose_same_output_padding", "conv2d_transpose", (3, 4, 2),
+             {"filters": 2, "kernel_size": [3, 2], "strides": [2, 3], "padding": "same", "output_padding": [1, 2],
+              "use_bias": False},
+             desc="3x2 kernel, strides [2, 3], same, output_padding [1, 2], no bias"),
+    cnn_case("conv2d_transpose_k1_stride2", "conv2d_transpose", (3, 3, 3),
+             {"filters": 2, "kernel_size": 1, "strides": 2},
+             desc="1x1, stride 2, valid: output in * 2, past the full 2 * in - 1: a bias-only last row"),
+    cnn_case("conv2d_transpose_dilation", "conv2d_transpose", (4, 3, 2),
+             {"filters": 2, "kernel_size": 3, "dilation_rate": [2, 1], "padding": "same"},
+             desc="3x3 dilated by [2, 1], same: the output the input's size"),
 ]
 CNN_KINDS = {c["kind"] for c in CNN_CASES}
 

@@ -142,6 +142,10 @@ CASES = [
     case("global_max_pooling2d", "global_max_pooling2d", (3, 4, 2), {}, desc="max over height and width"),
     case("global_average_pooling2d_keepdims", "global_average_pooling2d", (3, 3, 2), {"keepdims": True},
          desc="mean over height and width, (1, 1, C) out"),
+    case("embedding", "embedding", (6,), {"input_dim": 5, "output_dim": 3}, n=3,
+         desc="18 indices into 5 rows: repeated tokens, whose gradients add up in their row"),
+    case("embedding_2d", "embedding", (2, 3), {"input_dim": 7, "output_dim": 4}, n=2,
+         desc="(2, 3) indices per sample to (2, 3, 4)"),
 ]
 
 

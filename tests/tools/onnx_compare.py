@@ -6,7 +6,8 @@
         opset and the node types.
     onnx_compare.py input MODEL.onnx N SCALE OUT.npy
         N random samples of the model's input shape, uniform in [0, SCALE),
-        float32, seeded: the input for both dtrain predict and onnxruntime.
+        float32, seeded: the input for both dtrain predict and onnxruntime;
+        SCALE tokens:V gives whole numbers from 0 to V - 1 (an embedding's).
     onnx_compare.py compare MODEL.onnx IN.npy PREDICT.csv [TOL]
         runs the model under onnxruntime on IN.npy and compares its output
         with dtrain predict's lines (--all --header: the p_* columns of a
@@ -34,8 +35,13 @@ def input_shape(path):
 
 
 def make_input(path, n, scale, out):
+    """Values uniform in [0, scale), or whole numbers below V for scale "tokens:V" (an embedding's input)."""
     rng = np.random.default_rng(17)
-    x = rng.uniform(0, scale, size=[n] + input_shape(path)).astype(np.float32)
+    shape = [n] + input_shape(path)
+    if scale.startswith("tokens:"):
+        x = rng.integers(0, int(scale[len("tokens:"):]), size=shape).astype(np.float32)
+    else:
+        x = rng.uniform(0, float(scale), size=shape).astype(np.float32)
     np.save(out, x)
 
 
@@ -70,7 +76,7 @@ def main(argv):
     if len(argv) >= 2 and argv[0] == "check":
         check(argv[1])
     elif len(argv) == 5 and argv[0] == "input":
-        make_input(argv[1], int(argv[2]), float(argv[3]), argv[4])
+        make_input(argv[1], int(argv[2]), argv[3], argv[4])
     elif len(argv) in (4, 5) and argv[0] == "compare":
         compare(argv[1], argv[2], argv[3], float(argv[4]) if len(argv) == 5 else 1e-5)
     else:

@@ -795,6 +795,65 @@ static void test_grouped_conv(void **state)
 	group_conv_case(3, 9, 9, 8, 12, 4, 3, 1, 0);    /* 4 groups of 2 -> 3 */
 }
 
+/* ---- cnnparts: transposed convolution plans against the CPU's ---- */
+
+/* One axis of conv2d_transpose with padding cut lo before and hi after the full result. */
+static void deconv_case(int n, int h, int w, int cin, int cout, int k, int stride, int lo, int hi)
+{
+	struct dt_conv_geom g = { 0 };
+	struct dt_plan *pc, *pg;
+	char what[128];
+	g.in_h = h;
+	g.in_w = w;
+	g.in_c = cin;
+	g.out_c = cout;
+	g.kh = g.kw = k;
+	g.stride_h = g.stride_w = stride;
+	g.dil_h = g.dil_w = 1;
+	g.pad_top = g.pad_left = lo;
+	g.pad_bottom = g.pad_right = hi;
+	g.out_h = (h - 1) * stride + k - lo - hi;
+	g.out_w = (w - 1) * stride + k - lo - hi;
+	pc = dt_plan_deconv(DT_CPU, &g, n);
+	pg = dt_plan_deconv(GPU, &g, n);
+	{
+		struct pair x = pair_rnd(sh(4, n, h, w, cin), 150, -1, 1);
+		struct pair wt = pair_rnd(sh(4, k, k, cout, cin), 151, -0.5f, 0.5f);
+		struct pair b = pair_rnd(sh(1, cout, 0, 0, 0), 152, -1, 1);
+		struct pair y = pair_new(sh(4, n, g.out_h, g.out_w, cout), NULL);
+		struct pair dy = pair_rnd(y.c.shape, 153, -1, 1);
+		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
+		snprintf(what, sizeof(what), "deconv %dx%dx%d->%d k%d s%d cut %d/%d", h, w, cin, cout, k, stride, lo, hi);
+		dt_op_deconv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
+		dt_op_deconv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		expect_close(what, &y, TOL);
+		dt_op_deconv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
+		dt_op_deconv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		expect_close(what, &dw, TOL);
+		expect_close(what, &db, TOL);
+		expect_close(what, &dx, TOL);
+		pair_free(&x);
+		pair_free(&wt);
+		pair_free(&b);
+		pair_free(&y);
+		pair_free(&dy);
+		pair_free(&dw);
+		pair_free(&db);
+		pair_free(&dx);
+	}
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_deconv(void **state)
+{
+	need_gpu();
+	deconv_case(4, 7, 7, 8, 16, 3, 1, 0, 0);  /* valid */
+	deconv_case(4, 7, 6, 8, 4, 3, 2, 0, 1);   /* same, stride 2: one cut at the end */
+	deconv_case(3, 5, 5, 6, 6, 4, 2, 1, 1);   /* 4x4, stride 2, same */
+	deconv_case(3, 5, 5, 3, 4, 1, 2, 0, -1);  /* 1x1, stride 2: a trailing row only the bias reaches */
+}
+
 /* ---- cnnparts: spatial copies and resampling ---- */
 
 static void test_shift_upsample(void **state)
@@ -812,6 +871,16 @@ static void test_shift_upsample(void **state)
 		pair_free(&x);
 		pair_free(&pad);
 		pair_free(&crop);
+	}
+	{
+		struct pair x = pair_rnd(sh(4, 3, 4, 5, 6), 143, -1, 1), m = pair_rnd(sh(2, 3, 6, 0, 0), 144, 0, 2);
+		struct pair y = pair_new(x.c.shape, NULL);
+		dt_op_mul_channels(&x.c, &m.c, &y.c);
+		dt_op_mul_channels(&x.g, &m.g, &y.g);
+		expect_equal("mul_channels", &y);
+		pair_free(&x);
+		pair_free(&m);
+		pair_free(&y);
 	}
 	for (int mode = DT_INTERP_NEAREST; mode <= DT_INTERP_BILINEAR; mode++) {
 		struct pair x = pair_rnd(sh(4, 2, 5, 7, 3), 141, -1, 1), y = pair_new(sh(4, 2, 15, 14, 3), NULL);
@@ -906,6 +975,41 @@ static void test_seq_conv_pool(void **state)
 	pool1d_case(DT_POOL_AVG, 4, 31, 8, 3, 2, 1, 1);
 	pool1d_case(DT_POOL_MAX, 4, 40, 8, 40, 40, 0, 0); /* global_max_pooling1d */
 	pool1d_case(DT_POOL_AVG, 4, 40, 8, 40, 40, 0, 0); /* global_average_pooling1d */
+}
+
+/* Embedding's gather and scatter-add, with repeated tokens and indices that name no row. */
+static void test_embedding_ops(void **state)
+{
+	const int n = 64, steps = 30, vocab = 50, d = 24;
+	struct pair idx, table, y, dy, dt;
+	float *host = malloc((size_t)n * steps * sizeof(float));
+
+	need_gpu();
+	for (int i = 0; i < n * steps; i++)
+		host[i] = (float)((i * 37) % vocab);
+	host[3] = -1;
+	host[5] = (float)vocab;
+	host[7] = NAN;
+	host[9] = 1e30f;
+	idx = pair_new(sh(2, n, steps, 0, 0), host);
+	table = pair_rnd(sh(2, vocab, d, 0, 0), 170, -1, 1);
+	y = pair_new(sh(3, n, steps, d, 0), NULL);
+	dy = pair_rnd(y.c.shape, 171, -1, 1);
+	dt = pair_new(table.c.shape, NULL);
+	dt_op_gather(&idx.c, &table.c, &y.c);
+	dt_op_gather(&idx.g, &table.g, &y.g);
+	expect_close("gather", &y, 0);
+	dt_op_fill(&dt.c, 0);
+	dt_op_fill(&dt.g, 0);
+	dt_op_scatter_add(&idx.c, &dy.c, &dt.c);
+	dt_op_scatter_add(&idx.g, &dy.g, &dt.g);
+	expect_close("scatter_add", &dt, 1e-5); /* atomics add in another order */
+	pair_free(&idx);
+	pair_free(&table);
+	pair_free(&y);
+	pair_free(&dy);
+	pair_free(&dt);
+	free(host);
 }
 
 /* ---- rnn: cuDNN's recurrent plans and Bidirectional's merge against the CPU's (oneDNN) ---- */
@@ -1023,7 +1127,9 @@ int main(void)
 		cmocka_unit_test(test_seq_conv_pool),
 		cmocka_unit_test(test_rnn),
 		cmocka_unit_test(test_grouped_conv),
+		cmocka_unit_test(test_deconv),
 		cmocka_unit_test(test_shift_upsample),
+		cmocka_unit_test(test_embedding_ops),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);

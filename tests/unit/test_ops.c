@@ -217,6 +217,33 @@ static void test_elementwise(void **state)
 	assert_float_equal(a[0], 7, 0);
 }
 
+/*
+ * Embedding's ops: rows by index (a fraction rounds to the nearest),
+ * repeated tokens summed in their row; an index that names no row
+ * (negative, too large, NaN) reads zeros and adds nothing, never out of
+ * bounds.
+ */
+static void test_gather_scatter(void **state)
+{
+	float table[4 * 2] = { 0, 1, 10, 11, 20, 21, 30, 31 };
+	float idx[8] = { 2, 0, 2, -1, 4, NAN, 3, 0.9999f };
+	float y[8 * 2], dy[8 * 2], dt[4 * 2];
+	const float want_y[8 * 2] = { 20, 21, 0, 1, 20, 21, 0, 0, 0, 0, 0, 0, 30, 31, 10, 11 };
+	const float want_dt[4 * 2] = { 2, 2, 8, 8, 4, 4, 7, 7 };
+	struct dt_tensor ti = mat(idx, 2, 4), tt = mat(table, 4, 2), tdt = mat(dt, 4, 2);
+	struct dt_tensor ty = { y, { 3, { 2, 4, 2 } }, DT_CPU }, tdy = { dy, { 3, { 2, 4, 2 } }, DT_CPU };
+
+	dt_op_gather(&ti, &tt, &ty);
+	for (int i = 0; i < 16; i++)
+		assert_float_equal(y[i], want_y[i], 0);
+	for (int i = 0; i < 8; i++) /* row i's gradient: i + 1 in both columns */
+		dy[2 * i] = dy[2 * i + 1] = (float)(i + 1);
+	dt_op_fill(&tdt, 0);
+	dt_op_scatter_add(&ti, &tdy, &tdt);
+	for (int i = 0; i < 8; i++)
+		assert_float_equal(dt[i], want_dt[i], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +257,7 @@ int main(void)
 		cmocka_unit_test(test_error_sums),
 		cmocka_unit_test(test_loss_values),
 		cmocka_unit_test(test_elementwise),
+		cmocka_unit_test(test_gather_scatter),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
