@@ -126,3 +126,15 @@ summary_of() {
 	status_is 2
 	stderr_has "--set:1:" "missing required key 'layer' in 'bidirectional'"
 }
+
+@test "reproducible: two runs of a recurrent model give bit-identical checkpoints" {
+	local diff=$(dirname "$DTRAIN")/tests/tools/ckpt_diff d
+	[ -x "$diff" ] || diff=$REPO/build/tests/tools/ckpt_diff
+	for d in a b; do
+		run --separate-stderr "$DTRAIN" fit "$RNN" -q --set checkpoint.dir=$d \
+			--set 'model.layers.1={bidirectional: {layer: {gru: {units: 8, go_backwards: true}}, merge_mode: mul}}'
+		status_is 0
+	done
+	run "$diff" a/latest.safetensors b/latest.safetensors 0
+	status_is 0
+}
