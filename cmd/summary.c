@@ -97,7 +97,10 @@ int cmd_summary(int argc, char **argv)
 	rule("┡", "━", "╇", "┩", w);
 	for (int i = 0; i < m.nlayers; i++) {
 		const struct dt_layer *l = &m.layers[i];
-		layer_row(l->name, l->type->class_name, dt_shape_format(&l->out, 1, shape, sizeof(shape)),
+		char name[96];
+		/* a residual block's inner layers and projection are indented, above the add that closes it */
+		snprintf(name, sizeof(name), "%*s%s", 2 * m.depth[i], "", l->name);
+		layer_row(name, l->type->class_name, dt_shape_format(&l->out, 1, shape, sizeof(shape)),
 			  dt_count_format(dt_layer_param_count(l), count, sizeof(count)), w);
 		if (i + 1 < m.nlayers)
 			rule("├", "─", "┼", "┤", w);

@@ -83,6 +83,14 @@ struct dt_backend {
 	void (*deconv_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 				const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
 				struct dt_tensor *dx);
+	/* Layer normalization (issue 14, resnet): core/cpu/layernorm.c, core/cuda/layernorm.cu. */
+	struct dt_plan *(*plan_layernorm)(struct dt_device dev, int channels, int64_t rows, float epsilon,
+					  int max_batch);
+	void (*layernorm_forward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+				  const struct dt_tensor *beta, struct dt_tensor *y);
+	void (*layernorm_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+				   const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+				   struct dt_tensor *dx);
 	/* recurrent layers (rnn) */
 	struct dt_plan *(*plan_rnn)(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 	void (*rnn_forward)(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,

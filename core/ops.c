@@ -399,6 +399,33 @@ void dt_op_deconv_backward(struct dt_plan *p, const struct dt_tensor *x, const s
 	plan_backend(p)->deconv_backward(p, x, w, dy, dw, db, dx);
 }
 
+/* ---- layer normalization (issue 14, resnet) ---- */
+
+struct dt_plan *dt_plan_layernorm(struct dt_device dev, int channels, int64_t rows_per_sample, float epsilon,
+				  int max_batch)
+{
+	const struct dt_backend *b = backend_of(dev);
+	DT_ASSERT(b->plan_layernorm);
+	return b->plan_layernorm(dev, channels, rows_per_sample, epsilon, max_batch);
+}
+
+void dt_op_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+			     const struct dt_tensor *beta, struct dt_tensor *y)
+{
+	same_count(x, y);
+	plan_backend(p)->layernorm_forward(p, x, gamma, beta, y);
+}
+
+void dt_op_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			      struct dt_tensor *dx)
+{
+	same_count(x, dy);
+	if (dx)
+		same_count(dy, dx);
+	plan_backend(p)->layernorm_backward(p, x, dy, gamma, dgamma, dbeta, dx);
+}
+
 /* ---- recurrent layers (rnn) ---- */
 
 int dt_rnn_gates(enum dt_rnn_cell cell)

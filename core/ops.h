@@ -257,6 +257,23 @@ void dt_op_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt
 			      const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
 			      struct dt_tensor *dyb);
 
+/*
+ * Layer normalization (issue 14, resnet) over the last dimension of x
+ * (N, ..., C), as Keras' LayerNormalization with axis -1: each of the
+ * rows = N x (positions per sample) rows gets y = (x - mean) / sqrt(var +
+ * epsilon) * gamma + beta, with its own mean and biased variance, in training
+ * and inference alike. gamma (C) NULL means 1, beta NULL means 0. The plan
+ * keeps the last forward's statistics for the backward of the same batch.
+ */
+struct dt_plan *dt_plan_layernorm(struct dt_device dev, int channels, int64_t rows_per_sample, float epsilon,
+				  int max_batch);
+void dt_op_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+			     const struct dt_tensor *beta, struct dt_tensor *y);
+/* After the forward of the same batch: dx (when not NULL), dgamma / dbeta (overwritten, when not NULL). */
+void dt_op_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			      const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			      struct dt_tensor *dx);
+
 /* Threads the CPU backend uses (OpenMP and oneDNN); 0 = all cores. */
 void dt_ops_set_threads(int n);
 int dt_ops_get_threads(void);

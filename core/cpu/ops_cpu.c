@@ -531,6 +531,10 @@ const struct dt_backend dt_cpu_backend = {
 	.scatter_add = dt_cpu_scatter_add,
 	.mul_channels = dt_cpu_mul_channels,
 	.plan_deconv = dt_cpu_plan_deconv,
+	/* layer normalization (resnet) */
+	.plan_layernorm = dt_cpu_plan_layernorm,
+	.layernorm_forward = dt_cpu_layernorm_forward,
+	.layernorm_backward = dt_cpu_layernorm_backward,
 	/* recurrent layers (rnn) */
 	.plan_rnn = dt_cpu_plan_rnn,
 	.rnn_forward = dt_cpu_rnn_forward,

@@ -60,7 +60,10 @@ uint64_t dt_cpu_primitives_made(void);
  * kind: pooling plans are pool.c's own loops, the others oneDNN primitives
  * (dnnl.c).
  */
-enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM, DT_CPU_PLAN_RNN };
+enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM,
+	DT_CPU_PLAN_LAYERNORM, /* layernorm.c */
+	DT_CPU_PLAN_RNN,       /* rnn.c */
+};
 struct dt_cpu_plan_head {
 	struct dt_plan plan;
 	enum dt_cpu_plan_kind kind;
@@ -75,6 +78,14 @@ void dt_cpu_upsample2d_backward(enum dt_interp mode, const struct dt_tensor *dy,
 void dt_cpu_mul_channels(const struct dt_tensor *x, const struct dt_tensor *m, struct dt_tensor *y);
 /* cnnparts: transposed convolution plans (deconv.c); the plan's own table carries its ops and its free. */
 struct dt_plan *dt_cpu_plan_deconv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
+/* Layer normalization (layernorm.c, oneDNN's primitive); dt_cpu_plan_free calls the free for its kind. */
+struct dt_plan *dt_cpu_plan_layernorm(struct dt_device dev, int channels, int64_t rows, float epsilon, int max_batch);
+void dt_cpu_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+			      const struct dt_tensor *beta, struct dt_tensor *y);
+void dt_cpu_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+			       struct dt_tensor *dx);
+void dt_cpu_layernorm_plan_free(struct dt_plan *p);
 /* Recurrent layers (rnn.c, on oneDNN's RNN primitives). */
 struct dt_plan *dt_cpu_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 void dt_cpu_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,

@@ -916,6 +916,10 @@ void dt_cuda_plan_free(struct dt_plan *pl)
 	struct cuda_plan *p = (struct cuda_plan *)pl;
 	if (!p)
 		return;
+	if ((int)p->kind == DT_CUDA_PLAN_LAYERNORM) { /* layernorm.cu's plan: same head, its own free */
+		dt_cuda_layernorm_plan_free(pl);
+		return;
+	}
 	if ((int)p->kind == DT_CUDA_PLAN_RNN) { /* rnn.cu's */
 		dt_cuda_rnn_plan_free(pl);
 		return;

@@ -762,6 +762,10 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->gather = dt_cuda_gather;
 	b->scatter_add = dt_cuda_scatter_add;
 	dt_cuda_deconv_init(b);
+	/* layer normalization (resnet) */
+	b->plan_layernorm = dt_cuda_plan_layernorm;
+	b->layernorm_forward = dt_cuda_layernorm_forward;
+	b->layernorm_backward = dt_cuda_layernorm_backward;
 	/* recurrent layers (rnn) */
 	b->plan_rnn = dt_cuda_plan_rnn;
 	b->rnn_forward = dt_cuda_rnn_forward;

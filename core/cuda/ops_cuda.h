@@ -134,12 +134,26 @@ void dt_cuda_plan_free(struct dt_plan *p);
 void dt_cuda_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
 void dt_cuda_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
 /*
+ * Layer normalization (layernorm.cu). Its plan starts as dnn.cu's do (struct
+ * dt_plan, then an int kind): dt_cuda_plan_free hands kind
+ * DT_CUDA_PLAN_LAYERNORM to dt_cuda_layernorm_plan_free.
+ */
+#define DT_CUDA_PLAN_LAYERNORM 100
+struct dt_plan *dt_cuda_plan_layernorm(struct dt_device dev, int channels, int64_t rows, float epsilon, int max_batch);
+void dt_cuda_layernorm_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *gamma,
+			       const struct dt_tensor *beta, struct dt_tensor *y);
+void dt_cuda_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
+				const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
+				struct dt_tensor *dx);
+void dt_cuda_layernorm_plan_free(struct dt_plan *p);
+
+/*
  * Recurrent layers (rnn.cu, cuDNN's RNN API). Their plans start as dnn.cu's
  * do (the dt_plan, then an int kind): dt_cuda_plan_free hands those of kind
  * DT_CUDA_PLAN_RNN to dt_cuda_rnn_plan_free. dt_cuda_plan_rnn gives NULL for
  * a cell cuDNN lacks (GRU reset_after: false).
  */
-#define DT_CUDA_PLAN_RNN 100
+#define DT_CUDA_PLAN_RNN 101
 struct dt_plan *dt_cuda_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
 void dt_cuda_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
 			 const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);

@@ -345,21 +345,42 @@ static const char *preprocess(struct dt_onnx *g, const struct dt_preprocess *pp,
 	return dt_onnx_node(g, "Div", in, 2, "normalize");
 }
 
-/* The layers' nodes after the preprocessing, then `final`; the last value, or NULL after an error. */
+/*
+ * The layers' nodes after the preprocessing, then `final`; the last value, or
+ * NULL after an error. Each layer reads the value of its input activation
+ * (m->from): a residual block's shortcut reads the block's input.
+ */
 static const char *build(struct dt_onnx *g, const struct dt_model *m, const struct dt_preprocess *pp,
 			 enum dt_activation final)
 {
-	const char *x = preprocess(g, pp, "input");
+	const char **names = dt_calloc(m->nlayers + 1, sizeof(*names));
+	const char *x;
+	names[0] = preprocess(g, pp, "input");
 	for (int i = 0; i < m->nlayers; i++) {
 		const struct dt_layer *l = &m->layers[i];
+		if (m->shortcut[i] >= 0) { /* a residual block's Add: its output and the shortcut */
+			const char *in[2] = { names[m->from[i]], names[m->shortcut[i]] };
+			names[i + 1] = dt_onnx_activation(g, l->act, dt_onnx_node(g, "Add", in, 2, l->name), l->name);
+			if (!names[i + 1]) {
+				dt_error("layer '%s': ONNX has no %s activation", l->name, dt_activation_names[l->act]);
+				free(names);
+				return NULL;
+			}
+			continue;
+		}
 		if (!l->type->export) {
 			dt_error("layer '%s' (%s) cannot be exported to ONNX: its type has no export yet", l->name,
 				 l->type->class_name);
+			free(names);
 			return NULL;
 		}
-		if (!(x = l->type->export(l, g, x)))
+		if (!(names[i + 1] = l->type->export(l, g, names[m->from[i]]))) {
+			free(names);
 			return NULL;
+		}
 	}
+	x = names[m->nlayers];
+	free(names);
 	if (final != DT_ACT_LINEAR)
 		x = dt_onnx_activation(g, final, x, "probabilities");
 	/* The graph's output is named "output": an Identity gives it that name whatever came last. */

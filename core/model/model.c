@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/model/model.h"
+#include "core/model/residual.h"
 #include "core/rng.h"
 
 /*
@@ -40,13 +41,14 @@ static int parse_item(const struct dt_node *item, const struct dt_layer_type *co
 	} else {
 		return dt_node_error(item, "a layer is one key naming its type, e.g. '- dense: {units: 10}'");
 	}
-	*type = dt_layer_type_find(types, name);
+	*type = !strcmp(name, "residual") ? &dt_residual_add_type : dt_layer_type_find(types, name);
 	if (*type)
 		return 0;
-	while (types[n] && n < 63) {
+	while (types[n] && n < 62) {
 		names[n] = types[n]->name;
 		n++;
 	}
+	names[n++] = "residual";
 	names[n] = NULL;
 	{
 		const char *close = dt_did_you_mean(name, names);
@@ -89,11 +91,210 @@ static int layout(struct dt_model *m)
 	return 0;
 }
 
+/* Layers the items of `layers` become: a residual block is its layers, a projection and an add. */
+static int count_layers(const struct dt_node *layers)
+{
+	int n = 0;
+	if (!layers || layers->kind != DT_NODE_SEQ)
+		return 0;
+	for (int i = 0; i < layers->n; i++) {
+		const struct dt_node *it = layers->items[i];
+		if (it->kind == DT_NODE_MAP && it->n == 1 && !strcmp(it->keys[0], "residual") && it->items[0] &&
+		    it->items[0]->kind == DT_NODE_MAP)
+			n += count_layers(dt_node_get(it->items[0], "layers")) + 2;
+		else
+			n++;
+	}
+	return n;
+}
+
+struct builder {
+	struct dt_model *m;
+	const struct dt_layer_type *const *types;
+	int cap;
+};
+
+/*
+ * Appends a layer of `type` reading acts[from] (shape `in`), named `given`
+ * or after its type, and runs its init. Returns its index, or -1.
+ */
+static int add_layer(struct builder *b, const struct dt_layer_type *type, const struct dt_node *item,
+		     const struct dt_node *args, const char *given, int from, struct dt_shape in, int depth)
+{
+	struct dt_model *m = b->m;
+	int i = m->nlayers, same = 0;
+	struct dt_layer *l = &m->layers[i];
+	char a[64], o[64], n[32], max[32];
+
+	DT_ASSERT(i < b->cap);
+	l->type = type;
+	for (int j = 0; j < i; j++)
+		same += m->layers[j].type == type;
+	if (given)
+		snprintf(l->name, sizeof(l->name), "%s", given);
+	else if (same)
+		snprintf(l->name, sizeof(l->name), "%s_%d", type->name, same);
+	else
+		snprintf(l->name, sizeof(l->name), "%s", type->name);
+	for (int j = 0; j < i; j++)
+		if (!strcmp(m->layers[j].name, l->name))
+			return dt_node_error(item, "layer name '%s' is used twice", l->name);
+	l->index = i;
+	l->node = item;
+	l->in = in;
+	l->act = DT_ACT_LINEAR;
+	m->from[i] = from;
+	m->shortcut[i] = -1;
+	m->depth[i] = depth;
+	m->nlayers = i + 1;
+	if (type->init(l, args) < 0)
+		return -1;
+	for (int p = 0; p < l->nparams; p++)
+		if (l->params[p].init == DT_INIT_ORTHOGONAL && l->params[p].shape.ndim < 2)
+			return dt_node_error(item, "layer '%s': the orthogonal initializer needs a parameter of two or "
+					     "more dimensions, and '%s' has one", l->name, l->params[p].name);
+	if (dt_shape_count(&l->out) <= 0)
+		return dt_node_error(item, "layer '%s' maps input %s to an empty output %s", l->name,
+				     dt_shape_format(&l->in, 1, a, sizeof(a)), dt_shape_format(&l->out, 1, o, sizeof(o)));
+	if (dt_shape_count(&l->out) > DT_MAX_COUNT)
+		return dt_node_error(item, "layer '%s' maps input %s to %s, %s values per sample; dtrain takes at most %s",
+				     l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
+				     dt_shape_format(&l->out, 1, o, sizeof(o)),
+				     dt_count_format(dt_shape_count(&l->out), n, sizeof(n)),
+				     dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
+	return i;
+}
+
+/* The stride s of a 1x1 'valid' convolution that maps `in` positions to `out`, or 0. */
+static int projection_stride(int in, int out)
+{
+	for (int s = 1; s <= in; s++)
+		if ((in - 1) / s + 1 == out)
+			return s;
+	return 0;
+}
+
+static int build_list(struct builder *b, const struct dt_node *layers, int depth);
+
+/*
+ * A residual block: its layers read the block's input, then a projection
+ * (when asked, or by default when the shapes differ) reads it too, and the
+ * add sums the block's output and the shortcut.
+ */
+static int build_block(struct builder *b, const struct dt_node *item, const struct dt_node *args, int depth)
+{
+	static const char *const keys[] = { "layers", "shortcut", "activation", "name", NULL };
+	static const char *const shortcuts[] = { "auto", "identity", "projection", NULL };
+	enum { AUTO, IDENTITY, PROJECTION };
+	struct dt_model *m = b->m;
+	const struct dt_node *inner = dt_node_get(args, "layers");
+	const char *given = NULL;
+	int s = m->nlayers, main_out, kind, a, proj = -1;
+	struct dt_shape in = s ? m->layers[s - 1].out : m->input, out;
+	char name[64], pname[80], text[160], x[64], y[64];
+
+	if (dt_cfg_check_keys(args, "residual", keys) < 0 || dt_cfg_require(args, "layers", "residual") < 0 ||
+	    dt_node_expect(inner, DT_NODE_SEQ, "layers") < 0 || dt_cfg_enum(args, "shortcut", shortcuts, AUTO, &kind) < 0 ||
+	    dt_cfg_string(args, "name", NULL, &given) < 0)
+		return -1;
+	if (inner->n == 0)
+		return dt_node_error(inner, "a residual block's 'layers' is empty; give it at least one layer");
+	if (build_list(b, inner, depth + 1) < 0)
+		return -1;
+	main_out = m->nlayers;
+	out = m->layers[main_out - 1].out;
+	{
+		int same = 0;
+		for (int j = 0; j < m->nlayers; j++)
+			same += m->layers[j].type == &dt_residual_add_type;
+		if (given)
+			snprintf(name, sizeof(name), "%s", given);
+		else if (same)
+			snprintf(name, sizeof(name), "residual_%d", same);
+		else
+			snprintf(name, sizeof(name), "residual");
+	}
+	if (kind == AUTO)
+		kind = dt_shape_equal(&in, &out) ? IDENTITY : PROJECTION;
+	if (kind == IDENTITY && !dt_shape_equal(&in, &out))
+		return dt_node_error(dt_node_get(args, "shortcut") ? dt_node_get(args, "shortcut") : item,
+				     "residual block '%s': its layers map %s to %s, and an identity shortcut needs "
+				     "the same shape; use 'shortcut: projection' (or leave shortcut out)",
+				     name, dt_shape_format(&in, 1, x, sizeof(x)), dt_shape_format(&out, 1, y, sizeof(y)));
+	if (kind == PROJECTION) {
+		const struct dt_layer_type *t;
+		struct dt_doc *doc;
+		if (in.ndim == 3 && out.ndim == 3) {
+			int sh = projection_stride(in.dim[0], out.dim[0]), sw = projection_stride(in.dim[1], out.dim[1]);
+			if (!sh || !sw)
+				return dt_node_error(item,
+						     "residual block '%s': no strided 1x1 convolution maps its input %s "
+						     "to its output %s; keep the block's height and width, or halve them "
+						     "with a stride",
+						     name, dt_shape_format(&in, 1, x, sizeof(x)),
+						     dt_shape_format(&out, 1, y, sizeof(y)));
+			t = dt_layer_type_find(b->types, "conv2d");
+			snprintf(text, sizeof(text), "{filters: %d, kernel_size: 1, strides: [%d, %d]}", out.dim[2], sh, sw);
+		} else if (in.ndim == 1 && out.ndim == 1) {
+			t = dt_layer_type_find(b->types, "dense");
+			snprintf(text, sizeof(text), "{units: %d}", out.dim[0]);
+		} else {
+			return dt_node_error(item,
+					     "residual block '%s': a projection maps images to images (a 1x1 "
+					     "convolution) or vectors to vectors (a dense layer), but the block maps "
+					     "%s to %s",
+					     name, dt_shape_format(&in, 1, x, sizeof(x)), dt_shape_format(&out, 1, y, sizeof(y)));
+		}
+		if (!t)
+			return dt_node_error(item, "residual block '%s': the layer table has no '%s' for the projection",
+					     name, in.ndim == 3 ? "conv2d" : "dense");
+		if (!(doc = dt_doc_parse("residual projection", text, ".")))
+			return -1;
+		m->docs = dt_realloc(m->docs, (size_t)(m->ndocs + 1) * sizeof(*m->docs));
+		m->docs[m->ndocs++] = doc;
+		snprintf(pname, sizeof(pname), "%.50s_projection", name);
+		if ((proj = add_layer(b, t, item, dt_doc_root(doc), pname, s, in, depth + 1)) < 0)
+			return -1;
+	}
+	if ((a = add_layer(b, &dt_residual_add_type, item, args, name, proj >= 0 ? proj : main_out, out, depth)) < 0)
+		return -1;
+	m->shortcut[a] = proj >= 0 ? proj + 1 : s;
+	if (dt_shape_count(&in) > m->scratch_count)
+		m->scratch_count = dt_shape_count(&in);
+	return 0;
+}
+
+static int build_list(struct builder *b, const struct dt_node *layers, int depth)
+{
+	struct dt_model *m = b->m;
+	if (dt_node_expect(layers, DT_NODE_SEQ, "layers") < 0)
+		return -1;
+	for (int i = 0; i < layers->n; i++) {
+		const struct dt_layer_type *type;
+		const struct dt_node *args;
+		struct dt_node empty;
+		const char *given = NULL;
+		int k = m->nlayers;
+
+		if (parse_item(layers->items[i], b->types, &type, &args, &empty) < 0)
+			return -1;
+		if (type == &dt_residual_add_type) {
+			if (build_block(b, layers->items[i], args, depth) < 0)
+				return -1;
+			continue;
+		}
+		if (dt_cfg_string(args, "name", NULL, &given) < 0 ||
+		    add_layer(b, type, layers->items[i], args, given, k, k ? m->layers[k - 1].out : m->input, depth) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
 		  const struct dt_node *layers, const struct dt_layer_type *const *types)
 {
-	struct dt_shape shape = *input;
-	char a[64], b[64], n[32], max[32];
+	char a[64], n[32], max[32];
+	struct builder b = { m, types, 0 };
 
 	memset(m, 0, sizeof(*m));
 	snprintf(m->name, sizeof(m->name), "%s", name);
@@ -107,63 +308,18 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 				     dt_shape_format(input, 1, a, sizeof(a)),
 				     dt_count_format(dt_shape_count(input), n, sizeof(n)),
 				     dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
-	m->layers = dt_calloc(layers->n, sizeof(*m->layers));
-	for (int i = 0; i < layers->n; i++) {
-		struct dt_layer *l = &m->layers[i];
-		const struct dt_node *args;
-		struct dt_node empty;
-		const char *given = NULL;
-		int same = 0;
-
-		if (parse_item(layers->items[i], types, &l->type, &args, &empty) < 0)
-			goto fail;
-		if (dt_cfg_string(args, "name", NULL, &given) < 0)
-			goto fail;
-		for (int j = 0; j < i; j++)
-			same += m->layers[j].type == l->type;
-		if (given)
-			snprintf(l->name, sizeof(l->name), "%s", given);
-		else if (same)
-			snprintf(l->name, sizeof(l->name), "%s_%d", l->type->name, same);
-		else
-			snprintf(l->name, sizeof(l->name), "%s", l->type->name);
-		for (int j = 0; j < i; j++)
-			if (!strcmp(m->layers[j].name, l->name)) {
-				dt_node_error(layers->items[i], "layer name '%s' is used twice", l->name);
-				goto fail;
-			}
-		l->index = i;
-		l->node = layers->items[i];
-		l->in = shape;
-		l->act = DT_ACT_LINEAR;
-		m->nlayers = i + 1;
-		if (l->type->init(l, args) < 0)
-			goto fail;
-		for (int p = 0; p < l->nparams; p++)
-			if (l->params[p].init == DT_INIT_ORTHOGONAL && l->params[p].shape.ndim < 2) {
-				dt_node_error(layers->items[i], "layer '%s': the orthogonal initializer needs a "
-					      "parameter of two or more dimensions, and '%s' has one", l->name,
-					      l->params[p].name);
-				goto fail;
-			}
-		if (dt_shape_count(&l->out) <= 0) {
-			dt_node_error(layers->items[i], "layer '%s' maps input %s to an empty output %s",
-				      l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
-				      dt_shape_format(&l->out, 1, b, sizeof(b)));
-			goto fail;
-		}
-		if (dt_shape_count(&l->out) > DT_MAX_COUNT) {
-			dt_node_error(layers->items[i],
-				      "layer '%s' maps input %s to %s, %s values per sample; dtrain takes at most %s",
-				      l->name, dt_shape_format(&l->in, 1, a, sizeof(a)),
-				      dt_shape_format(&l->out, 1, b, sizeof(b)),
-				      dt_count_format(dt_shape_count(&l->out), n, sizeof(n)),
-				      dt_count_format(DT_MAX_COUNT, max, sizeof(max)));
-			goto fail;
-		}
-		shape = l->out;
-	}
-	m->output = shape;
+	b.cap = count_layers(layers);
+	m->layers = dt_calloc(b.cap, sizeof(*m->layers));
+	m->from = dt_calloc(b.cap, sizeof(int));
+	m->shortcut = dt_calloc(b.cap, sizeof(int));
+	m->depth = dt_calloc(b.cap, sizeof(int));
+	if (build_list(&b, layers, 0) < 0)
+		goto fail;
+	m->output = m->layers[m->nlayers - 1].out;
+	m->needs_grad = dt_calloc(m->nlayers + 1, 1);
+	for (int i = 0; i < m->nlayers; i++)
+		m->needs_grad[i + 1] = m->layers[i].nparams > 0 || m->needs_grad[m->from[i]] ||
+				       (m->shortcut[i] >= 0 && m->needs_grad[m->shortcut[i]]);
 	if (layout(m) < 0)
 		goto fail;
 	return 0;
@@ -185,7 +341,8 @@ int64_t dt_model_bytes(const struct dt_model *m, int max_batch, int state, int *
 				*largest = i;
 		}
 	}
-	return total;
+	/* the second gradient of an activation that a block's shortcut reads */
+	return dt_count_add(total, dt_count_mul(dt_count_mul(max_batch, m->scratch_count), sizeof(float)));
 }
 
 int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas, int state, int64_t budget,
@@ -216,6 +373,9 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 	m->max_batch = max_batch;
 	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
+	m->written = dt_calloc(m->nlayers + 1, 1);
+	if (m->scratch_count && !(m->scratch = dt_device_try_alloc(dev, dt_count_mul(max_batch, m->scratch_count))))
+		return -1;
 	if (!(m->params = dt_device_try_alloc(dev, m->nparams)) ||
 	    !(m->grads = dt_device_try_alloc(dev, m->ntrainable)) ||
 	    !(m->acts[0] = dt_device_try_alloc(dev, dt_count_mul(max_batch, dt_shape_count(&m->input)))))
@@ -382,6 +542,16 @@ void dt_model_release(struct dt_model *m)
 	}
 	free(m->acts);
 	free(m->dacts);
+	if (m->scratch)
+		dt_device_free(m->dev, m->scratch);
+	for (int i = 0; i < m->ndocs; i++)
+		dt_doc_free(m->docs[i]);
+	free(m->docs);
+	free(m->written);
+	free(m->needs_grad);
+	free(m->from);
+	free(m->shortcut);
+	free(m->depth);
 	if (m->params) {
 		dt_device_free(m->dev, m->params);
 		dt_device_free(m->dev, m->grads);
@@ -410,8 +580,10 @@ struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const 
 	struct dt_tensor x, y;
 	DT_ASSERT(i >= 0 && i < m->nlayers && n > 0 && n <= m->max_batch);
 	l = &m->layers[i];
-	x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+	x = dt_tensor_batch(m->acts[m->from[i]], m->dev, n, &l->in);
 	y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
+	if (m->shortcut[i] >= 0)
+		((struct dt_residual_add *)l->priv)->shortcut = dt_tensor_batch(m->acts[m->shortcut[i]], m->dev, n, &l->in);
 	l->type->forward(l, &x, &y, ctx);
 	return y;
 }
@@ -437,20 +609,59 @@ int dt_model_first_trainable(const struct dt_model *m)
 	return m->nlayers;
 }
 
+/*
+ * Where the gradient of acts[j] goes: dacts[j] for its first reader in the
+ * backward pass, the scratch buffer for a second one (*add set: the caller
+ * adds it to dacts[j] after the layer ran).
+ */
+static struct dt_tensor grad_target(struct dt_model *m, int j, int n, const struct dt_shape *shape, int *add)
+{
+	*add = m->written[j];
+	m->written[j] = 1;
+	if (*add) {
+		DT_ASSERT(dt_shape_count(shape) <= m->scratch_count);
+		return dt_tensor_batch(m->scratch, m->dev, n, shape);
+	}
+	return dt_tensor_batch(m->dacts[j], m->dev, n, shape);
+}
+
 void dt_model_backward_layer(struct dt_model *m, int i, int n)
 {
-	int first = dt_model_first_trainable(m);
 	struct dt_layer *l;
-	struct dt_tensor x, y, dy, dx;
+	struct dt_tensor x, y, dy, dx, ds;
+	int j, add_dx = 0, add_ds = 0;
 	DT_ASSERT(i >= 0 && i < m->nlayers && n > 0 && n <= m->max_batch);
-	if (i < first)
+	if (i == m->nlayers - 1) { /* a new pass: the loss wrote the output's gradient */
+		memset(m->written, 0, (size_t)m->nlayers + 1);
+		m->written[m->nlayers] = 1;
+	}
+	if (!m->needs_grad[i + 1])
 		return;
 	l = &m->layers[i];
-	x = dt_tensor_batch(m->acts[i], m->dev, n, &l->in);
+	j = m->from[i];
+	x = dt_tensor_batch(m->acts[j], m->dev, n, &l->in);
 	y = dt_tensor_batch(m->acts[i + 1], m->dev, n, &l->out);
 	dy = dt_tensor_batch(m->dacts[i + 1], m->dev, n, &l->out);
-	dx = dt_tensor_batch(m->dacts[i], m->dev, n, &l->in);
-	l->type->backward(l, &x, &y, &dy, i > first ? &dx : NULL);
+	if (m->needs_grad[j])
+		dx = grad_target(m, j, n, &l->in, &add_dx);
+	if (m->shortcut[i] >= 0) {
+		struct dt_residual_add *r = l->priv;
+		r->dshortcut = NULL;
+		if (m->needs_grad[m->shortcut[i]]) {
+			ds = grad_target(m, m->shortcut[i], n, &l->in, &add_ds);
+			DT_ASSERT(!(add_dx && add_ds)); /* one scratch buffer */
+			r->dshortcut = &ds;
+		}
+	}
+	l->type->backward(l, &x, &y, &dy, m->needs_grad[j] ? &dx : NULL);
+	if (add_dx) {
+		struct dt_tensor to = dt_tensor_batch(m->dacts[j], m->dev, n, &l->in);
+		dt_op_axpy(1, &dx, &to);
+	}
+	if (add_ds) {
+		struct dt_tensor to = dt_tensor_batch(m->dacts[m->shortcut[i]], m->dev, n, &l->in);
+		dt_op_axpy(1, &ds, &to);
+	}
 }
 
 void dt_model_backward(struct dt_model *m, int n)

@@ -20,6 +20,15 @@ struct dt_model {
 	struct dt_shape output;       /* per-sample, = last layer's out */
 	int nlayers;
 	struct dt_layer *layers;
+	/*
+	 * The graph, for residual blocks (core/model/residual.h): layer i reads
+	 * acts[from[i]] (i in a plain sequence); a residual add also reads
+	 * acts[shortcut[i]] (-1 for every other layer). depth[i]: how many
+	 * blocks hold layer i (its inner layers and projection are one deeper
+	 * than the add that closes the block).
+	 */
+	int *from, *shortcut, *depth;
+	char *needs_grad;             /* needs_grad[j]: backward computes dacts[j] (a layer before has parameters) */
 	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
 	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
 	/* after dt_model_alloc: */
@@ -28,6 +37,11 @@ struct dt_model {
 	float *params, *grads;        /* (nparams) and (ntrainable), on dev */
 	float **acts;                 /* acts[i]: input of layer i (i = 0..nlayers), max_batch samples */
 	float **dacts;                /* gradient w.r.t. acts[i], i >= 1 */
+	char *written;                /* in backward: dacts[j] holds a gradient, a second one is added to it */
+	float *scratch;               /* that second gradient (models with residual blocks), max_batch samples */
+	int64_t scratch_count;        /* floats of scratch per sample: the largest activation a shortcut reads */
+	struct dt_doc **docs;         /* the projections' arguments */
+	int ndocs;
 	/*
 	 * Optional (dtrain inspect): dt_model_forward calls observe with the
 	 * input (layer -1) and then with each layer's output y (n, out) as soon
@@ -40,7 +54,10 @@ struct dt_model {
 /*
  * Builds the layers listed in `layers` (a YAML sequence of single-key
  * mappings such as `- dense: {units: 10}`, or bare names like `- flatten`)
- * from the table `types`, inferring shapes from `input`. Errors name the YAML
+ * from the table `types`, inferring shapes from `input`. An item
+ * `- residual: {layers: [...], shortcut: ..., activation: ...}` is a residual
+ * block, flattened into the list (core/model/residual.h); its projection
+ * takes "conv2d" or "dense" from `types`. Errors name the YAML
  * position; a shape mismatch names the layer and both shapes.
  */
 int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *input,
@@ -92,10 +109,12 @@ void dt_model_backward(struct dt_model *m, int n);
  * One layer of the two passes above, for callers that time layers (dtrain
  * time): running forward_layer for i = 0..nlayers-1, then backward_layer for
  * i = nlayers-1 down to 0, is dt_model_forward then dt_model_backward.
- * forward_layer reads acts[i] and returns layer i's output view (n, out),
- * acts[i + 1]. backward_layer reads dacts[i + 1], writes the layer's
- * parameter gradients and, past the first layer with parameters, dacts[i];
- * before that layer it does nothing (no gradient is needed there).
+ * forward_layer reads acts[from[i]] (acts[i] outside residual blocks) and
+ * returns layer i's output view (n, out), acts[i + 1]. backward_layer reads
+ * dacts[i + 1], writes the layer's parameter gradients and, where a layer
+ * before has parameters, dacts[from[i]] (added to what another reader of that
+ * activation wrote there); where no gradient is needed it does nothing.
+ * backward_layer(nlayers - 1) starts a backward pass.
  */
 struct dt_tensor dt_model_forward_layer(struct dt_model *m, int i, int n, const struct dt_step_ctx *ctx);
 void dt_model_backward_layer(struct dt_model *m, int i, int n);

@@ -12,6 +12,11 @@
 # CNN_STEPS batches (default 100; a whole CNN epoch takes minutes on a CPU):
 # dtrain with --set fit.steps_per_epoch, PyTorch with --steps.
 #
+# Then the residual CNN of models/fashion_resnet.yaml (issue 14), epochs cut
+# to RESNET_STEPS batches (default 50), without its random flips on either
+# side (the same work: torch_mlp.py --model resnet does not augment), and
+# `dtrain time`'s per-layer figures for its residual adds and for a
+# layer_normalization in place of its first batch normalization.
 # Then, when models/fashion_lstm.yaml exists, its LSTM (28 steps of 28 rows,
 # LSTM 128, dense 10) against torch.nn.LSTM, epochs cut to LSTM_STEPS
 # batches (default 100).
@@ -86,6 +91,28 @@ else
 	echo
 	echo "bench: no models/fashion_cnn.yaml in this tree: the CNN comparison is left out"
 fi
+
+# ---- the residual CNN (issue 14, resnet) ----
+# bench_resnet: fashion_resnet.yaml against the same network in PyTorch, then
+# dtrain time's rows of the adds (Add) and of layer normalization.
+bench_resnet() {
+	local steps=${RESNET_STEPS:-50}
+	[ -f models/fashion_resnet.yaml ] || { echo "bench: no models/fashion_resnet.yaml in this tree"; return 0; }
+	# No augmentation: PyTorch's side trains on the images as they are.
+	sed '/^  augment:/,/^  [a-z]/{/^  augment:/d;/^    /d}' models/fashion_resnet.yaml >"$tmp/fashion_resnet.yaml"
+	echo
+	bench resnet "$tmp/fashion_resnet.yaml" "$steps" \
+		"Fashion-MNIST residual CNN (models/fashion_resnet.yaml: stem 32, blocks 64/2 and 128/2 with projections)" ||
+		return 0
+	sed '0,/^    - batch_normalization$/s//    - layer_normalization/' "$tmp/fashion_resnet.yaml" >"$tmp/fashion_resnet_ln.yaml"
+	echo "  dtrain time, batch 128, per layer (ms; forward / backward):"
+	for t in 1 2; do
+		OMP_NUM_THREADS=$t "$DTRAIN" time "$tmp/fashion_resnet_ln.yaml" --iterations 5 --warmup 1 --json |
+			jq -r --arg t "$t" '.layers[] | select(.type == "Add" or .type == "LayerNormalization") |
+				"    \($t) thread(s)  \(.name) (\(.type)): \(.forward_ms * 1000 | round / 1000) / \(.backward_ms * 1000 | round / 1000)"'
+	done
+}
+bench_resnet
 if [ -f models/fashion_lstm.yaml ]; then
 	echo
 	bench lstm models/fashion_lstm.yaml "$LSTM_STEPS" \

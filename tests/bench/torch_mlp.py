@@ -8,6 +8,8 @@ Trains, the way Keras does, on CPU, one of:
   cnn  Keras' MNIST CNN (models/fashion_cnn.yaml): Conv 32 3x3 relu, Conv 64
        3x3 relu, MaxPool 2, Dropout 0.25, Flatten, Dense 128 relu, Dropout 0.5,
        Dense 10; the NHWC input (28, 28, 1) is permuted to NCHW for torch;
+  resnet  the residual CNN of models/fashion_resnet.yaml (make_resnet below),
+       with its AdamW (lr 2e-3, weight decay 1e-4) and label smoothing 0.1;
 
   lstm the model of models/fashion_lstm.yaml: each (28, 28, 1) image as 28
        steps of 28 rows, torch.nn.LSTM(28, 128) (its last state), Dense 10;
@@ -79,6 +81,46 @@ def load(data_dir, split):
     return x, y
 
 
+# ---- the residual CNN (issue 14, resnet) ----
+
+def make_resnet():
+    """models/fashion_resnet.yaml: a 3x3 stem (32, no bias) + BN + relu, then two
+    basic blocks that halve the size (64, then 128 channels): [conv 3x3 stride
+    2, BN, relu, conv 3x3, BN] + a strided 1x1 projection (with bias), relu;
+    global average pooling, dropout 0.2, dense 10. BN epsilon 1e-3 as Keras.
+    Torch pads the strided 3x3 by 1 on every side where Keras' 'same' pads
+    0/1: the same shapes and work."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout, eps=1e-3),
+                nn.ReLU(), nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout, eps=1e-3))
+            self.projection = nn.Conv2d(cin, cout, 1, stride=2)
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.projection(x))
+
+    class Permute(nn.Module):
+        def forward(self, x):
+            return x.permute(0, 3, 1, 2)
+
+    return nn.Sequential(
+        Permute(), nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32, eps=1e-3), nn.ReLU(),
+        Block(32, 64), Block(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(128, 10))
+
+
+def make_model(kind):
+    if kind == "resnet":
+        model = make_resnet()
+        for m in model.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)):
+                torch.nn.init.xavier_uniform_(m.weight)  # Keras glorot_uniform
+                if m.bias is not None:
+                    torch.nn.init.zeros_(m.bias)
+        return model
 def make_lstm_model():
     """models/fashion_lstm.yaml in torch: LSTM 128 over the 28 rows, its last state into Dense 10."""
     class LSTMClassifier(torch.nn.Module):
@@ -147,6 +189,9 @@ def train(kind, threads, epochs, steps, seed, train_set, test_set, verbose):
     model = make_model(kind)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     loss_fn = torch.nn.CrossEntropyLoss()
+    if kind == "resnet":  # fashion_resnet.yaml's optimizer and loss
+        opt = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.999), eps=1e-7, weight_decay=1e-4)
+        loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
     best = 0.0
     for epoch in range(1, epochs + 1):
         model.train()
@@ -184,6 +229,7 @@ def main():
     p.add_argument("--json", action="store_true", help="print one JSON line")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default=DATA, help="folder of the Fashion-MNIST .gz files")
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "resnet"])
     p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "lstm"])
     p.add_argument("--steps", type=int, default=0, help="batches per epoch (default: all)")
     args = p.parse_args()

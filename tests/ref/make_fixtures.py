@@ -788,6 +788,30 @@ CNN_CASES = [
 CNN_KINDS = {c["kind"] for c in CNN_CASES}
 
 
+# ---- layer normalization (issue 14, resnet) ---------------------------------
+
+def layer_norm(x, p, a):
+    """Keras' LayerNormalization over the last axis, as torch.nn.functional.layer_norm."""
+    c = x.shape[-1]
+    return F.layer_norm(x, (c,), p.get("gamma"), p.get("beta"), a.get("epsilon", 1e-3))
+
+
+def ln_case(name, input_shape, args, n, desc=""):
+    return dict(name=name, kind="layer_normalization", args=args, input_shape=input_shape, n=n, desc=desc)
+
+
+CASES += [
+    ln_case("layer_normalization_nc", (6,), {}, n=4,
+            desc="(N, C), Keras defaults: each sample's own mean and biased variance, epsilon 1e-3"),
+    ln_case("layer_normalization_ntc", (3, 5), {"epsilon": 0.01}, n=3,
+            desc="(N, T, C): each position normalized over C, epsilon 0.01"),
+    ln_case("layer_normalization_nhwc", (2, 3, 4), {}, n=2,
+            desc="(N, H, W, C) over the channels"),
+    ln_case("layer_normalization_no_center_scale", (2, 7), {"center": False, "scale": False}, n=3,
+            desc="without gamma and beta"),
+]
+
+
 def run_case(c, seed):
     rng = np.random.default_rng(seed)
     kind, a = c["kind"], c["args"]
@@ -795,7 +819,7 @@ def run_case(c, seed):
     training = c.get("mode", "training") == "training"
     # Batch norm gets inputs off zero and off unit scale, as real activations are.
     xs = rng.standard_normal((steps * n,) + shape)
-    if kind == "batch_normalization":
+    if kind in ("batch_normalization", "layer_normalization"):
         xs = 1.5 + 2 * xs
     xs = f32(xs)
 
@@ -830,6 +854,12 @@ def run_case(c, seed):
         params["moving_variance"] = (f32(rng.uniform(0.5, 1.5, ch)), False)
     elif kind in CNN_KINDS:
         params.update(cnn_params(kind, a, shape, rng))
+    elif kind == "layer_normalization":
+        ch = shape[-1]
+        if a.get("scale", True):
+            params["gamma"] = (f32(rng.uniform(0.5, 1.5, ch)), True)
+        if a.get("center", True):
+            params["beta"] = (f32(0.5 * rng.standard_normal(ch)), True)
 
     tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=tr) for k, (v, tr) in params.items()}
     state = {k: tp[k].detach().clone() for k in ("moving_mean", "moving_variance") if k in tp}
@@ -848,6 +878,8 @@ def run_case(c, seed):
             return x.reshape((x.shape[0],) + tuple(a["target_shape"]))
         if kind in CNN_KINDS:
             return cnn_forward(kind, x, tp, a)
+        if kind == "layer_normalization":
+            return layer_norm(x, tp, a)
         if kind in ("lstm", "gru", "simple_rnn"):
             return rnn_torch(x, tp, a, kind)
         if kind == "bidirectional":
@@ -916,6 +948,10 @@ def check_forward(c, xs, params, y):
         want = xs @ p["kernel"] + p.get("bias", 0)
         if a.get("activation") == "tanh":
             want = np.tanh(want)
+    elif kind == "layer_normalization":
+        mean = xs.mean(axis=-1, keepdims=True)
+        var = ((xs - mean) ** 2).mean(axis=-1, keepdims=True)
+        want = (xs - mean) / np.sqrt(var + a.get("epsilon", 1e-3)) * p.get("gamma", 1) + p.get("beta", 0)
     else:
         eps, m = a.get("epsilon", 1e-3), a.get("momentum", 0.99)
         mm, mv = p["moving_mean"].copy(), p["moving_variance"].copy()

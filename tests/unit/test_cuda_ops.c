@@ -1012,6 +1012,52 @@ static void test_embedding_ops(void **state)
 	free(host);
 }
 
+/* ---- layer normalization (issue 14, resnet): the GPU's kernels against oneDNN's primitive ---- */
+
+static void ln_case(int n, int rows, int c, int use_gamma, int with_dx)
+{
+	struct dt_plan *pc = dt_plan_layernorm(DT_CPU, c, rows, 1e-3f, n);
+	struct dt_plan *pg = dt_plan_layernorm(GPU, c, rows, 1e-3f, n);
+	struct dt_shape xs = sh(3, n, rows, c, 0), cs = sh(1, c, 0, 0, 0);
+	struct pair x = pair_rnd(xs, 150, -2, 3), y = pair_new(xs, NULL), dy = pair_rnd(xs, 151, -1, 1);
+	struct pair dx = pair_new(xs, NULL), gamma = pair_rnd(cs, 152, 0.5f, 1.5f), beta = pair_rnd(cs, 153, -1, 1);
+	struct pair dg = pair_new(cs, NULL), dbeta = pair_new(cs, NULL);
+	const struct dt_tensor *gc = use_gamma ? &gamma.c : NULL, *gg = use_gamma ? &gamma.g : NULL;
+
+	dt_op_layernorm_forward(pc, &x.c, gc, use_gamma ? &beta.c : NULL, &y.c);
+	dt_op_layernorm_forward(pg, &x.g, gg, use_gamma ? &beta.g : NULL, &y.g);
+	expect_close("layernorm forward", &y, TOL);
+	dt_op_layernorm_backward(pc, &x.c, &dy.c, gc, use_gamma ? &dg.c : NULL, use_gamma ? &dbeta.c : NULL,
+				 with_dx ? &dx.c : NULL);
+	dt_op_layernorm_backward(pg, &x.g, &dy.g, gg, use_gamma ? &dg.g : NULL, use_gamma ? &dbeta.g : NULL,
+				 with_dx ? &dx.g : NULL);
+	if (with_dx)
+		expect_close("layernorm dx", &dx, 1e-3);
+	if (use_gamma) {
+		expect_close("layernorm dgamma", &dg, TOL);
+		expect_close("layernorm dbeta", &dbeta, TOL);
+	}
+	pair_free(&x);
+	pair_free(&y);
+	pair_free(&dy);
+	pair_free(&dx);
+	pair_free(&gamma);
+	pair_free(&beta);
+	pair_free(&dg);
+	pair_free(&dbeta);
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void test_layernorm(void **state)
+{
+	need_gpu();
+	ln_case(16, 49, 32, 1, 1);
+	ln_case(7, 1, 10, 0, 1);
+	ln_case(5, 28, 300, 1, 0); /* more channels than a block has threads; no dx (a first layer) */
+	ln_case(64, 3, 3, 1, 1);
+}
+
 /* ---- rnn: cuDNN's recurrent plans and Bidirectional's merge against the CPU's (oneDNN) ---- */
 
 static void rnn_case(enum dt_rnn_cell cell, enum dt_activation act, int n, int steps, int in, int units, int seqs,
@@ -1130,6 +1176,7 @@ int main(void)
 		cmocka_unit_test(test_deconv),
 		cmocka_unit_test(test_shift_upsample),
 		cmocka_unit_test(test_embedding_ops),
+		cmocka_unit_test(test_layernorm),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -258,6 +258,118 @@ static void check_loss(const struct loss_case *k)
 	}
 }
 
+/* ---- residual blocks: the whole model's gradients, through both paths of each block ---- */
+
+struct model_case {
+	const char *input;
+	const char *layers; /* the YAML `layers:` list, flow style */
+};
+
+/* sum(y * r) of the model's forward pass on its input view. */
+static double model_objective(struct dt_model *m, const float *r, const struct dt_step_ctx *ctx)
+{
+	struct dt_tensor y = dt_model_forward(m, N, ctx);
+	int64_t n = dt_tensor_count(&y);
+	double s = 0;
+	for (int64_t i = 0; i < n; i++)
+		s += (double)y.data[i] * r[i];
+	return s;
+}
+
+static void check_model(const struct model_case *k)
+{
+	struct dt_model m;
+	struct dt_doc *doc;
+	struct dt_rng rng;
+	struct dt_shape in = parse_shape(k->input);
+	struct dt_step_ctx ctx = { .training = 1, .key = 99 };
+	char text[1024], what[160];
+	struct dt_tensor x, dy;
+	float *r, *grads;
+	int64_t ny;
+	int adds = 0;
+
+	snprintf(text, sizeof(text), "layers: %s\n", k->layers);
+	doc = dt_doc_parse("residual", text, ".");
+	assert_non_null(doc);
+	if (dt_model_init(&m, "t", &in, dt_node_get(dt_doc_root(doc), "layers"), dt_layer_types) < 0)
+		fail_msg("%s: %s", k->layers, dt_error_last());
+	for (int i = 0; i < m.nlayers; i++)
+		adds += m.shortcut[i] >= 0;
+	assert_true(adds > 0);
+	assert_int_equal(dt_model_alloc(&m, DT_CPU, N), 0);
+	dt_rng_seed(&rng, 17, 0);
+	for (int64_t i = 0; i < m.nparams; i++)
+		m.params[i] = (float)(2 * dt_rng_uniform(&rng) - 1) * 0.7f;
+	x = dt_model_input(&m, N);
+	for (int64_t i = 0; i < dt_tensor_count(&x); i++)
+		x.data[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+	ny = (int64_t)N * dt_shape_count(&m.output);
+	r = malloc(ny * sizeof(float));
+	for (int64_t i = 0; i < ny; i++)
+		r[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+	model_objective(&m, r, &ctx);
+	dy = dt_model_output_grad(&m, N);
+	memcpy(dy.data, r, ny * sizeof(float));
+	dt_model_backward(&m, N);
+	grads = malloc((m.ntrainable + 1) * sizeof(float));
+	memcpy(grads, m.grads, m.ntrainable * sizeof(float));
+	for (int i = 0; i < m.nlayers; i++)
+		for (int p = 0; p < m.layers[i].nparams; p++) {
+			struct dt_param *pr = &m.layers[i].params[p];
+			if (!pr->trainable)
+				continue;
+			for (int64_t e = 0; e < dt_shape_count(&pr->shape); e++) {
+				float keep = pr->value.data[e];
+				double plus, minus;
+				pr->value.data[e] = keep + (float)H;
+				plus = model_objective(&m, r, &ctx);
+				pr->value.data[e] = keep - (float)H;
+				minus = model_objective(&m, r, &ctx);
+				pr->value.data[e] = keep;
+				snprintf(what, sizeof(what), "%s: %s/%s", k->layers, m.layers[i].name, pr->name);
+				expect_close(grads[pr->offset + e], (plus - minus) / (2 * H), what, (int)e);
+			}
+		}
+	free(grads);
+	free(r);
+	dt_model_release(&m);
+	dt_doc_free(doc);
+}
+
+static void test_residual_blocks(void **state)
+{
+	/* A layer with parameters comes first, so that its gradient sums the block's two paths. */
+	static const struct model_case cases[] = {
+		/* image, identity, activation after the add */
+		{ "5,5,2", "[{conv2d: {filters: 2, kernel_size: 3, padding: same}},"
+			   " {residual: {layers: [{conv2d: {filters: 2, kernel_size: 3, padding: same, activation: tanh}},"
+			   " {conv2d: {filters: 2, kernel_size: 3, padding: same}}], activation: elu}}, flatten,"
+			   " {dense: {units: 3}}]" },
+		/* image, projection by a strided 1x1 convolution (the default when the shape changes) */
+		{ "6,5,2", "[{conv2d: {filters: 2, kernel_size: 1}},"
+			   " {residual: {layers: [{conv2d: {filters: 3, kernel_size: 3, strides: 2, padding: same}},"
+			   " batch_normalization], shortcut: projection, activation: tanh}}, global_average_pooling2d]" },
+		/* image, projection asked for though the shape stays */
+		{ "4,4,2", "[{conv2d: {filters: 2, kernel_size: 1}},"
+			   " {residual: {layers: [{conv2d: {filters: 2, kernel_size: 3, padding: same}}],"
+			   " shortcut: projection}}, flatten]" },
+		/* flat, identity and projection (dense) */
+		{ "4", "[{dense: {units: 3, activation: tanh}},"
+		       " {residual: {layers: [{dense: {units: 3, activation: tanh}}, {dense: {units: 3}}], shortcut: identity}},"
+		       " {residual: {layers: [{dense: {units: 2, activation: swish}}], activation: tanh}}]" },
+		/* nested blocks, the inner one first in the outer */
+		{ "4", "[{dense: {units: 3}},"
+		       " {residual: {layers: [{residual: {layers: [{dense: {units: 3, activation: tanh}}]}},"
+		       " {dense: {units: 3}}], activation: tanh}}, {dense: {units: 2}}]" },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_model(&cases[i]);
+}
+
+/* ---- losses ---- */
+
 static void test_every_loss(void **state)
 {
 /* A case's loss, input and classes; the arguments follow by name. */
@@ -330,6 +442,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_layer_type),
+		cmocka_unit_test(test_residual_blocks),
 		cmocka_unit_test(test_every_loss),
 		cmocka_unit_test(test_logits_match_probs),
 	};
