@@ -249,7 +249,7 @@ test-bins: $(TEST_BIN) $(TOOL_BIN)
 # Debian's python3 and numpy underneath (--system-site-packages).
 .PHONY: ref-venv
 ref-venv:
-	$(Q)[ -x $(BUILD)/venv/bin/pip ] || python3 -m venv --system-site-packages $(BUILD)/venv
+	$(Q)[ -x $(BUILD)/venv/bin/pip ] || /usr/bin/python3 -m venv --system-site-packages $(BUILD)/venv
 	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard onnxruntime
 	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)'), onnxruntime $$($(BUILD)/venv/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)') ✓"
 

@@ -4,6 +4,7 @@
  * trained with (man dtrain-config).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "core/config/resolved.h"
@@ -21,6 +22,17 @@ static const char usage[] =
 	"  --set KEY=VALUE        override a config key (repeatable)\n"
 	"  --json                 print JSON instead of YAML\n"
 	"  -h, --help             this help\n";
+
+/* Bare names of a layer list as mappings, into residual blocks' own lists too. */
+static void layer_names_to_maps(struct dt_doc *doc, struct dt_node *list)
+{
+	for (int i = 0; list && list->kind == DT_NODE_SEQ && i < list->n; i++) {
+		struct dt_node *item = list->items[i];
+		dt_node_name_to_map(doc, item);
+		if (item->kind == DT_NODE_MAP && item->n == 1 && !strcmp(item->keys[0], "residual"))
+			layer_names_to_maps(doc, dt_node_get(item->items[0], "layers"));
+	}
+}
 
 int dt_config_prepare(struct dt_doc *doc)
 {
@@ -43,7 +55,9 @@ int dt_config_prepare(struct dt_doc *doc)
 	}
 	for (int k = 0; k < 2; k++) {
 		struct dt_node *list = dt_node_get(dt_node_get(root, lists[k][0]), lists[k][1]);
-		for (int i = 0; list && list->kind == DT_NODE_SEQ && i < list->n; i++)
+		if (k == 0)
+			layer_names_to_maps(doc, list);
+		for (int i = 0; k > 0 && list && list->kind == DT_NODE_SEQ && i < list->n; i++)
 			dt_node_name_to_map(doc, list->items[i]);
 	}
 	return 0;

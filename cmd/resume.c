@@ -76,6 +76,19 @@ static int differs(const char *ckpt, const char *cfg, const char *what, const cJ
 	return -1;
 }
 
+/*
+ * The name of the model's layer that item i of the YAML list made: the i-th
+ * layer outside residual blocks (a block's item makes its add, at depth 0;
+ * its inner layers and projection sit deeper). NULL past the end.
+ */
+static const char *item_layer_name(const struct dt_model *m, int i)
+{
+	for (int j = 0; j < m->nlayers; j++)
+		if (m->depth[j] == 0 && i-- == 0)
+			return m->layers[j].name;
+	return NULL;
+}
+
 static int compare_layers(const char *ckpt, const char *cfg, const cJSON *old, const cJSON *now,
 			  const struct dt_model *m)
 {
@@ -88,7 +101,7 @@ static int compare_layers(const char *ckpt, const char *cfg, const cJSON *old, c
 		const cJSON *a0, *a1, *e;
 		const char *k0 = layer_kind(cJSON_GetArrayItem(old, i), &a0);
 		const char *k1 = layer_kind(cJSON_GetArrayItem(now, i), &a1);
-		const char *name = i < m->nlayers ? m->layers[i].name : k1;
+		const char *name = item_layer_name(m, i) ? item_layer_name(m, i) : k1;
 		if (strcmp(k0, k1))
 			return dt_error("cannot resume from '%s': layer %d is a %s in the checkpoint, a %s in '%s'", ckpt,
 					i + 1, k0, k1, cfg);

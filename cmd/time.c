@@ -82,13 +82,16 @@ static int parse_count(const char *opt, const char *value, int min, int def, int
 
 /*
  * Backward flops of layer i: its forward flops once for each gradient it
- * computes, dW when it has parameters and dx when a layer before it needs
- * one (any layer after the first with parameters).
+ * computes, dW when it has parameters and dx when a layer before its input
+ * has parameters (in a plain sequence: any layer after the first with
+ * parameters; a residual add also counts its shortcut's gradient).
  */
 static int64_t backward_flops(const struct dt_model *m, int i, int64_t fwd)
 {
-	int first = dt_model_first_trainable(m);
-	return fwd * ((m->layers[i].nparams > 0) + (i > first));
+	int grads = (m->layers[i].nparams > 0) + m->needs_grad[m->from[i]];
+	if (m->shortcut[i] >= 0)
+		grads += m->needs_grad[m->shortcut[i]];
+	return m->needs_grad[i + 1] ? fwd * grads : 0;
 }
 
 /* Random labels the loss accepts: class indices below `classes`, one-hot rows, 0/1 or [0, 1). */

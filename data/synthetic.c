@@ -95,13 +95,11 @@ static void synthetic_spirals(struct synthetic *d, int64_t n, int classes, doubl
 	}
 }
 
-/* Whether x[0..len) holds token 1 immediately followed by token 2. */
-static int has_pattern(const float *x, int len)
+/* A token other than 1 and 2 (vocab >= 3). */
+static float other_token(struct dt_rng *r, int vocab)
 {
-	for (int t = 0; t + 1 < len; t++)
-		if (x[t] == 1 && x[t + 1] == 2)
-			return 1;
-	return 0;
+	int64_t v = (int64_t)dt_rng_below(r, (uint64_t)vocab - 2);
+	return (float)(v < 1 ? v : v + 2);
 }
 
 static void synthetic_sequence(struct synthetic *d, int64_t n, int vocab, uint64_t seed)
@@ -112,23 +110,30 @@ static void synthetic_sequence(struct synthetic *d, int64_t n, int vocab, uint64
 	dt_rng_seed(&r, seed, 0);
 	for (int64_t i = 0; i < n; i++) {
 		float *x = d->x + i * len;
-		do {
-			int p, q;
-			for (int t = 0; t < len; t++)
-				x[t] = (float)dt_rng_below(&r, (uint64_t)vocab);
-			if (i % 2) { /* class 1: "1 2" at a random place */
-				p = (int)dt_rng_below(&r, (uint64_t)len - 1);
-				x[p] = 1;
-				x[p + 1] = 2;
-				break;
-			}
-			do { /* class 0: a 1 and a 2, but not "1 2" */
-				p = (int)dt_rng_below(&r, (uint64_t)len);
-				q = (int)dt_rng_below(&r, (uint64_t)len);
-			} while (p == q || q == p + 1);
+		int p, q;
+		for (int t = 0; t < len; t++)
+			x[t] = (float)dt_rng_below(&r, (uint64_t)vocab);
+		if (i % 2) { /* class 1: "1 2" at a random place */
+			p = (int)dt_rng_below(&r, (uint64_t)len - 1);
 			x[p] = 1;
-			x[q] = 2;
-		} while (has_pattern(x, len));
+			x[p + 1] = 2;
+			continue;
+		}
+		do { /* class 0: a 1 and a 2, but not "1 2" */
+			p = (int)dt_rng_below(&r, (uint64_t)len);
+			q = (int)dt_rng_below(&r, (uint64_t)len);
+		} while (p == q || q == p + 1);
+		x[p] = 1;
+		x[q] = 2;
+		/*
+		 * Then every "1 2" the random tokens made is broken, left to right, by
+		 * redrawing the token that was not planted as another than 1 and 2,
+		 * which makes no new pair. (Rejecting whole records instead would
+		 * never end on long ones: 65,536 tokens of 20 hold "1 2" almost surely.)
+		 */
+		for (int t = 0; t + 1 < len; t++)
+			if (x[t] == 1 && x[t + 1] == 2)
+				x[t + 1 == q ? t : t + 1] = other_token(&r, vocab);
 	}
 }
 
@@ -162,13 +167,14 @@ static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
 {
 	const struct dt_node *where = dt_node_get(args, "samples") ? dt_node_get(args, "samples") : args;
 
+	a->noise = 0;
 	if (dt_cfg_check_keys(args, "synthetic", synthetic_keys) < 0 ||
 	    dt_cfg_enum(args, "kind", kinds, SYN_BLOBS, &a->kind) < 0 || other_kinds_keys(args, a) < 0 ||
 	    dt_cfg_int(args, "samples", 1000, 1, INT32_MAX, &a->samples) < 0 ||
 	    dt_cfg_int(args, "classes", a->kind == SYN_SEQUENCE ? 2 : 3, 2, 1000, &a->classes) < 0 ||
-	    dt_cfg_float(args, "noise", 0.1, 0, 100, &a->noise) < 0 ||
 	    dt_cfg_int(args, "seed", 0, 0, INT64_MAX, &a->seed) < 0)
 		return -1;
+	/* Each kind reads only its own keys, so that `dtrain config` shows no default of another's. */
 	if (a->kind == SYN_SEQUENCE) {
 		if (dt_cfg_int(args, "vocab", 20, 3, 1 << 24, &a->vocab) < 0 ||
 		    dt_cfg_int(args, "length", 20, 2, 65536, &a->features) < 0)
@@ -177,7 +183,8 @@ static int synthetic_args(const struct dt_node *args, struct synthetic_args *a)
 			return dt_node_error(dt_node_get(args, "classes"),
 					     "kind 'sequence' has 2 classes (the pattern is there or not), got %lld",
 					     (long long)a->classes);
-	} else if (dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0) {
+	} else if (dt_cfg_int(args, "features", 2, 1, 65536, &a->features) < 0 ||
+		   dt_cfg_float(args, "noise", 0.1, 0, 100, &a->noise) < 0) {
 		return -1;
 	}
 	if (a->kind == SYN_SPIRALS && a->features != 2)

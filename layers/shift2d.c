@@ -53,14 +53,15 @@ static int read_side(const struct dt_node *n, const char *key, int which, int ou
 
 int dt_shift2d_init(struct dt_layer *l, const struct dt_node *args, const char *key, int pad, int def)
 {
-	const char *const keys[] = { key, NULL };
+	static const char *const padding_keys[] = { "padding", NULL };
+	static const char *const cropping_keys[] = { "cropping", NULL };
 	const struct dt_node *n = dt_node_get(args, key);
 	int hs[2] = { def, def }, ws[2] = { def, def };
 	int64_t v;
 	char shape[64];
 	struct shift2d *s;
 
-	if (dt_layer_check_keys(l, args, keys) < 0)
+	if (dt_layer_check_keys(l, args, pad ? padding_keys : cropping_keys) < 0)
 		return -1;
 	if (n && n->kind == DT_NODE_SCALAR) {
 		if (read_size(n, key, &v) < 0)

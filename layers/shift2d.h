@@ -10,7 +10,7 @@
 #include "core/model/layer.h"
 
 /*
- * init for `key` (padding: pad > 0, or cropping: pad < 0) read as Keras
+ * init for `key` ("padding" with pad 1, or "cropping" with pad 0) read as Keras
  * does: an int for all four sides, [h, w] (each side of that axis) or
  * [[top, bottom], [left, right]], an entry of the list may itself be an int
  * or a pair. def: the value when the key is absent (one int for all sides).

@@ -131,6 +131,17 @@ bad() {
 		has("residual_3_projection/bias") and has("layer_normalization/gamma") and has("layer_normalization/beta")' >/dev/null
 }
 
+@test "--resume with a block changed is refused, naming the item and its block" {
+	mkdir -p "$TMP/r"
+	cp "$RES" "$TMP/r/m.yaml"
+	(cd "$TMP/r" && "$DTRAIN" fit m.yaml -q --set fit.epochs=1)
+	sed -i 's/filters: 6, kernel_size: 3, strides: 2/filters: 8, kernel_size: 3, strides: 2/' "$TMP/r/m.yaml"
+	run --separate-stderr bash -c "cd '$TMP/r' && '$DTRAIN' fit m.yaml --resume"
+	status_is 2
+	# item 5 of the list is the block named down (not the fifth layer of the flattened model)
+	stderr_has "layer 5 'down': layers" '"filters":"6"' '"filters":"8"'
+}
+
 @test "inspect: a row per layer with the blocks' adds and projections, gradients everywhere" {
 	run --separate-stderr "$DTRAIN" inspect --json "$RES"
 	status_is 0
@@ -148,7 +159,7 @@ bad() {
 	jq -e '(.layers | map(select(.type == "Add")) | length == 4) and
 		all(.layers[] | select(.type == "Add" or .type == "LayerNormalization");
 		    .forward_flops > 0 and .forward_ms >= 0 and .backward_ms >= 0) and
-		(.layers[] | select(.name == "residual") | .forward_flops == 64)' <<<"$output" >/dev/null
+		(.layers[] | select(.name == "residual") | .forward_flops == 64 and .backward_flops == 128)' <<<"$output" >/dev/null
 	run "$DTRAIN" time --iterations 2 --warmup 1 "$RES"
 	status_is 0
 	[[ $output == *"layer_normalization (LayerNormalization)"* && $output == *"down (Add)"* ]]
@@ -184,4 +195,27 @@ assert src == ["batch_normalization", "residual"], src
 	printf '%s\n' "$output" >"$TMP/r.csv"
 	run "$py" "$REPO/tests/tools/onnx_compare.py" compare "$TMP/r.onnx" "$TMP/r.npy" "$TMP/r.csv" 1e-5
 	status_is 0
+}
+
+@test "mirrored on 2 CPU replicas: the weights of one_device (layer normalization, no batch statistics)" {
+	# batch normalization's statistics are per replica (as Keras' MirroredStrategy): swap it for
+	# layer normalization, and drop the dropout, so both runs compute the same function
+	sed -e 's/^    - batch_normalization$/    - layer_normalization: {name: ln_a}/' \
+		-e 's/^          - batch_normalization$/          - layer_normalization: {name: ln_b}/' \
+		-e '/dropout/d' "$RES" >"$TMP/m.yaml"
+	(cd "$TMP" && "$DTRAIN" fit -q m.yaml --set fit.epochs=2 --set checkpoint.dir=one)
+	(cd "$TMP" && "$DTRAIN" fit -q m.yaml --set fit.epochs=2 --set checkpoint.dir=mir \
+		--set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]')
+	run "$REPO/build/tests/tools/ckpt_diff" "$TMP/one/latest.safetensors" "$TMP/mir/latest.safetensors"
+	status_is 0
+	[[ $output == *"ln_b/gamma"* && $output == *"down_projection/kernel"* ]]
+}
+
+@test "dtrain config: the blocks' defaults (shortcut: auto) and their inner layers' arguments; it builds the same model" {
+	run --separate-stderr "$DTRAIN" config "$RES"
+	status_is 0
+	[[ $output == *"    - residual:"*"          - layer_normalization:"*"              epsilon: 0.001"* ]]
+	[[ $output == *"        shortcut: auto"* ]]
+	printf '%s\n' "$output" >"$TMP/resolved.yaml"
+	[ "$(rows "$TMP/resolved.yaml")" = "$(rows "$RES")" ]
 }

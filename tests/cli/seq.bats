@@ -246,3 +246,21 @@ npy("xf.npy", "<f4", "(8, 6)", struct.pack("<48f", *[float("nan") if i == 13 els
 	not_crashed
 	stderr_has "$TMP/none_x.npy"
 }
+
+@test "synthetic kind sequence: long records are made (no rejection loop), and train" {
+	run --separate-stderr timeout 120 "$DTRAIN" fit -q "$REPO/models/seq_pattern.yaml" --set checkpoint.enabled=false \
+		--set data.train.length=65536 --set data.train.samples=40 --set fit.epochs=1 --set data.validation=null \
+		--set data.test=null --set data.batch_size=8
+	status_is 0
+}
+
+@test "synthetic kind sequence: dtrain config shows its keys only, and its output loads again" {
+	run --separate-stderr "$DTRAIN" config "$REPO/models/seq_pattern.yaml"
+	status_is 0
+	printf '%s\n' "$output" >"$TMP/resolved.yaml"
+	[[ $output == *"vocab: 20"* ]]
+	[[ $output == *"length: 20"* ]]
+	[[ $output != *"noise:"* && $output != *"features:"* ]]
+	run --separate-stderr "$DTRAIN" summary "$TMP/resolved.yaml"
+	status_is 0
+}

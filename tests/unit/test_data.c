@@ -405,6 +405,45 @@ static void test_synthetic_deterministic(void **state)
 	}
 }
 
+/*
+ * kind: sequence: (length,) whole tokens below vocab, classes alternating,
+ * class 1 exactly when "1 2" occurs, every record with a 1 and a 2; the
+ * same seed the same records, another seed others.
+ */
+static void test_synthetic_sequence(void **state)
+{
+	struct dt_source s, t;
+	float *x, *y, *x2, *y2;
+	const int n = 2000, len = 9, vocab = 5;
+
+	assert_int_equal(dt_test_open_source(&s, "format: synthetic\nkind: sequence\nsamples: %d\nvocab: %d\nlength: %d\n"
+					     "seed: 4\n", n, vocab, len), 0);
+	assert_int_equal(s.sample.ndim, 1);
+	assert_int_equal(s.sample.dim[0], len);
+	assert_int_equal(s.num_classes, 2);
+	read_all(&s, &x, &y);
+	for (int i = 0; i < n; i++) {
+		const float *r = x + (int64_t)i * len;
+		int ones = 0, twos = 0, pattern = 0;
+		for (int t0 = 0; t0 < len; t0++) {
+			assert_true(r[t0] >= 0 && r[t0] < vocab && r[t0] == (float)(int)r[t0]);
+			ones += r[t0] == 1;
+			twos += r[t0] == 2;
+			pattern |= t0 + 1 < len && r[t0] == 1 && r[t0 + 1] == 2;
+		}
+		assert_int_equal((int)y[i], i % 2);
+		assert_int_equal(pattern, i % 2);
+		assert_true(ones >= 1 && twos >= 1);
+	}
+	assert_int_equal(dt_test_open_source(&t, "format: synthetic\nkind: sequence\nsamples: %d\nvocab: %d\nlength: %d\n"
+					     "seed: 5\n", n, vocab, len), 0);
+	read_all(&t, &x2, &y2);
+	assert_memory_not_equal(x, x2, (size_t)n * len * sizeof(float));
+	free(x), free(y), free(x2), free(y2);
+	dt_source_close(&s);
+	dt_source_close(&t);
+}
+
 /* Accuracy of the nearest class mean, fitted on the same data: blobs are linearly separable. */
 static double nearest_mean_accuracy(const float *x, const float *y, int64_t n, int f, int classes)
 {
@@ -652,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_idx_bad_arguments),
 		cmocka_unit_test(test_synthetic_defaults),
 		cmocka_unit_test(test_synthetic_deterministic),
+		cmocka_unit_test(test_synthetic_sequence),
 		cmocka_unit_test(test_synthetic_learnable),
 		cmocka_unit_test(test_synthetic_errors),
 		cmocka_unit_test(test_fashion_mnist_train),

@@ -358,6 +358,8 @@ static void test_residual_blocks(void **state)
 		{ "4", "[{dense: {units: 3, activation: tanh}},"
 		       " {residual: {layers: [{dense: {units: 3, activation: tanh}}, {dense: {units: 3}}], shortcut: identity}},"
 		       " {residual: {layers: [{dense: {units: 2, activation: swish}}], activation: tanh}}]" },
+		/* a block first: nothing before it needs a gradient, its input gets none */
+		{ "4", "[{residual: {layers: [{dense: {units: 4, activation: tanh}}], activation: tanh}}, {dense: {units: 2}}]" },
 		/* nested blocks, the inner one first in the outer */
 		{ "4", "[{dense: {units: 3}},"
 		       " {residual: {layers: [{residual: {layers: [{dense: {units: 3, activation: tanh}}]}},"
