@@ -39,7 +39,7 @@ trap 'rm -rf "$tmp"' EXIT
 rss_mb() { echo $(($(sed -n 's/^\s*Maximum resident set size (kbytes): //p' "$1") / 1024)); }
 best() { if jq -en "$1 >= $2" >/dev/null; then echo 1; else echo 2; fi; }
 
-# bench MODEL YAML STEPS TITLE: trains MODEL (mlp, cnn or lstm) with both frameworks,
+# bench MODEL YAML STEPS TITLE: trains MODEL (mlp, cnn, resnet or lstm) with both frameworks,
 # 1 and 2 threads, STEPS batches per epoch (0: whole epochs), and prints its
 # table under TITLE. Returns 1 after printing why when PyTorch cannot run.
 bench() {

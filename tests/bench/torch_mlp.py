@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch side of the Fashion-MNIST benchmarks (the MLP, the CNN, the LSTM).
+"""PyTorch side of the Fashion-MNIST benchmarks (the MLP, the CNNs, the LSTM).
 
 Trains, the way Keras does, on CPU, one of:
 
@@ -10,7 +10,6 @@ Trains, the way Keras does, on CPU, one of:
        Dense 10; the NHWC input (28, 28, 1) is permuted to NCHW for torch;
   resnet  the residual CNN of models/fashion_resnet.yaml (make_resnet below),
        with its AdamW (lr 2e-3, weight decay 1e-4) and label smoothing 0.1;
-
   lstm the model of models/fashion_lstm.yaml: each (28, 28, 1) image as 28
        steps of 28 rows, torch.nn.LSTM(28, 128) (its last state), Dense 10;
        Keras' initial weights (orthogonal recurrent kernel, forget bias 1);
@@ -21,7 +20,7 @@ conv and linear weights) and zero biases, Adam(lr 1e-3, eps 1e-7), batch
 loop only: no data loading, no evaluation; the best epoch) and the test
 accuracy.
 
-    /usr/bin/python3 tests/bench/torch_mlp.py [--model mlp|cnn] [--epochs N]
+    /usr/bin/python3 tests/bench/torch_mlp.py [--model mlp|cnn|resnet|lstm] [--epochs N]
         [--steps N] [--threads N] [--json]
 
 --steps N ends each epoch after N batches (a CNN epoch takes minutes on a
@@ -112,15 +111,8 @@ def make_resnet():
         Block(32, 64), Block(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(128, 10))
 
 
-def make_model(kind):
-    if kind == "resnet":
-        model = make_resnet()
-        for m in model.modules():
-            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)):
-                torch.nn.init.xavier_uniform_(m.weight)  # Keras glorot_uniform
-                if m.bias is not None:
-                    torch.nn.init.zeros_(m.bias)
-        return model
+# ---- the LSTM (issue 14, rnn) ----
+
 def make_lstm_model():
     """models/fashion_lstm.yaml in torch: LSTM 128 over the 28 rows, its last state into Dense 10."""
     class LSTMClassifier(torch.nn.Module):
@@ -148,6 +140,14 @@ def make_lstm_model():
 def make_model(kind):
     if kind == "lstm":
         return make_lstm_model()
+    if kind == "resnet":
+        model = make_resnet()
+        for m in model.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)):
+                torch.nn.init.xavier_uniform_(m.weight)  # Keras glorot_uniform
+                if m.bias is not None:
+                    torch.nn.init.zeros_(m.bias)
+        return model
     if kind == "cnn":
         class Permute(torch.nn.Module):
             def forward(self, x):
@@ -229,8 +229,7 @@ def main():
     p.add_argument("--json", action="store_true", help="print one JSON line")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default=DATA, help="folder of the Fashion-MNIST .gz files")
-    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "resnet"])
-    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "lstm"])
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "resnet", "lstm"])
     p.add_argument("--steps", type=int, default=0, help="batches per epoch (default: all)")
     args = p.parse_args()
     if args.epochs < 1 or args.threads < 0 or args.steps < 0:
