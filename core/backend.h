@@ -91,6 +91,19 @@ struct dt_backend {
 	void (*layernorm_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *dy,
 				   const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 				   struct dt_tensor *dx);
+	/* recurrent layers (rnn) */
+	struct dt_plan *(*plan_rnn)(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+	void (*rnn_forward)(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+			    const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+	void (*rnn_backward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			     const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			     const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du,
+			     struct dt_tensor *db, struct dt_tensor *dx);
+	void (*rnn_merge)(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+			  struct dt_tensor *y);
+	void (*rnn_merge_backward)(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+				   const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+				   struct dt_tensor *dyb);
 };
 
 /* The head of every backend's plan: which backend made it. */

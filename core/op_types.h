@@ -175,6 +175,27 @@ struct dt_pool_geom {
 /* The size of the square GEMMs dt_ops_peak_gflops times. */
 #define DT_PEAK_GEMM_SIZE 2048
 
+/* ---- recurrent layers (rnn) ---- */
+
+/*
+ * The recurrent cells behind SimpleRNN, LSTM and GRU. Gates and their order
+ * are Keras': SimpleRNN 1; LSTM 4 (i, f, c, o); GRU 3 (z, r, h), reset_after
+ * applying the reset gate after the recurrent product (oneDNN's
+ * linear-before-reset GRU, cuDNN's GRU), else before it.
+ */
+enum dt_rnn_cell { DT_RNN_SIMPLE, DT_RNN_LSTM, DT_RNN_GRU, DT_RNN_GRU_RESET_AFTER };
+struct dt_rnn_geom {
+	enum dt_rnn_cell cell;
+	int steps, in, units;
+	enum dt_activation act;  /* SimpleRNN's: DT_ACT_TANH or DT_ACT_RELU; the others' are fixed */
+	int use_bias;
+	int go_backwards;        /* the sequence is read from its last step to its first */
+	int return_sequences;    /* y is every step's h (steps, units), else the last h (units) */
+};
+
+/* How Bidirectional joins its two directions: concatenated on the last axis, summed, multiplied, averaged. */
+enum dt_rnn_merge { DT_RNN_MERGE_CONCAT, DT_RNN_MERGE_SUM, DT_RNN_MERGE_MUL, DT_RNN_MERGE_AVE };
+
 /* Backend state of one convolution, pooling or batch-norm layer (core/ops.h). */
 struct dt_plan;
 

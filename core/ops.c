@@ -425,3 +425,54 @@ void dt_op_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, cons
 		same_count(dy, dx);
 	plan_backend(p)->layernorm_backward(p, x, dy, gamma, dgamma, dbeta, dx);
 }
+
+/* ---- recurrent layers (rnn) ---- */
+
+int dt_rnn_gates(enum dt_rnn_cell cell)
+{
+	return cell == DT_RNN_SIMPLE ? 1 : cell == DT_RNN_LSTM ? 4 : 3;
+}
+
+int dt_rnn_bias_rows(enum dt_rnn_cell cell) { return cell == DT_RNN_GRU_RESET_AFTER ? 2 : 1; }
+
+struct dt_plan *dt_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch)
+{
+	const struct dt_backend *b = backend_of(dev);
+	DT_ASSERT(b->plan_rnn);
+	return b->plan_rnn(dev, g, max_batch);
+}
+
+void dt_op_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+		       const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y)
+{
+	plan_backend(p)->rnn_forward(p, training, x, w, u, b, y);
+}
+
+void dt_op_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
+			struct dt_tensor *dx)
+{
+	same_count(y, dy);
+	if (dx)
+		same_count(x, dx);
+	plan_backend(p)->rnn_backward(p, x, w, u, b, y, dy, dw, du, db, dx);
+}
+
+void dt_op_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		     struct dt_tensor *y)
+{
+	same_count(yf, yb);
+	DT_ASSERT(dt_tensor_count(y) == (mode == DT_RNN_MERGE_CONCAT ? 2 : 1) * dt_tensor_count(yf));
+	backend(y)->rnn_merge(mode, steps, yf, yb, y);
+}
+
+void dt_op_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			      const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			      struct dt_tensor *dyb)
+{
+	same_count(yf, dyf);
+	same_count(yb, dyb);
+	DT_ASSERT(dt_tensor_count(dy) == (mode == DT_RNN_MERGE_CONCAT ? 2 : 1) * dt_tensor_count(yf));
+	backend(dy)->rnn_merge_backward(mode, steps, dy, yf, yb, dyf, dyb);
+}

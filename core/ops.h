@@ -215,6 +215,47 @@ void dt_op_batchnorm_backward(struct dt_plan *p, const struct dt_tensor *x, cons
 void dt_op_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
 /* dtable (V, D) += the rows of dy (N, steps, D) at idx (N, steps); bad indices add nothing. */
 void dt_op_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
+/* ---- recurrent layers (rnn) ---- */
+
+/* Gates of a cell: 1 (SimpleRNN), 4 (LSTM), 3 (GRU). */
+int dt_rnn_gates(enum dt_rnn_cell cell);
+/* Rows of the bias: 2 for GRU reset_after (input and recurrent biases, as Keras), else 1. */
+int dt_rnn_bias_rows(enum dt_rnn_cell cell);
+/*
+ * One recurrent layer over a batch of sequences, from a zero initial state,
+ * through a plan (oneDNN's RNN primitives on the CPU, cuDNN's RNN API on the
+ * GPU). Tensors in Keras' layout and gate order: x (N, steps, in); kernel w
+ * (in, G*units); recurrent kernel u (units, G*units); bias b (G*units) or,
+ * GRU reset_after, (2, 3*units), or NULL without bias; y (N, steps, units)
+ * with return_sequences (in the order the steps were read: reversed when
+ * go_backwards, as Keras), else (N, units), the last state. A training
+ * forward keeps in the plan what the next backward needs.
+ */
+struct dt_plan *dt_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+void dt_op_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+		       const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+/*
+ * After a training forward of the same batch, from dy (y's shape): dw, du
+ * and db (overwritten; db ignored without bias) and dx (when not NULL).
+ */
+void dt_op_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
+			struct dt_tensor *dx);
+
+/*
+ * Bidirectional's merge of its forward and backward layers' outputs yf and
+ * yb, both (N, steps, units) (steps 1 for last states): the backward one's
+ * steps are taken in reverse order (Keras turns them back into input
+ * order), so y[n, t] joins yf[n, t] and yb[n, steps-1-t]; y is
+ * (N, steps, 2*units) for concat (forward first), else (N, steps, units).
+ */
+void dt_op_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		     struct dt_tensor *y);
+/* Its backward: dyf and dyb (overwritten) from dy, with yf and yb for mul. */
+void dt_op_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			      const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			      struct dt_tensor *dyb);
 
 /*
  * Layer normalization (issue 14, resnet) over the last dimension of x

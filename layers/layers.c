@@ -28,5 +28,10 @@ const struct dt_layer_type *const dt_layer_types[] = {
 	&dt_global_max_pooling2d_layer,
 	&dt_embedding_layer,
 	&dt_layer_normalization_layer,
+	/* recurrent */
+	&dt_lstm_layer,
+	&dt_gru_layer,
+	&dt_simple_rnn_layer,
+	&dt_bidirectional_layer,
 	NULL,
 };

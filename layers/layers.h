@@ -36,6 +36,10 @@ extern const struct dt_layer_type dt_global_max_pooling1d_layer;
 extern const struct dt_layer_type dt_global_max_pooling2d_layer;
 extern const struct dt_layer_type dt_embedding_layer;
 extern const struct dt_layer_type dt_layer_normalization_layer;
+extern const struct dt_layer_type dt_lstm_layer;
+extern const struct dt_layer_type dt_gru_layer;
+extern const struct dt_layer_type dt_simple_rnn_layer;
+extern const struct dt_layer_type dt_bidirectional_layer;
 
 /* NULL-terminated. */
 extern const struct dt_layer_type *const dt_layer_types[];

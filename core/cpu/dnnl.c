@@ -767,6 +767,9 @@ void dt_cpu_plan_free(struct dt_plan *pl)
 	case DT_CPU_PLAN_LAYERNORM: /* layernorm.c's own plan */
 		dt_cpu_layernorm_plan_free(pl);
 		return;
+	case DT_CPU_PLAN_RNN: /* rnn.c's own plan */
+		dt_cpu_rnn_plan_free(pl);
+		return;
 	case DT_CPU_PLAN_BATCHNORM:
 		bn_plan_free((struct bn_plan *)p);
 		break;

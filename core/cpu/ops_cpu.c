@@ -535,6 +535,12 @@ const struct dt_backend dt_cpu_backend = {
 	.plan_layernorm = dt_cpu_plan_layernorm,
 	.layernorm_forward = dt_cpu_layernorm_forward,
 	.layernorm_backward = dt_cpu_layernorm_backward,
+	/* recurrent layers (rnn) */
+	.plan_rnn = dt_cpu_plan_rnn,
+	.rnn_forward = dt_cpu_rnn_forward,
+	.rnn_backward = dt_cpu_rnn_backward,
+	.rnn_merge = dt_cpu_rnn_merge,
+	.rnn_merge_backward = dt_cpu_rnn_merge_backward,
 };
 
 double dt_ops_peak_gflops(void)

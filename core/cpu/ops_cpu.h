@@ -62,6 +62,7 @@ uint64_t dt_cpu_primitives_made(void);
  */
 enum dt_cpu_plan_kind { DT_CPU_PLAN_CONV, DT_CPU_PLAN_POOL, DT_CPU_PLAN_BATCHNORM,
 	DT_CPU_PLAN_LAYERNORM, /* layernorm.c */
+	DT_CPU_PLAN_RNN,       /* rnn.c */
 };
 struct dt_cpu_plan_head {
 	struct dt_plan plan;
@@ -85,5 +86,20 @@ void dt_cpu_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, con
 			       const struct dt_tensor *gamma, struct dt_tensor *dgamma, struct dt_tensor *dbeta,
 			       struct dt_tensor *dx);
 void dt_cpu_layernorm_plan_free(struct dt_plan *p);
+/* Recurrent layers (rnn.c, on oneDNN's RNN primitives). */
+struct dt_plan *dt_cpu_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+void dt_cpu_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+			const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+void dt_cpu_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
+			 struct dt_tensor *dx);
+void dt_cpu_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		      struct dt_tensor *y);
+void dt_cpu_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+			       const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+			       struct dt_tensor *dyb);
+/* Frees a recurrent plan (dt_cpu_plan_free calls it for DT_CPU_PLAN_RNN). */
+void dt_cpu_rnn_plan_free(struct dt_plan *p);
 
 #endif

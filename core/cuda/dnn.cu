@@ -920,6 +920,10 @@ void dt_cuda_plan_free(struct dt_plan *pl)
 		dt_cuda_layernorm_plan_free(pl);
 		return;
 	}
+	if ((int)p->kind == DT_CUDA_PLAN_RNN) { /* rnn.cu's */
+		dt_cuda_rnn_plan_free(pl);
+		return;
+	}
 	dt_gpu_use(p->dev);
 	switch (p->kind) {
 	case PLAN_CONV:

@@ -766,4 +766,10 @@ void dt_cuda_backend_init(struct dt_backend *b)
 	b->plan_layernorm = dt_cuda_plan_layernorm;
 	b->layernorm_forward = dt_cuda_layernorm_forward;
 	b->layernorm_backward = dt_cuda_layernorm_backward;
+	/* recurrent layers (rnn) */
+	b->plan_rnn = dt_cuda_plan_rnn;
+	b->rnn_forward = dt_cuda_rnn_forward;
+	b->rnn_backward = dt_cuda_rnn_backward;
+	b->rnn_merge = dt_cuda_rnn_merge;
+	b->rnn_merge_backward = dt_cuda_rnn_merge_backward;
 }

@@ -147,6 +147,27 @@ void dt_cuda_layernorm_backward(struct dt_plan *p, const struct dt_tensor *x, co
 				struct dt_tensor *dx);
 void dt_cuda_layernorm_plan_free(struct dt_plan *p);
 
+/*
+ * Recurrent layers (rnn.cu, cuDNN's RNN API). Their plans start as dnn.cu's
+ * do (the dt_plan, then an int kind): dt_cuda_plan_free hands those of kind
+ * DT_CUDA_PLAN_RNN to dt_cuda_rnn_plan_free. dt_cuda_plan_rnn gives NULL for
+ * a cell cuDNN lacks (GRU reset_after: false).
+ */
+#define DT_CUDA_PLAN_RNN 101
+struct dt_plan *dt_cuda_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *g, int max_batch);
+void dt_cuda_rnn_forward(struct dt_plan *p, int training, const struct dt_tensor *x, const struct dt_tensor *w,
+			 const struct dt_tensor *u, const struct dt_tensor *b, struct dt_tensor *y);
+void dt_cuda_rnn_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
+			  const struct dt_tensor *u, const struct dt_tensor *b, const struct dt_tensor *y,
+			  const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *du, struct dt_tensor *db,
+			  struct dt_tensor *dx);
+void dt_cuda_rnn_merge(enum dt_rnn_merge mode, int steps, const struct dt_tensor *yf, const struct dt_tensor *yb,
+		       struct dt_tensor *y);
+void dt_cuda_rnn_merge_backward(enum dt_rnn_merge mode, int steps, const struct dt_tensor *dy,
+				const struct dt_tensor *yf, const struct dt_tensor *yb, struct dt_tensor *dyf,
+				struct dt_tensor *dyb);
+void dt_cuda_rnn_plan_free(struct dt_plan *p);
+
 /* The backend's table (device.cu), filled by dt_cuda_backend_init (kernels.cu) with its ops and dnn.cu's plans. */
 extern struct dt_backend dt_cuda_backend;
 void dt_cuda_backend_init(struct dt_backend *b);

@@ -146,6 +146,17 @@ void dt_onnx_attr_string(struct dt_onnx *g, const char *name, const char *v)
 	a->s.data = (uint8_t *)copy_str(g, v);
 }
 
+void dt_onnx_attr_strings(struct dt_onnx *g, const char *name, int n, const char *const *v)
+{
+	Onnx__AttributeProto *a = attr(g, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+	a->n_strings = (size_t)n;
+	a->strings = zalloc(g, (size_t)n * sizeof(*a->strings));
+	for (int i = 0; i < n; i++) {
+		a->strings[i].len = strlen(v[i]);
+		a->strings[i].data = (uint8_t *)copy_str(g, v[i]);
+	}
+}
+
 /* A constant (an initializer) of shape dims with `bytes` bytes of raw little-endian data. */
 static const char *constant(struct dt_onnx *g, const char *name, int type, int ndim, const int64_t *dims,
 			    const void *data, size_t bytes)

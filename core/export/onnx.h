@@ -38,8 +38,10 @@ const char *dt_onnx_node(struct dt_onnx *g, const char *op_type, const char *con
 void dt_onnx_attr_int(struct dt_onnx *g, const char *name, int64_t v);
 void dt_onnx_attr_float(struct dt_onnx *g, const char *name, float v);
 void dt_onnx_attr_ints(struct dt_onnx *g, const char *name, int n, const int64_t *v);
-/* A string attribute (Resize's mode), copied. */
+/* A string attribute (Resize's mode, the recurrent operators' direction), copied. */
 void dt_onnx_attr_string(struct dt_onnx *g, const char *name, const char *v);
+/* A list of strings (the recurrent operators' activations), copied. */
+void dt_onnx_attr_strings(struct dt_onnx *g, const char *name, int n, const char *const *v);
 /* A float constant of shape dims (ndim), its data copied; returns its value name. */
 const char *dt_onnx_floats(struct dt_onnx *g, const char *name, int ndim, const int64_t *dims, const float *data);
 /* A 1-d int64 constant (Reshape's shape); returns its value name. */

@@ -22,7 +22,9 @@ int dt_layer_param(struct dt_layer *l, const char *name, struct dt_shape shape, 
 const char *const dt_init_names[] = { "zeros", "ones", "glorot_uniform", "glorot_normal", "he_uniform",
 				      "he_normal", "lecun_uniform", "lecun_normal",
 				      /* embedding */
-				      "uniform", "random_uniform", NULL };
+				      "uniform", "random_uniform",
+				      /* recurrent kernels */
+				      "orthogonal", NULL };
 
 int dt_layer_state(struct dt_layer *l, const char *name, struct dt_shape shape, enum dt_init init)
 {

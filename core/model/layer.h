@@ -21,8 +21,8 @@
 
 struct dt_onnx; /* core/export/onnx.h */
 
-#define DT_LAYER_MAX_PARAMS 4
-#define DT_LAYER_MAX_BUFS 4
+#define DT_LAYER_MAX_PARAMS 8 /* Bidirectional: two recurrent layers of 3 */
+#define DT_LAYER_MAX_BUFS 8
 
 /* Keras' initializers; the *_normal ones draw from a normal truncated at 2 stddev, as Keras. */
 enum dt_init {
@@ -37,6 +37,7 @@ enum dt_init {
 	/* Embedding's default (issue 14): Keras' "uniform" alias of RandomUniform(-0.05, 0.05), by either name. */
 	DT_INIT_UNIFORM,
 	DT_INIT_RANDOM_UNIFORM,
+	DT_INIT_ORTHOGONAL,     /* Keras' Orthogonal, gain 1: (prod(shape[:-1]), shape[-1]) with orthonormal rows or columns */
 	DT_INIT_COUNT
 };
 /* "zeros", "ones", "glorot_uniform", ...; NULL-terminated, indexed by enum. */
@@ -49,6 +50,7 @@ struct dt_param {
 	int fan_in, fan_out;
 	int trainable;           /* 0: state the layer updates itself (batch norm's moving statistics) */
 	float l1, l2;            /* regularization added to the loss (Keras' kernel_regularizer) */
+	int64_t ones_at, ones_count; /* a slice drawn as ones whatever init says (LSTM's unit_forget_bias) */
 	int64_t offset;          /* in the model's flat buffer, in floats: trainable ones first */
 	struct dt_tensor value;  /* views into the model's parameter buffer */
 	struct dt_tensor grad;   /* and gradient buffer (trainable parameters only) */

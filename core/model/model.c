@@ -149,6 +149,10 @@ static int add_layer(struct builder *b, const struct dt_layer_type *type, const 
 	m->nlayers = i + 1;
 	if (type->init(l, args) < 0)
 		return -1;
+	for (int p = 0; p < l->nparams; p++)
+		if (l->params[p].init == DT_INIT_ORTHOGONAL && l->params[p].shape.ndim < 2)
+			return dt_node_error(item, "layer '%s': the orthogonal initializer needs a parameter of two or "
+					     "more dimensions, and '%s' has one", l->name, l->params[p].name);
 	if (dt_shape_count(&l->out) <= 0)
 		return dt_node_error(item, "layer '%s' maps input %s to an empty output %s", l->name,
 				     dt_shape_format(&l->in, 1, a, sizeof(a)), dt_shape_format(&l->out, 1, o, sizeof(o)));
@@ -444,6 +448,42 @@ static float draw(enum dt_init init, int fan_in, int fan_out, struct dt_rng *rng
 	}
 }
 
+/*
+ * Keras' Orthogonal (gain 1) into w, a (rows, cols) matrix, rows the product
+ * of the shape's leading dimensions: a normal (max, min) matrix's QR with
+ * the signs of R's diagonal folded into Q, transposed when rows < cols.
+ * Gram-Schmidt (twice, for precision) gives that Q: orthonormal columns with
+ * R's diagonal positive.
+ */
+static void orthogonal(float *w, int64_t rows, int64_t cols, struct dt_rng *rng)
+{
+	int64_t m = rows > cols ? rows : cols, k = rows > cols ? cols : rows;
+	double *a = dt_malloc((size_t)(m * k) * sizeof(double)); /* (m, k) row-major */
+
+	for (int64_t i = 0; i < m * k; i++)
+		a[i] = dt_rng_normal(rng);
+	for (int64_t j = 0; j < k; j++) {
+		double norm = 0;
+		for (int pass = 0; pass < 2; pass++)
+			for (int64_t q = 0; q < j; q++) {
+				double dot = 0;
+				for (int64_t i = 0; i < m; i++)
+					dot += a[i * k + q] * a[i * k + j];
+				for (int64_t i = 0; i < m; i++)
+					a[i * k + j] -= dot * a[i * k + q];
+			}
+		for (int64_t i = 0; i < m; i++)
+			norm += a[i * k + j] * a[i * k + j];
+		norm = sqrt(norm);
+		for (int64_t i = 0; i < m; i++)
+			a[i * k + j] = norm > 0 ? a[i * k + j] / norm : 0;
+	}
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			w[r * cols + c] = (float)(rows >= cols ? a[r * k + c] : a[c * k + r]);
+	free(a);
+}
+
 void dt_model_init_params(struct dt_model *m, uint64_t seed)
 {
 	int index = 0;
@@ -456,8 +496,16 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed)
 			struct dt_rng rng;
 			dt_rng_seed(&rng, seed, 1000 + index);
 			DT_ASSERT(pr->init <= DT_INIT_ONES || (pr->fan_in > 0 && pr->fan_out > 0));
-			for (int64_t k = 0; k < n; k++)
-				host[k] = draw(pr->init, pr->fan_in, pr->fan_out, &rng);
+			if (pr->init == DT_INIT_ORTHOGONAL) {
+				int64_t cols = pr->shape.dim[pr->shape.ndim - 1];
+				DT_ASSERT(pr->shape.ndim >= 2);
+				orthogonal(host, n / cols, cols, &rng);
+			} else {
+				for (int64_t k = 0; k < n; k++)
+					host[k] = draw(pr->init, pr->fan_in, pr->fan_out, &rng);
+			}
+			for (int64_t k = pr->ones_at; k < pr->ones_at + pr->ones_count; k++)
+				host[k] = 1;
 			dt_op_from_host(&pr->value, host);
 			free(host);
 		}

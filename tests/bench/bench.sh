@@ -17,6 +17,9 @@
 # side (the same work: torch_mlp.py --model resnet does not augment), and
 # `dtrain time`'s per-layer figures for its residual adds and for a
 # layer_normalization in place of its first batch normalization.
+# Then, when models/fashion_lstm.yaml exists, its LSTM (28 steps of 28 rows,
+# LSTM 128, dense 10) against torch.nn.LSTM, epochs cut to LSTM_STEPS
+# batches (default 100).
 #
 # PyTorch (Debian's python3-torch) runs on the system's libblas.so.3: `make
 # bench` installs OpenBLAS (libopenblas0-pthread) so that the reference is not
@@ -25,6 +28,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 EPOCHS=${1:-2}
 CNN_STEPS=${CNN_STEPS:-100}
+LSTM_STEPS=${LSTM_STEPS:-100}
 DTRAIN=${DTRAIN:-build/dtrain}
 PY=/usr/bin/python3
 [ -x "$DTRAIN" ] || { echo "bench: build dtrain first (make)"; exit 1; }
@@ -35,7 +39,7 @@ trap 'rm -rf "$tmp"' EXIT
 rss_mb() { echo $(($(sed -n 's/^\s*Maximum resident set size (kbytes): //p' "$1") / 1024)); }
 best() { if jq -en "$1 >= $2" >/dev/null; then echo 1; else echo 2; fi; }
 
-# bench MODEL YAML STEPS TITLE: trains MODEL (mlp or cnn) with both frameworks,
+# bench MODEL YAML STEPS TITLE: trains MODEL (mlp, cnn, resnet or lstm) with both frameworks,
 # 1 and 2 threads, STEPS batches per epoch (0: whole epochs), and prints its
 # table under TITLE. Returns 1 after printing why when PyTorch cannot run.
 bench() {
@@ -109,3 +113,8 @@ bench_resnet() {
 	done
 }
 bench_resnet
+if [ -f models/fashion_lstm.yaml ]; then
+	echo
+	bench lstm models/fashion_lstm.yaml "$LSTM_STEPS" \
+		"Fashion-MNIST LSTM (28 steps of 28 rows: LSTM 128, dense 10; torch.nn.LSTM against oneDNN's)" || exit 0
+fi

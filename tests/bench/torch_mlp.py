@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch side of the Fashion-MNIST benchmarks (the MLP and the CNN).
+"""PyTorch side of the Fashion-MNIST benchmarks (the MLP, the CNNs, the LSTM).
 
 Trains, the way Keras does, on CPU, one of:
 
@@ -10,6 +10,9 @@ Trains, the way Keras does, on CPU, one of:
        Dense 10; the NHWC input (28, 28, 1) is permuted to NCHW for torch;
   resnet  the residual CNN of models/fashion_resnet.yaml (make_resnet below),
        with its AdamW (lr 2e-3, weight decay 1e-4) and label smoothing 0.1;
+  lstm the model of models/fashion_lstm.yaml: each (28, 28, 1) image as 28
+       steps of 28 rows, torch.nn.LSTM(28, 128) (its last state), Dense 10;
+       Keras' initial weights (orthogonal recurrent kernel, forget bias 1);
 
 with softmax inside the loss, glorot-uniform kernels (xavier_uniform_ on
 conv and linear weights) and zero biases, Adam(lr 1e-3, eps 1e-7), batch
@@ -17,7 +20,7 @@ conv and linear weights) and zero biases, Adam(lr 1e-3, eps 1e-7), batch
 loop only: no data loading, no evaluation; the best epoch) and the test
 accuracy.
 
-    /usr/bin/python3 tests/bench/torch_mlp.py [--model mlp|cnn] [--epochs N]
+    /usr/bin/python3 tests/bench/torch_mlp.py [--model mlp|cnn|resnet|lstm] [--epochs N]
         [--steps N] [--threads N] [--json]
 
 --steps N ends each epoch after N batches (a CNN epoch takes minutes on a
@@ -108,7 +111,35 @@ def make_resnet():
         Block(32, 64), Block(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(128, 10))
 
 
+# ---- the LSTM (issue 14, rnn) ----
+
+def make_lstm_model():
+    """models/fashion_lstm.yaml in torch: LSTM 128 over the 28 rows, its last state into Dense 10."""
+    class LSTMClassifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(28, 128, batch_first=True)
+            self.dense = torch.nn.Linear(128, 10)
+
+        def forward(self, x):
+            seq, _ = self.lstm(x.reshape(-1, 28, 28))
+            return self.dense(seq[:, -1])
+
+    model = LSTMClassifier()
+    with torch.no_grad():  # Keras' LSTM: glorot kernel, orthogonal recurrent kernel, zero bias but forget 1
+        torch.nn.init.xavier_uniform_(model.lstm.weight_ih_l0)
+        torch.nn.init.orthogonal_(model.lstm.weight_hh_l0)
+        model.lstm.bias_ih_l0.zero_()
+        model.lstm.bias_ih_l0[128:256] = 1
+        model.lstm.bias_hh_l0.zero_()
+    torch.nn.init.xavier_uniform_(model.dense.weight)
+    torch.nn.init.zeros_(model.dense.bias)
+    return model
+
+
 def make_model(kind):
+    if kind == "lstm":
+        return make_lstm_model()
     if kind == "resnet":
         model = make_resnet()
         for m in model.modules():
@@ -198,7 +229,7 @@ def main():
     p.add_argument("--json", action="store_true", help="print one JSON line")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default=DATA, help="folder of the Fashion-MNIST .gz files")
-    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "resnet"])
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "resnet", "lstm"])
     p.add_argument("--steps", type=int, default=0, help="batches per epoch (default: all)")
     args = p.parse_args()
     if args.epochs < 1 or args.threads < 0 or args.steps < 0:

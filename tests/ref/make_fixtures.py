@@ -96,6 +96,8 @@ def window(n, k, stride, dil, padding):
 
 
 def yaml_value(v):
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {yaml_value(e)}" for k, e in v.items()) + "}"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (list, tuple)):
@@ -212,6 +214,143 @@ def naive_pool2d(x, a, kind):
     return y
 
 
+
+# ---- recurrent layers (rnn): Keras' layout and gate order, torch's modules -
+
+def rnn_gates(kind):
+    return {"simple_rnn": 1, "lstm": 4, "gru": 3}[kind]
+
+
+def rnn_torch(x, p, a, kind):
+    """Keras' SimpleRNN/LSTM/GRU on torch: nn.RNN, nn.LSTM (gates i, f, g, o =
+    Keras' i, f, c, o) and nn.GRU (reset_after; gates r, z, n against Keras'
+    z, r, h) from Keras' kernels, so autograd reaches Keras' parameters;
+    GRU reset_after: false by hand. go_backwards reads x reversed in time,
+    and returns the steps in that order, as Keras."""
+    units = a["units"]
+    if a.get("go_backwards", False):
+        x = torch.flip(x, dims=[1])
+    n, steps, cin = x.shape
+    k, r = p["kernel"], p["recurrent_kernel"]
+    b = p.get("bias")
+    reset_after = a.get("reset_after", True)
+    if kind == "gru" and not reset_after:
+        h = torch.zeros(n, units, dtype=torch.float64)
+        bz = b if b is not None else torch.zeros(3 * units, dtype=torch.float64)
+        outs = []
+        for t in range(steps):
+            xw = x[:, t] @ k + bz
+            hu = h @ r[:, :2 * units]
+            z = torch.sigmoid(xw[:, :units] + hu[:, :units])
+            rr = torch.sigmoid(xw[:, units:2 * units] + hu[:, units:])
+            hh = torch.tanh(xw[:, 2 * units:] + (rr * h) @ r[:, 2 * units:])
+            h = z * h + (1 - z) * hh
+            outs.append(h)
+        seq = torch.stack(outs, dim=1)
+    else:
+        if kind == "lstm":
+            mod = torch.nn.LSTM(cin, units, batch_first=True, bias=b is not None).double()
+            wi, wh = k.t(), r.t()
+            bi, bh = b, None
+        elif kind == "simple_rnn":
+            mod = torch.nn.RNN(cin, units, batch_first=True, bias=b is not None,
+                               nonlinearity=a.get("activation", "tanh")).double()
+            wi, wh = k.t(), r.t()
+            bi, bh = b, None
+        else:  # torch's gates r, z, n from Keras' z, r, h
+            mod = torch.nn.GRU(cin, units, batch_first=True, bias=b is not None).double()
+            def rz(m):
+                return torch.cat([m[..., units:2 * units], m[..., :units], m[..., 2 * units:]], dim=-1)
+            wi, wh = rz(k).t(), rz(r).t()
+            bi, bh = (rz(b[0]), rz(b[1])) if b is not None else (None, None)
+        # the module's parameters replaced by functions of Keras' ones
+        del mod.weight_ih_l0, mod.weight_hh_l0
+        mod.weight_ih_l0, mod.weight_hh_l0 = wi, wh
+        if b is not None:
+            del mod.bias_ih_l0, mod.bias_hh_l0
+            mod.bias_ih_l0 = bi
+            mod.bias_hh_l0 = bh if bh is not None else torch.zeros_like(bi)
+        mod._flat_weights = [getattr(mod, w) for w in mod._flat_weights_names]
+        seq, _ = mod(x)
+    if a.get("return_sequences", False):
+        return seq
+    return seq[:, -1]
+
+
+def bidir_parts(a):
+    """The wrapped layer of a bidirectional case: its kind, arguments, and the backward copy's."""
+    (kind, inner), = a["layer"].items()
+    back = dict(inner, go_backwards=not inner.get("go_backwards", False))
+    return kind, inner, back
+
+
+def bidir_merge(f, b, a, inner, flip, cat):
+    """Keras' Bidirectional: the backward copy's steps back in input order, then the merge."""
+    if inner.get("return_sequences", False):
+        b = flip(b)
+    mode = a.get("merge_mode", "concat")
+    if mode == "concat":
+        return cat([f, b])
+    return {"sum": f + b, "mul": f * b, "ave": (f + b) / 2}[mode]
+
+
+def bidir_torch(x, p, a):
+    kind, inner, back = bidir_parts(a)
+    name = inner.get("name", kind)
+    pf = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("forward_")}
+    pb = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("backward_")}
+    return bidir_merge(rnn_torch(x, pf, inner, kind), rnn_torch(x, pb, back, kind), a, inner,
+                       lambda t: torch.flip(t, dims=[1]), lambda ts: torch.cat(ts, dim=-1))
+
+
+def bidir_naive(x, p, a):
+    kind, inner, back = bidir_parts(a)
+    pf = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("forward_")}
+    pb = {k.split("/", 1)[1]: v for k, v in p.items() if k.startswith("backward_")}
+    return bidir_merge(naive_rnn(x, pf, inner, kind), naive_rnn(x, pb, back, kind), a, inner,
+                       lambda t: t[:, ::-1], lambda ts: np.concatenate(ts, axis=-1))
+
+
+def naive_rnn(x, p, a, kind):
+    """The same cells as plain numpy loops."""
+    units = a["units"]
+    if a.get("go_backwards", False):
+        x = x[:, ::-1]
+    n, steps, _ = x.shape
+    k, r = p["kernel"], p["recurrent_kernel"]
+    g = rnn_gates(kind)
+    b = p.get("bias", np.zeros((2, g * units) if kind == "gru" and a.get("reset_after", True) else g * units))
+    sig = lambda v: 1 / (1 + np.exp(-v))
+    h = np.zeros((n, units))
+    c = np.zeros((n, units))
+    outs = []
+    for t in range(steps):
+        if kind == "simple_rnn":
+            z = x[:, t] @ k + h @ r + b
+            h = np.tanh(z) if a.get("activation", "tanh") == "tanh" else np.maximum(z, 0)
+        elif kind == "lstm":
+            z = x[:, t] @ k + h @ r + b
+            i, f, cc, o = (z[:, j * units:(j + 1) * units] for j in range(4))
+            c = sig(f) * c + sig(i) * np.tanh(cc)
+            h = sig(o) * np.tanh(c)
+        elif a.get("reset_after", True):
+            xw = x[:, t] @ k + b[0]
+            hu = h @ r + b[1]
+            z = sig(xw[:, :units] + hu[:, :units])
+            rr = sig(xw[:, units:2 * units] + hu[:, units:2 * units])
+            hh = np.tanh(xw[:, 2 * units:] + rr * hu[:, 2 * units:])
+            h = z * h + (1 - z) * hh
+        else:
+            xw = x[:, t] @ k + b
+            z = sig(xw[:, :units] + h @ r[:, :units])
+            rr = sig(xw[:, units:2 * units] + h @ r[:, units:2 * units])
+            hh = np.tanh(xw[:, 2 * units:] + (rr * h) @ r[:, 2 * units:])
+            h = z * h + (1 - z) * hh
+        outs.append(h)
+    seq = np.stack(outs, axis=1)
+    return seq if a.get("return_sequences", False) else seq[:, -1]
+
+
 # ---- cases --------------------------------------------------------------------
 
 def f32(a):
@@ -224,6 +363,10 @@ def conv_case(name, input_shape, args, n=2, desc=""):
 
 
 def pool_case(name, kind, input_shape, args, n=2, desc=""):
+    return dict(name=name, kind=kind, args=args, input_shape=input_shape, n=n, desc=desc)
+
+
+def rnn_case(name, kind, input_shape, args, n=3, desc=""):
     return dict(name=name, kind=kind, args=args, input_shape=input_shape, n=n, desc=desc)
 
 
@@ -288,6 +431,44 @@ CASES = [
             desc="inference: normalizes with the given moving statistics and leaves them as they are"),
     bn_case("batch_normalization_moving", (2, 2, 3), {"momentum": 0.9, "epsilon": 0.01}, n=4, steps=3,
             desc="three training steps on different batches: y of each and the moving statistics after them"),
+    rnn_case("lstm", "lstm", (5, 3), {"units": 4},
+             desc="LSTM, Keras defaults: the last state; torch's nn.LSTM (gates i, f, g, o)"),
+    rnn_case("lstm_sequences", "lstm", (4, 3), {"units": 3, "return_sequences": True},
+             desc="LSTM returning every step"),
+    rnn_case("lstm_backwards", "lstm", (5, 2), {"units": 3, "go_backwards": True, "return_sequences": True},
+             desc="LSTM go_backwards: x reversed in time, the steps returned in that order (Keras)"),
+    rnn_case("lstm_no_bias", "lstm", (4, 3), {"units": 3, "use_bias": False},
+             desc="LSTM without bias"),
+    rnn_case("gru", "gru", (5, 3), {"units": 4},
+             desc="GRU, reset_after (Keras 3's default): torch's nn.GRU, bias (2, 3*units)"),
+    rnn_case("gru_sequences_backwards", "gru", (4, 3), {"units": 3, "return_sequences": True,
+                                                         "go_backwards": True},
+             desc="GRU reset_after, every step, go_backwards"),
+    rnn_case("gru_reset_before", "gru", (5, 3), {"units": 4, "reset_after": False},
+             desc="GRU reset_after: false, by hand (the reset gate before the recurrent product)"),
+    rnn_case("gru_reset_before_sequences", "gru", (4, 2), {"units": 3, "reset_after": False,
+                                                            "return_sequences": True, "go_backwards": True},
+             desc="GRU reset_after: false, every step, go_backwards"),
+    rnn_case("bidirectional_lstm", "bidirectional", (5, 3), {"layer": {"lstm": {"units": 3}}},
+             desc="Bidirectional(LSTM), concat of the last states"),
+    rnn_case("bidirectional_lstm_sequences", "bidirectional", (4, 3),
+             {"layer": {"lstm": {"units": 3, "return_sequences": True}}},
+             desc="Bidirectional(LSTM) over every step: the backward copy's steps back in input order"),
+    rnn_case("bidirectional_gru_sum", "bidirectional", (4, 2),
+             {"layer": {"gru": {"units": 3, "return_sequences": True}}, "merge_mode": "sum"},
+             desc="Bidirectional(GRU), every step, merge_mode sum"),
+    rnn_case("bidirectional_gru_backwards_mul", "bidirectional", (4, 3),
+             {"layer": {"gru": {"units": 2, "reset_after": False, "go_backwards": True,
+                                "return_sequences": True}}, "merge_mode": "mul"},
+             desc="Bidirectional(GRU reset_after false, go_backwards): the copies swap directions; mul"),
+    rnn_case("bidirectional_simple_rnn_ave", "bidirectional", (4, 3),
+             {"layer": {"simple_rnn": {"units": 3, "name": "rnn"}}, "merge_mode": "ave"},
+             desc="Bidirectional(SimpleRNN named rnn: forward_rnn/..., backward_rnn/...), ave"),
+    rnn_case("simple_rnn", "simple_rnn", (5, 3), {"units": 4},
+             desc="SimpleRNN, tanh: torch's nn.RNN"),
+    rnn_case("simple_rnn_relu_sequences", "simple_rnn", (4, 3), {"units": 3, "activation": "relu",
+                                                                  "return_sequences": True},
+             desc="SimpleRNN, relu, every step"),
 ]
 
 
@@ -650,6 +831,19 @@ def run_case(c, seed):
         params["kernel"] = (f32(0.5 * rng.standard_normal(kshape)), True)
         if a.get("use_bias", True):
             params["bias"] = (f32(0.5 * rng.standard_normal(units)), True)
+    elif kind in ("lstm", "gru", "simple_rnn", "bidirectional"):
+        if kind == "bidirectional":
+            rk, ra, _ = bidir_parts(a)
+            prefixes = ["forward_" + ra.get("name", rk) + "/", "backward_" + ra.get("name", rk) + "/"]
+        else:
+            rk, ra, prefixes = kind, a, [""]
+        gu = rnn_gates(rk) * ra["units"]
+        for pre in prefixes:
+            params[pre + "kernel"] = (f32(0.5 * rng.standard_normal((shape[-1], gu))), True)
+            params[pre + "recurrent_kernel"] = (f32(0.5 * rng.standard_normal((ra["units"], gu))), True)
+            if ra.get("use_bias", True):
+                two = rk == "gru" and ra.get("reset_after", True)
+                params[pre + "bias"] = (f32(0.5 * rng.standard_normal((2, gu) if two else gu)), True)
     elif kind == "batch_normalization":
         ch = shape[-1]
         if a.get("scale", True):
@@ -686,6 +880,10 @@ def run_case(c, seed):
             return cnn_forward(kind, x, tp, a)
         if kind == "layer_normalization":
             return layer_norm(x, tp, a)
+        if kind in ("lstm", "gru", "simple_rnn"):
+            return rnn_torch(x, tp, a, kind)
+        if kind == "bidirectional":
+            return bidir_torch(x, tp, a)
         return batchnorm(x, tp, a, training, state)
 
     ys, last = [], None
@@ -742,6 +940,10 @@ def check_forward(c, xs, params, y):
         want = xs.reshape((len(xs),) + tuple(a["target_shape"]))
     elif kind in CNN_KINDS:
         want = cnn_naive(kind, xs, p, a)
+    elif kind in ("lstm", "gru", "simple_rnn"):
+        want = naive_rnn(xs, p, a, kind)
+    elif kind == "bidirectional":
+        want = bidir_naive(xs, p, a)
     elif kind == "dense":
         want = xs @ p["kernel"] + p.get("bias", 0)
         if a.get("activation") == "tanh":

@@ -1058,6 +1058,95 @@ static void test_layernorm(void **state)
 	ln_case(64, 3, 3, 1, 1);
 }
 
+/* ---- rnn: cuDNN's recurrent plans and Bidirectional's merge against the CPU's (oneDNN) ---- */
+
+static void rnn_case(enum dt_rnn_cell cell, enum dt_activation act, int n, int steps, int in, int units, int seqs,
+		     int back, int use_bias)
+{
+	struct dt_rnn_geom geo = { cell, steps, in, units, act, use_bias, back, seqs };
+	int G = dt_rnn_gates(cell), brows = dt_rnn_bias_rows(cell);
+	struct dt_plan *pc = dt_plan_rnn(DT_CPU, &geo, n), *pg = dt_plan_rnn(GPU, &geo, n);
+	struct dt_shape xs = sh(3, n, steps, in, 0), ys = seqs ? sh(3, n, steps, units, 0) : sh(2, n, units, 0, 0);
+	struct dt_shape ws = sh(2, in, G * units, 0, 0), us = sh(2, units, G * units, 0, 0);
+	struct dt_shape bs = brows == 2 ? sh(2, 2, G * units, 0, 0) : sh(1, G * units, 0, 0, 0);
+	struct pair x = pair_rnd(xs, 150, -1, 1), w = pair_rnd(ws, 151, -0.5f, 0.5f), u = pair_rnd(us, 152, -0.5f, 0.5f);
+	struct pair b = pair_rnd(bs, 153, -0.5f, 0.5f), y = pair_new(ys, NULL), dy = pair_rnd(ys, 154, -1, 1);
+	struct pair dx = pair_new(xs, NULL), dw = pair_new(ws, NULL), du = pair_new(us, NULL), db = pair_new(bs, NULL);
+	char what[96];
+
+	assert_non_null(pc);
+	assert_non_null(pg);
+	dt_op_rnn_forward(pc, 1, &x.c, &w.c, &u.c, use_bias ? &b.c : NULL, &y.c);
+	dt_op_rnn_forward(pg, 1, &x.g, &w.g, &u.g, use_bias ? &b.g : NULL, &y.g);
+	snprintf(what, sizeof(what), "rnn cell %d seqs %d back %d: y", (int)cell, seqs, back);
+	expect_close(what, &y, TOL);
+	dt_op_rnn_backward(pc, &x.c, &w.c, &u.c, use_bias ? &b.c : NULL, &y.c, &dy.c, &dw.c, &du.c, &db.c, &dx.c);
+	dt_op_rnn_backward(pg, &x.g, &w.g, &u.g, use_bias ? &b.g : NULL, &y.g, &dy.g, &dw.g, &du.g, &db.g, &dx.g);
+	snprintf(what, sizeof(what), "rnn cell %d seqs %d back %d: dx", (int)cell, seqs, back);
+	expect_close(what, &dx, 1e-3);
+	snprintf(what, sizeof(what), "rnn cell %d seqs %d back %d: dkernel", (int)cell, seqs, back);
+	expect_close(what, &dw, 1e-3);
+	snprintf(what, sizeof(what), "rnn cell %d seqs %d back %d: drecurrent_kernel", (int)cell, seqs, back);
+	expect_close(what, &du, 1e-3);
+	if (use_bias) {
+		snprintf(what, sizeof(what), "rnn cell %d seqs %d back %d: dbias", (int)cell, seqs, back);
+		expect_close(what, &db, 1e-3);
+	}
+	pair_free(&x);
+	pair_free(&w);
+	pair_free(&u);
+	pair_free(&b);
+	pair_free(&y);
+	pair_free(&dy);
+	pair_free(&dx);
+	pair_free(&dw);
+	pair_free(&du);
+	pair_free(&db);
+	dt_plan_free(pc);
+	dt_plan_free(pg);
+}
+
+static void merge_case(enum dt_rnn_merge mode, int n, int steps, int units)
+{
+	struct dt_shape hs = sh(3, n, steps, units, 0), ys = sh(3, n, steps, mode == DT_RNN_MERGE_CONCAT ? 2 * units : units, 0);
+	struct pair yf = pair_rnd(hs, 160, -1, 1), yb = pair_rnd(hs, 161, -1, 1), y = pair_new(ys, NULL);
+	struct pair dy = pair_rnd(ys, 162, -1, 1), dyf = pair_new(hs, NULL), dyb = pair_new(hs, NULL);
+	dt_op_rnn_merge(mode, steps, &yf.c, &yb.c, &y.c);
+	dt_op_rnn_merge(mode, steps, &yf.g, &yb.g, &y.g);
+	expect_close("rnn merge", &y, 1e-6);
+	dt_op_rnn_merge_backward(mode, steps, &dy.c, &yf.c, &yb.c, &dyf.c, &dyb.c);
+	dt_op_rnn_merge_backward(mode, steps, &dy.g, &yf.g, &yb.g, &dyf.g, &dyb.g);
+	expect_close("rnn merge dyf", &dyf, 1e-6);
+	expect_close("rnn merge dyb", &dyb, 1e-6);
+	pair_free(&yf);
+	pair_free(&yb);
+	pair_free(&y);
+	pair_free(&dy);
+	pair_free(&dyf);
+	pair_free(&dyb);
+}
+
+static void test_rnn(void **state)
+{
+	need_gpu();
+	rnn_case(DT_RNN_LSTM, DT_ACT_TANH, 16, 28, 28, 32, 0, 0, 1);
+	rnn_case(DT_RNN_LSTM, DT_ACT_TANH, 5, 7, 3, 4, 1, 1, 1);
+	rnn_case(DT_RNN_LSTM, DT_ACT_TANH, 3, 4, 5, 6, 1, 0, 0);
+	rnn_case(DT_RNN_GRU_RESET_AFTER, DT_ACT_TANH, 8, 10, 6, 16, 0, 1, 1);
+	rnn_case(DT_RNN_GRU_RESET_AFTER, DT_ACT_TANH, 4, 5, 3, 7, 1, 0, 1);
+	rnn_case(DT_RNN_SIMPLE, DT_ACT_TANH, 6, 9, 4, 8, 1, 1, 1);
+	rnn_case(DT_RNN_SIMPLE, DT_ACT_RELU, 6, 9, 4, 8, 0, 0, 1);
+	/* the original GRU has no cuDNN cell: the plan says so with NULL */
+	{
+		struct dt_rnn_geom geo = { DT_RNN_GRU, 4, 3, 2, DT_ACT_TANH, 1, 0, 0 };
+		assert_null(dt_plan_rnn(GPU, &geo, 4));
+	}
+	for (int m = 0; m < 4; m++) {
+		merge_case((enum dt_rnn_merge)m, 3, 5, 4);
+		merge_case((enum dt_rnn_merge)m, 4, 1, 6);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1082,6 +1171,7 @@ int main(void)
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_batchnorm),
 		cmocka_unit_test(test_seq_conv_pool),
+		cmocka_unit_test(test_rnn),
 		cmocka_unit_test(test_grouped_conv),
 		cmocka_unit_test(test_deconv),
 		cmocka_unit_test(test_shift_upsample),
