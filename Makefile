@@ -30,7 +30,7 @@ CC ?= cc
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler python3-onnx
-DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn iproute2 zsh
+DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn python3-yaml iproute2 zsh
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
@@ -252,6 +252,14 @@ ref-venv:
 	$(Q)[ -x $(BUILD)/venv/bin/pip ] || /usr/bin/python3 -m venv --system-site-packages $(BUILD)/venv
 	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard onnxruntime
 	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)'), onnxruntime $$($(BUILD)/venv/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)') ✓"
+
+# Keras 3 on TensorFlow (tensorflow-cpu, about 1.5 GB) in the same
+# environment: keras.bats compares dtrain summary's shapes and parameter
+# counts with Keras' own for every layer type. Not part of ref-venv: its size.
+.PHONY: keras-venv
+keras-venv: ref-venv
+	$(Q)$(BUILD)/venv/bin/pip install -q tensorflow-cpu
+	$(Q)echo "keras-venv: $(BUILD)/venv with keras $$($(BUILD)/venv/bin/python -c 'import keras; print(keras.__version__)' 2>/dev/null) ✓"
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_NAME.c -> build/fuzz/fuzz_NAME ----
 # The library again, built by clang with coverage for libFuzzer, AddressSanitizer and
