@@ -982,9 +982,10 @@ static void test_embedding_ops(void **state)
 {
 	const int n = 64, steps = 30, vocab = 50, d = 24;
 	struct pair idx, table, y, dy, dt;
-	float *host = malloc((size_t)n * steps * sizeof(float));
+	float *host;
 
 	need_gpu();
+	host = malloc((size_t)n * steps * sizeof(float));
 	for (int i = 0; i < n * steps; i++)
 		host[i] = (float)((i * 37) % vocab);
 	host[3] = -1;
