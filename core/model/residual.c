@@ -16,8 +16,7 @@ static int add_init(struct dt_layer *l, const struct dt_node *args)
 	if (dt_layer_activation(args, &l->act) < 0)
 		return -1;
 	l->out = l->in;
-	if (dt_act_needs_input(l->act))
-		dt_layer_buffer(l, "preact", dt_shape_count(&l->out));
+	dt_layer_act_buffer(l);
 	l->priv = dt_calloc(1, sizeof(struct dt_residual_add));
 	return 0;
 }
@@ -29,12 +28,7 @@ static void add_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt
 	(void)ctx;
 	dt_op_copy(x, y);
 	dt_op_axpy(1, &r->shortcut, y);
-	if (l->nbufs > PREACT) {
-		struct dt_tensor z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
-		dt_op_copy(y, &z);
-	}
-	if (l->act != DT_ACT_LINEAR)
-		dt_op_act_forward(l->act, y, y);
+	dt_layer_act_forward(l, PREACT, y);
 }
 
 static void add_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
@@ -42,12 +36,7 @@ static void add_backward(struct dt_layer *l, const struct dt_tensor *x, const st
 {
 	struct dt_residual_add *r = l->priv;
 	(void)x;
-	if (l->act != DT_ACT_LINEAR && !l->fused_act) {
-		struct dt_tensor z;
-		if (l->nbufs > PREACT)
-			z = dt_layer_buf_view(l, PREACT, y->shape.dim[0]);
-		dt_op_act_backward(l->act, l->nbufs > PREACT ? &z : NULL, y, dy, dy);
-	}
+	dt_layer_act_backward(l, PREACT, y, dy);
 	if (dx)
 		dt_op_copy(dy, dx);
 	if (r->dshortcut)
