@@ -107,6 +107,15 @@ events() {
 	jq -c --arg e "$1" 'select(.event == $e)' <<<"$output"
 }
 
+# ckpt_diff_bin: the ckpt_diff of the build that made $DTRAIN (build/san
+# under SANITIZE=1), else build/'s.
+ckpt_diff_bin() {
+	local d
+	d=$(dirname "$DTRAIN")/tests/tools/ckpt_diff
+	[ -x "$d" ] || d=$REPO/build/tests/tools/ckpt_diff
+	echo "$d"
+}
+
 # need_mpi: skip when Open MPI's launcher is missing.
 need_mpi() {
 	command -v mpirun >/dev/null || skip "no mpirun (openmpi-bin)"

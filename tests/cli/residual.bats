@@ -125,7 +125,7 @@ bad() {
 	[[ $stderr == *"resuming from 'run/latest.safetensors'"* ]]
 	cmp "$TMP/ref/run/latest.safetensors" "$TMP/crash/run/latest.safetensors"
 	# every layer's parameters are in the checkpoint, by layer and Keras name
-	run bash -c "'$REPO/build/tests/tools/ckpt_diff' '$TMP/ref/run/latest.safetensors' '$TMP/crash/run/latest.safetensors'"
+	run "$(ckpt_diff_bin)" "$TMP/ref/run/latest.safetensors" "$TMP/crash/run/latest.safetensors"
 	status_is 0
 	safetensors_header "$TMP/ref/run/latest.safetensors" | jq -e 'has("down_projection/kernel") and
 		has("residual_3_projection/bias") and has("layer_normalization/gamma") and has("layer_normalization/beta")' >/dev/null
@@ -206,7 +206,7 @@ assert src == ["batch_normalization", "residual"], src
 	(cd "$TMP" && "$DTRAIN" fit -q m.yaml --set fit.epochs=2 --set checkpoint.dir=one)
 	(cd "$TMP" && "$DTRAIN" fit -q m.yaml --set fit.epochs=2 --set checkpoint.dir=mir \
 		--set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]')
-	run "$REPO/build/tests/tools/ckpt_diff" "$TMP/one/latest.safetensors" "$TMP/mir/latest.safetensors"
+	run "$(ckpt_diff_bin)" "$TMP/one/latest.safetensors" "$TMP/mir/latest.safetensors"
 	status_is 0
 	[[ $output == *"ln_b/gamma"* && $output == *"down_projection/kernel"* ]]
 }
