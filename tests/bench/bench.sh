@@ -23,7 +23,10 @@
 #
 # PyTorch (Debian's python3-torch) runs on the system's libblas.so.3: `make
 # bench` installs OpenBLAS (libopenblas0-pthread) so that the reference is not
-# the slow netlib BLAS. Not part of `make check`: it takes a few minutes.
+# the slow netlib BLAS. The header of each table names OpenBLAS's kernel:
+# on a CPU it does not recognize it falls back to Prescott (generic SSE3),
+# and OPENBLAS_CORETYPE=SkylakeX (or Haswell) makes the reference fair.
+# Not part of `make check`: it takes a few minutes.
 set -eu
 cd "$(dirname "$0")/../.."
 EPOCHS=${1:-2}

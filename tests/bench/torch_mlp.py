@@ -59,6 +59,23 @@ def blas_library():
     return "unknown"
 
 
+def blas_description():
+    """The BLAS path and, for OpenBLAS, the kernel it chose: on a CPU it does
+    not recognize (a hypervisor's "Intel Xeon Processor", say) it falls back
+    to Prescott, the generic SSE3 kernel, which makes a reference several
+    times slower than it should be; OPENBLAS_CORETYPE picks another."""
+    path = blas_library()
+    try:
+        lib = ctypes.CDLL(path)
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return path
+    if core.lower() == "prescott":
+        return f"{path} (OpenBLAS kernel {core}: the generic fallback; set OPENBLAS_CORETYPE, e.g. SkylakeX or Haswell, for a fair reference)"
+    return f"{path} (OpenBLAS kernel {core})"
+
+
 def set_threads(n):
     torch.set_num_threads(n)
     try:  # OpenBLAS keeps its own thread count, which torch does not set here
@@ -245,7 +262,7 @@ def main():
         skip(f"no Fashion-MNIST in '{args.data}' (Debian package dataset-fashion-mnist)")
 
     train_set, test_set = load(args.data, "train"), load(args.data, "t10k")
-    blas = blas_library()
+    blas = blas_description()
     if not args.json:
         print(f"pytorch {torch.__version__}, BLAS {blas}", flush=True)
         if "/blas/libblas.so" in blas:
