@@ -29,13 +29,8 @@ static dnnl_stream_t stream;
 static dnnl_primitive_attr_t attr; /* user scratchpad: a plan may run on another thread than made it */
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
-static void engine_init(void)
-{
-	DT_DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
-	DT_DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-	DT_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-	DT_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-}
+/* dnnl.c's engine, stream and user-scratchpad attribute, shared by every CPU plan. */
+static void engine_init(void) { dt_dnnl_shared(&engine, &stream, &attr); }
 
 /* A primitive, the memory object of its scratchpad (or NULL) and the plan buffer behind it. */
 struct prim {
@@ -73,26 +68,6 @@ static void grow(float **p, size_t *have, size_t bytes)
 	*have = bytes;
 }
 
-static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md)
-{
-	dnnl_memory_t m;
-	DT_DNNL_CHECK(dnnl_memory_create(&m, md, engine, DNNL_MEMORY_NONE));
-	return m;
-}
-
-static void mem_free(dnnl_memory_t *m)
-{
-	if (*m)
-		DT_DNNL_CHECK(dnnl_memory_destroy(*m));
-	*m = NULL;
-}
-
-static dnnl_memory_t bind(dnnl_memory_t m, const void *data)
-{
-	DT_DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)data));
-	return m;
-}
-
 static void prim_make(struct deconv_plan *p, struct prim *pr, const_dnnl_primitive_desc_t pd)
 {
 	const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -101,7 +76,7 @@ static void prim_make(struct deconv_plan *p, struct prim *pr, const_dnnl_primiti
 	pr->scratch = NULL;
 	if (bytes > 0) {
 		grow(&p->scratch, &p->scratch_bytes, bytes);
-		pr->scratch = mem_new(md);
+		pr->scratch = dt_dnnl_mem_new(md);
 	}
 }
 
@@ -109,14 +84,14 @@ static void prim_free(struct prim *pr)
 {
 	if (pr->p)
 		DT_DNNL_CHECK(dnnl_primitive_destroy(pr->p));
-	mem_free(&pr->scratch);
+	dt_dnnl_mem_free(&pr->scratch);
 	pr->p = NULL;
 }
 
 static void prim_run(const struct deconv_plan *p, const struct prim *pr, int nargs, dnnl_exec_arg_t *args)
 {
 	if (pr->scratch)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(pr->scratch, p->scratch) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(pr->scratch, p->scratch) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(pr->p, stream, nargs, args));
 }
 
@@ -144,7 +119,7 @@ static dnnl_memory_t weights_for(struct deconv_plan *p, const dnnl_memory_desc_t
 		DT_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, want, engine, &p->w_md, engine, attr));
 	prim_make(p, r, pd);
 	DT_DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-	return mem_new(want);
+	return dt_dnnl_mem_new(want);
 }
 
 static dnnl_memory_desc_t md_nhwc(int64_t n, int64_t c, int64_t h, int64_t w)
@@ -184,13 +159,13 @@ static void entry_clear(struct entry *e)
 	if (e->fwd_pd)
 		DT_DNNL_CHECK(dnnl_primitive_desc_destroy(e->fwd_pd));
 	e->fwd_pd = NULL;
-	mem_free(&e->x);
-	mem_free(&e->y);
-	mem_free(&e->dx);
-	mem_free(&e->dy);
-	mem_free(&e->w_fwd);
-	mem_free(&e->w_bwd);
-	mem_free(&e->dw_bwd);
+	dt_dnnl_mem_free(&e->x);
+	dt_dnnl_mem_free(&e->y);
+	dt_dnnl_mem_free(&e->dx);
+	dt_dnnl_mem_free(&e->dy);
+	dt_dnnl_mem_free(&e->w_fwd);
+	dt_dnnl_mem_free(&e->w_bwd);
+	dt_dnnl_mem_free(&e->dw_bwd);
 	e->n = 0;
 }
 
@@ -226,10 +201,10 @@ static struct entry *entry_for(struct deconv_plan *p, int n)
 	prim_make(p, &e->fwd, e->fwd_pd);
 	e->w_fwd = weights_for(p, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0), &e->w_to_fwd,
 			       &p->w_fwd, &p->w_fwd_bytes, 1);
-	e->x = mem_new(&x_md);
-	e->y = mem_new(&y_md);
-	e->dx = mem_new(&x_md);
-	e->dy = mem_new(&y_md);
+	e->x = dt_dnnl_mem_new(&x_md);
+	e->y = dt_dnnl_mem_new(&y_md);
+	e->dx = dt_dnnl_mem_new(&x_md);
+	e->dy = dt_dnnl_mem_new(&y_md);
 	return e;
 }
 
@@ -268,10 +243,10 @@ static void deconv_plan_free(struct dt_plan *pl)
 		return;
 	for (int i = 0; i < CACHE_SIZE; i++)
 		entry_clear(&p->cache[i]);
-	mem_free(&p->w);
-	mem_free(&p->dw);
-	mem_free(&p->b);
-	mem_free(&p->db);
+	dt_dnnl_mem_free(&p->w);
+	dt_dnnl_mem_free(&p->dw);
+	dt_dnnl_mem_free(&p->b);
+	dt_dnnl_mem_free(&p->db);
 	dt_device_free(DT_CPU, p->scratch);
 	dt_device_free(DT_CPU, p->w_fwd);
 	dt_device_free(DT_CPU, p->w_bwd);
@@ -305,10 +280,10 @@ struct dt_plan *dt_cpu_plan_deconv(struct dt_device dev, const struct dt_conv_ge
 	p->max_batch = max_batch;
 	DT_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&p->w_md, 4, wdims, dnnl_f32, wstrides));
 	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&p->b_md, 1, bdims, dnnl_f32, dnnl_a));
-	p->w = mem_new(&p->w_md);
-	p->dw = mem_new(&p->w_md);
-	p->b = mem_new(&p->b_md);
-	p->db = mem_new(&p->b_md);
+	p->w = dt_dnnl_mem_new(&p->w_md);
+	p->dw = dt_dnnl_mem_new(&p->w_md);
+	p->b = dt_dnnl_mem_new(&p->b_md);
+	p->db = dt_dnnl_mem_new(&p->b_md);
 	p->zero_bias = dt_device_alloc(DT_CPU, g->out_c);
 	p->db_unused = dt_device_alloc(DT_CPU, g->out_c);
 	entry_for(p, max_batch);
@@ -339,15 +314,15 @@ static void deconv_forward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	if (n == 0)
 		return;
 	e = entry_for(p, n);
-	wm = bind(p->w, w->data);
+	wm = dt_dnnl_bind(p->w, w->data);
 	if (e->w_fwd) {
-		reorder_run(p, &e->w_to_fwd, wm, bind(e->w_fwd, p->w_fwd));
+		reorder_run(p, &e->w_to_fwd, wm, dt_dnnl_bind(e->w_fwd, p->w_fwd));
 		wm = e->w_fwd;
 	}
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, bind(p->b, b ? b->data : p->zero_bias) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, bind(e->y, y->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, dt_dnnl_bind(p->b, b ? b->data : p->zero_bias) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, y->data) };
 	prim_run(p, &e->fwd, 4, args);
 }
 
@@ -374,23 +349,23 @@ static void deconv_backward(struct dt_plan *pl, const struct dt_tensor *x, const
 		make_backward(p, e, 0);
 	if (dx && !e->bwd_data.p)
 		make_backward(p, e, 1);
-	dwm = e->dw_bwd ? bind(e->dw_bwd, p->dw_bwd) : bind(p->dw, dw->data);
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, bind(e->dy, dy->data) };
+	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd) : dt_dnnl_bind(p->dw, dw->data);
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, dy->data) };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, bind(p->db, db ? db->data : p->db_unused) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, dt_dnnl_bind(p->db, db ? db->data : p->db_unused) };
 	prim_run(p, &e->bwd_weights, 4, args);
 	if (e->dw_bwd)
-		reorder_run(p, &e->dw_from_bwd, dwm, bind(p->dw, dw->data));
+		reorder_run(p, &e->dw_from_bwd, dwm, dt_dnnl_bind(p->dw, dw->data));
 	if (dx) {
-		dnnl_memory_t wm = bind(p->w, w->data);
+		dnnl_memory_t wm = dt_dnnl_bind(p->w, w->data);
 		if (e->w_bwd) {
-			reorder_run(p, &e->w_to_bwd, wm, bind(e->w_bwd, p->w_bwd));
+			reorder_run(p, &e->w_to_bwd, wm, dt_dnnl_bind(e->w_bwd, p->w_bwd));
 			wm = e->w_bwd;
 		}
 		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, e->dy };
 		args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
-		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, bind(e->dx, dx->data) };
+		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, dt_dnnl_bind(e->dx, dx->data) };
 		prim_run(p, &e->bwd_data, 3, args);
 	}
 }

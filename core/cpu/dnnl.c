@@ -46,6 +46,14 @@ static void engine_init(void)
 	DT_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
 }
 
+void dt_dnnl_shared(dnnl_engine_t *e, dnnl_stream_t *st, dnnl_primitive_attr_t *a)
+{
+	pthread_once(&engine_once, engine_init);
+	*e = engine;
+	*st = stream;
+	*a = attr;
+}
+
 /* A plan-owned buffer; grows only when a primitive is made. */
 struct buf {
 	float *p;
@@ -74,21 +82,22 @@ struct prim {
 	dnnl_memory_t scratch;
 };
 
-static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md)
+dnnl_memory_t dt_dnnl_mem_new(const dnnl_memory_desc_t *md)
 {
 	dnnl_memory_t m;
+	pthread_once(&engine_once, engine_init);
 	DT_DNNL_CHECK(dnnl_memory_create(&m, md, engine, DNNL_MEMORY_NONE));
 	return m;
 }
 
-static void mem_free(dnnl_memory_t *m)
+void dt_dnnl_mem_free(dnnl_memory_t *m)
 {
 	if (*m)
 		DT_DNNL_CHECK(dnnl_memory_destroy(*m));
 	*m = NULL;
 }
 
-static dnnl_memory_t bind(dnnl_memory_t m, const void *data)
+dnnl_memory_t dt_dnnl_bind(dnnl_memory_t m, const void *data)
 {
 	DT_DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)data));
 	return m;
@@ -112,7 +121,7 @@ static void prim_make(struct prim *pr, const_dnnl_primitive_desc_t pd, struct bu
 	pr->scratch = NULL;
 	if (md_bytes(md) > 0) {
 		buf_reserve(scratch, md_bytes(md));
-		pr->scratch = mem_new(md);
+		pr->scratch = dt_dnnl_mem_new(md);
 	}
 }
 
@@ -130,7 +139,7 @@ static void prim_free(struct prim *pr)
 {
 	if (pr->p)
 		DT_DNNL_CHECK(dnnl_primitive_destroy(pr->p));
-	mem_free(&pr->scratch);
+	dt_dnnl_mem_free(&pr->scratch);
 	pr->p = NULL;
 }
 
@@ -138,7 +147,7 @@ static void prim_free(struct prim *pr)
 static void prim_run(const struct prim *pr, const struct buf *scratch, int nargs, dnnl_exec_arg_t *args)
 {
 	if (pr->scratch)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(pr->scratch, scratch->p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(pr->scratch, scratch->p) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(pr->p, stream, nargs, args));
 }
 
@@ -300,7 +309,7 @@ static dnnl_memory_t layout_for(struct cpu_plan *p, const dnnl_memory_desc_t *ha
 		reorder_make(r, have, want, &p->scratch);
 	else
 		reorder_make(r, want, have, &p->scratch);
-	return mem_new(want);
+	return dt_dnnl_mem_new(want);
 }
 
 static void conv_entry_clear(struct conv_entry *e)
@@ -314,15 +323,15 @@ static void conv_entry_clear(struct conv_entry *e)
 	prim_free(&e->dy_to_bwd);
 	prim_free(&e->dx_from_bwd);
 	pd_free(&e->fwd_pd);
-	mem_free(&e->x);
-	mem_free(&e->y);
-	mem_free(&e->dy);
-	mem_free(&e->dx);
-	mem_free(&e->w_fwd);
-	mem_free(&e->w_bwd);
-	mem_free(&e->dw_bwd);
-	mem_free(&e->dy_bwd);
-	mem_free(&e->dx_bwd);
+	dt_dnnl_mem_free(&e->x);
+	dt_dnnl_mem_free(&e->y);
+	dt_dnnl_mem_free(&e->dy);
+	dt_dnnl_mem_free(&e->dx);
+	dt_dnnl_mem_free(&e->w_fwd);
+	dt_dnnl_mem_free(&e->w_bwd);
+	dt_dnnl_mem_free(&e->dw_bwd);
+	dt_dnnl_mem_free(&e->dy_bwd);
+	dt_dnnl_mem_free(&e->dx_bwd);
 	e->s.n = 0;
 }
 
@@ -348,10 +357,10 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch);
 	e->w_fwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
 			      &e->w_to_fwd, &p->w_fwd, 1);
-	e->x = mem_new(&x_md);
-	e->y = mem_new(&y_md);
-	e->dx = mem_new(&x_md);
-	e->dy = mem_new(&y_md);
+	e->x = dt_dnnl_mem_new(&x_md);
+	e->y = dt_dnnl_mem_new(&y_md);
+	e->dx = dt_dnnl_mem_new(&x_md);
+	e->dy = dt_dnnl_mem_new(&y_md);
 	return e;
 }
 
@@ -421,10 +430,10 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	p->g = *g;
 	p->w_md = conv_weights_md(g, dnnl_hwio);
 	p->b_md = md_vec(g->out_c);
-	p->w = mem_new(&p->w_md);
-	p->dw = mem_new(&p->w_md);
-	p->b = mem_new(&p->b_md);
-	p->db = mem_new(&p->b_md);
+	p->w = dt_dnnl_mem_new(&p->w_md);
+	p->dw = dt_dnnl_mem_new(&p->w_md);
+	p->b = dt_dnnl_mem_new(&p->b_md);
+	p->db = dt_dnnl_mem_new(&p->b_md);
 	buf_reserve(&p->zero_bias, md_bytes(&p->b_md));
 	buf_reserve(&p->db_unused, md_bytes(&p->b_md));
 	conv_entry(p, max_batch);
@@ -457,15 +466,15 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	if (n == 0)
 		return;
 	e = conv_entry(p, n);
-	wm = bind(p->w, w->data);
+	wm = dt_dnnl_bind(p->w, w->data);
 	if (e->w_fwd) {
-		reorder_run(&e->w_to_fwd, &p->base.scratch, wm, bind(e->w_fwd, p->w_fwd.p));
+		reorder_run(&e->w_to_fwd, &p->base.scratch, wm, dt_dnnl_bind(e->w_fwd, p->w_fwd.p));
 		wm = e->w_fwd;
 	}
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, bind(p->b, b ? b->data : p->zero_bias.p) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, bind(e->y, y->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, dt_dnnl_bind(p->b, b ? b->data : p->zero_bias.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, y->data) };
 	prim_run(&e->fwd, &p->base.scratch, 4, args);
 }
 
@@ -497,28 +506,28 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	if (dx && !e->bwd_data.p)
 		conv_make_bwd_data(p, e);
 
-	dwm = e->dw_bwd ? bind(e->dw_bwd, p->dw_bwd.p) : bind(p->dw, dw->data);
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, bind(e->dy, dy->data) };
+	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd.p) : dt_dnnl_bind(p->dw, dw->data);
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, dy->data) };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, bind(p->db, db ? db->data : p->db_unused.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, dt_dnnl_bind(p->db, db ? db->data : p->db_unused.p) };
 	prim_run(&e->bwd_weights, &p->base.scratch, 4, args);
 	if (e->dw_bwd)
-		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, bind(p->dw, dw->data));
+		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, dt_dnnl_bind(p->dw, dw->data));
 
 	if (dx) {
-		dnnl_memory_t wm = bind(p->w, w->data), dym = e->dy, dxm = bind(e->dx, dx->data);
+		dnnl_memory_t wm = dt_dnnl_bind(p->w, w->data), dym = e->dy, dxm = dt_dnnl_bind(e->dx, dx->data);
 		if (e->w_bwd) {
-			reorder_run(&e->w_to_bwd, &p->base.scratch, wm, bind(e->w_bwd, p->w_bwd.p));
+			reorder_run(&e->w_to_bwd, &p->base.scratch, wm, dt_dnnl_bind(e->w_bwd, p->w_bwd.p));
 			wm = e->w_bwd;
 		}
 		if (e->dy_bwd) {
-			reorder_run(&e->dy_to_bwd, &p->base.scratch, dym, bind(e->dy_bwd, p->dy_bwd.p));
+			reorder_run(&e->dy_to_bwd, &p->base.scratch, dym, dt_dnnl_bind(e->dy_bwd, p->dy_bwd.p));
 			dym = e->dy_bwd;
 		}
 		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
 		args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
-		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, e->dx_bwd ? bind(e->dx_bwd, p->dx_bwd.p) : dxm };
+		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, e->dx_bwd ? dt_dnnl_bind(e->dx_bwd, p->dx_bwd.p) : dxm };
 		prim_run(&e->bwd_data, &p->base.scratch, 3, args);
 		if (e->dx_bwd)
 			reorder_run(&e->dx_from_bwd, &p->base.scratch, e->dx_bwd, dxm);
@@ -529,10 +538,10 @@ static void conv_plan_free(struct conv_plan *p)
 {
 	for (int i = 0; i < CACHE_SIZE; i++)
 		conv_entry_clear(&p->cache[i]);
-	mem_free(&p->w);
-	mem_free(&p->dw);
-	mem_free(&p->b);
-	mem_free(&p->db);
+	dt_dnnl_mem_free(&p->w);
+	dt_dnnl_mem_free(&p->dw);
+	dt_dnnl_mem_free(&p->b);
+	dt_dnnl_mem_free(&p->db);
 	buf_release(&p->w_fwd);
 	buf_release(&p->w_bwd);
 	buf_release(&p->dw_bwd);
@@ -572,10 +581,10 @@ static void bn_entry_clear(struct bn_entry *e)
 	prim_free(&e->infer);
 	prim_free(&e->bwd);
 	pd_free(&e->train_pd);
-	mem_free(&e->x);
-	mem_free(&e->y);
-	mem_free(&e->dy);
-	mem_free(&e->dx);
+	dt_dnnl_mem_free(&e->x);
+	dt_dnnl_mem_free(&e->y);
+	dt_dnnl_mem_free(&e->dy);
+	dt_dnnl_mem_free(&e->dx);
 	e->s.n = 0;
 }
 
@@ -595,10 +604,10 @@ static struct bn_entry *bn_entry(struct bn_plan *p, int n)
 	md = bn_data_md(p, n);
 	DT_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&op, dnnl_forward_training, &md, p->epsilon, bn_flags));
 	e->train_pd = prim_make_op(&e->train, &op, NULL, &p->base.scratch);
-	e->x = mem_new(&md);
-	e->y = mem_new(&md);
-	e->dx = mem_new(&md);
-	e->dy = mem_new(&md);
+	e->x = dt_dnnl_mem_new(&md);
+	e->y = dt_dnnl_mem_new(&md);
+	e->dx = dt_dnnl_mem_new(&md);
+	e->dy = dt_dnnl_mem_new(&md);
 	return e;
 }
 
@@ -616,12 +625,12 @@ struct dt_plan *dt_cpu_plan_batchnorm(struct dt_device dev, int channels, int64_
 	p->c = channels;
 	p->spatial = spatial;
 	p->epsilon = epsilon;
-	p->mean = mem_new(&c_md);
-	p->var = mem_new(&c_md);
-	p->scale = mem_new(&c_md);
-	p->shift = mem_new(&c_md);
-	p->dscale = mem_new(&c_md);
-	p->dshift = mem_new(&c_md);
+	p->mean = dt_dnnl_mem_new(&c_md);
+	p->var = dt_dnnl_mem_new(&c_md);
+	p->scale = dt_dnnl_mem_new(&c_md);
+	p->shift = dt_dnnl_mem_new(&c_md);
+	p->dscale = dt_dnnl_mem_new(&c_md);
+	p->dshift = dt_dnnl_mem_new(&c_md);
 	buf_reserve(&p->batch_mean, bytes);
 	buf_reserve(&p->batch_var, bytes);
 	buf_reserve(&p->ones, bytes);
@@ -669,12 +678,12 @@ void dt_cpu_batchnorm_forward(struct dt_plan *pl, int training, float momentum, 
 		pd_free(&pd);
 	}
 	pr = training ? &e->train : &e->infer;
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DST, bind(e->y, y->data) };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, bind(p->scale, gamma ? gamma->data : p->ones.p) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, bind(p->shift, beta ? beta->data : p->zeros.p) };
-	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, bind(p->mean, training ? p->batch_mean.p : moving_mean->data) };
-	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, bind(p->var, training ? p->batch_var.p : moving_var->data) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, y->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, dt_dnnl_bind(p->scale, gamma ? gamma->data : p->ones.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, dt_dnnl_bind(p->shift, beta ? beta->data : p->zeros.p) };
+	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, dt_dnnl_bind(p->mean, training ? p->batch_mean.p : moving_mean->data) };
+	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, dt_dnnl_bind(p->var, training ? p->batch_var.p : moving_var->data) };
 	prim_run(pr, &p->base.scratch, 6, args);
 	if (training) {
 		const float *bm = p->batch_mean.p, *bv = p->batch_var.p;
@@ -720,15 +729,15 @@ void dt_cpu_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, co
 		pd = prim_make_op(&e->bwd, &op, e->train_pd, &p->base.scratch);
 		pd_free(&pd);
 	}
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, bind(e->dy, dy->data) };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, bind(p->mean, p->batch_mean.p) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, bind(p->var, p->batch_var.p) };
-	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, bind(p->scale, gamma ? gamma->data : p->ones.p) };
-	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, bind(p->shift, p->zeros.p) }; /* unread, but counted */
-	args[6] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, bind(e->dx, dx->data) };
-	args[7] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SCALE, bind(p->dscale, dgamma ? dgamma->data : p->dscale_unused.p) };
-	args[8] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SHIFT, bind(p->dshift, dbeta ? dbeta->data : p->dshift_unused.p) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, dy->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, dt_dnnl_bind(p->mean, p->batch_mean.p) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, dt_dnnl_bind(p->var, p->batch_var.p) };
+	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, dt_dnnl_bind(p->scale, gamma ? gamma->data : p->ones.p) };
+	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, dt_dnnl_bind(p->shift, p->zeros.p) }; /* unread, but counted */
+	args[6] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, dt_dnnl_bind(e->dx, dx->data) };
+	args[7] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SCALE, dt_dnnl_bind(p->dscale, dgamma ? dgamma->data : p->dscale_unused.p) };
+	args[8] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SHIFT, dt_dnnl_bind(p->dshift, dbeta ? dbeta->data : p->dshift_unused.p) };
 	prim_run(&e->bwd, &p->base.scratch, 9, args);
 }
 
@@ -736,12 +745,12 @@ static void bn_plan_free(struct bn_plan *p)
 {
 	for (int i = 0; i < CACHE_SIZE; i++)
 		bn_entry_clear(&p->cache[i]);
-	mem_free(&p->mean);
-	mem_free(&p->var);
-	mem_free(&p->scale);
-	mem_free(&p->shift);
-	mem_free(&p->dscale);
-	mem_free(&p->dshift);
+	dt_dnnl_mem_free(&p->mean);
+	dt_dnnl_mem_free(&p->var);
+	dt_dnnl_mem_free(&p->scale);
+	dt_dnnl_mem_free(&p->shift);
+	dt_dnnl_mem_free(&p->dscale);
+	dt_dnnl_mem_free(&p->dshift);
 	buf_release(&p->batch_mean);
 	buf_release(&p->batch_var);
 	buf_release(&p->ones);

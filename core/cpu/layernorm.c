@@ -23,13 +23,8 @@ static dnnl_stream_t stream;
 static dnnl_primitive_attr_t attr;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static void engine_init(void)
-{
-	DT_DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
-	DT_DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-	DT_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-	DT_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-}
+/* dnnl.c's engine, stream and user-scratchpad attribute, shared by every CPU plan. */
+static void engine_init(void) { dt_dnnl_shared(&engine, &stream, &attr); }
 
 struct ln_entry {
 	int n;          /* batch size; 0: free */
@@ -74,26 +69,6 @@ static dnnl_memory_desc_t md_1d(int64_t n)
 	return md;
 }
 
-static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md)
-{
-	dnnl_memory_t m;
-	DT_DNNL_CHECK(dnnl_memory_create(&m, md, engine, DNNL_MEMORY_NONE));
-	return m;
-}
-
-static void mem_free(dnnl_memory_t *m)
-{
-	if (*m)
-		DT_DNNL_CHECK(dnnl_memory_destroy(*m));
-	*m = NULL;
-}
-
-static dnnl_memory_t bind(dnnl_memory_t m, const void *data)
-{
-	DT_DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)data));
-	return m;
-}
-
 /* The primitive of pd, with its scratchpad's memory object (NULL when none); grows the plan's scratchpad. */
 static dnnl_primitive_t prim_make(struct ln_plan *p, const_dnnl_primitive_desc_t pd, dnnl_memory_t *scratch)
 {
@@ -108,7 +83,7 @@ static dnnl_primitive_t prim_make(struct ln_plan *p, const_dnnl_primitive_desc_t
 			p->scratch = dt_device_alloc(DT_CPU, (int64_t)((bytes + 3) / 4));
 			p->scratch_bytes = bytes;
 		}
-		*scratch = mem_new(md);
+		*scratch = dt_dnnl_mem_new(md);
 	}
 	return prim;
 }
@@ -121,14 +96,14 @@ static void entry_clear(struct ln_entry *e)
 		DT_DNNL_CHECK(dnnl_primitive_destroy(e->bwd));
 	if (e->fwd_pd)
 		DT_DNNL_CHECK(dnnl_primitive_desc_destroy(e->fwd_pd));
-	mem_free(&e->x);
-	mem_free(&e->y);
-	mem_free(&e->dy);
-	mem_free(&e->dx);
-	mem_free(&e->mean);
-	mem_free(&e->var);
-	mem_free(&e->scratch_fwd);
-	mem_free(&e->scratch_bwd);
+	dt_dnnl_mem_free(&e->x);
+	dt_dnnl_mem_free(&e->y);
+	dt_dnnl_mem_free(&e->dy);
+	dt_dnnl_mem_free(&e->dx);
+	dt_dnnl_mem_free(&e->mean);
+	dt_dnnl_mem_free(&e->var);
+	dt_dnnl_mem_free(&e->scratch_fwd);
+	dt_dnnl_mem_free(&e->scratch_bwd);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -156,12 +131,12 @@ static struct ln_entry *entry(struct ln_plan *p, int n)
 								 ln_flags));
 	DT_DNNL_CHECK(dnnl_primitive_desc_create(&e->fwd_pd, &op, attr, engine, NULL));
 	e->fwd = prim_make(p, e->fwd_pd, &e->scratch_fwd);
-	e->x = mem_new(&md);
-	e->y = mem_new(&md);
-	e->dy = mem_new(&md);
-	e->dx = mem_new(&md);
-	e->mean = mem_new(&smd);
-	e->var = mem_new(&smd);
+	e->x = dt_dnnl_mem_new(&md);
+	e->y = dt_dnnl_mem_new(&md);
+	e->dy = dt_dnnl_mem_new(&md);
+	e->dx = dt_dnnl_mem_new(&md);
+	e->mean = dt_dnnl_mem_new(&smd);
+	e->var = dt_dnnl_mem_new(&smd);
 	return e;
 }
 
@@ -180,10 +155,10 @@ struct dt_plan *dt_cpu_plan_layernorm(struct dt_device dev, int channels, int64_
 	p->epsilon = epsilon;
 	p->max_batch = max_batch;
 	c_md = md_1d(channels);
-	p->scale = mem_new(&c_md);
-	p->shift = mem_new(&c_md);
-	p->dscale = mem_new(&c_md);
-	p->dshift = mem_new(&c_md);
+	p->scale = dt_dnnl_mem_new(&c_md);
+	p->shift = dt_dnnl_mem_new(&c_md);
+	p->dscale = dt_dnnl_mem_new(&c_md);
+	p->dshift = dt_dnnl_mem_new(&c_md);
 	p->mean = dt_device_alloc(DT_CPU, (int64_t)max_batch * rows);
 	p->var = dt_device_alloc(DT_CPU, (int64_t)max_batch * rows);
 	p->ones = dt_device_alloc(DT_CPU, channels);
@@ -218,14 +193,14 @@ void dt_cpu_layernorm_forward(struct dt_plan *pl, const struct dt_tensor *x, con
 	if (n == 0)
 		return;
 	e = entry(p, n);
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DST, bind(e->y, y->data) };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, bind(p->scale, gamma ? gamma->data : p->ones) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, bind(p->shift, beta ? beta->data : p->zeros) };
-	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, bind(e->mean, p->mean) };
-	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, bind(e->var, p->var) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, y->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, dt_dnnl_bind(p->scale, gamma ? gamma->data : p->ones) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, dt_dnnl_bind(p->shift, beta ? beta->data : p->zeros) };
+	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, dt_dnnl_bind(e->mean, p->mean) };
+	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, dt_dnnl_bind(e->var, p->var) };
 	if (e->scratch_fwd)
-		args[k++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(e->scratch_fwd, p->scratch) };
+		args[k++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(e->scratch_fwd, p->scratch) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(e->fwd, stream, k, args));
 	p->trained_n = n;
 }
@@ -261,17 +236,17 @@ void dt_cpu_layernorm_backward(struct dt_plan *pl, const struct dt_tensor *x, co
 		e->bwd = prim_make(p, pd, &e->scratch_bwd);
 		DT_DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 	}
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, bind(e->dy, dy->data) };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, bind(e->mean, p->mean) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, bind(e->var, p->var) };
-	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, bind(p->scale, gamma ? gamma->data : p->ones) };
-	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, bind(p->shift, p->zeros) }; /* unread */
-	args[6] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, bind(e->dx, dx ? dx->data : p->dx_unused) };
-	args[7] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SCALE, bind(p->dscale, dgamma ? dgamma->data : p->dscale_unused) };
-	args[8] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SHIFT, bind(p->dshift, dbeta ? dbeta->data : p->dshift_unused) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, dy->data) };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_MEAN, dt_dnnl_bind(e->mean, p->mean) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_VARIANCE, dt_dnnl_bind(e->var, p->var) };
+	args[4] = (dnnl_exec_arg_t){ DNNL_ARG_SCALE, dt_dnnl_bind(p->scale, gamma ? gamma->data : p->ones) };
+	args[5] = (dnnl_exec_arg_t){ DNNL_ARG_SHIFT, dt_dnnl_bind(p->shift, p->zeros) }; /* unread */
+	args[6] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, dt_dnnl_bind(e->dx, dx ? dx->data : p->dx_unused) };
+	args[7] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SCALE, dt_dnnl_bind(p->dscale, dgamma ? dgamma->data : p->dscale_unused) };
+	args[8] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SHIFT, dt_dnnl_bind(p->dshift, dbeta ? dbeta->data : p->dshift_unused) };
 	if (e->scratch_bwd)
-		args[k++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(e->scratch_bwd, p->scratch) };
+		args[k++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(e->scratch_bwd, p->scratch) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(e->bwd, stream, k, args));
 }
 
@@ -280,10 +255,10 @@ void dt_cpu_layernorm_plan_free(struct dt_plan *pl)
 	struct ln_plan *p = (struct ln_plan *)pl;
 	for (int i = 0; i < CACHE_SIZE; i++)
 		entry_clear(&p->cache[i]);
-	mem_free(&p->scale);
-	mem_free(&p->shift);
-	mem_free(&p->dscale);
-	mem_free(&p->dshift);
+	dt_dnnl_mem_free(&p->scale);
+	dt_dnnl_mem_free(&p->shift);
+	dt_dnnl_mem_free(&p->dscale);
+	dt_dnnl_mem_free(&p->dshift);
 	dt_device_free(DT_CPU, p->mean);
 	dt_device_free(DT_CPU, p->var);
 	dt_device_free(DT_CPU, p->ones);

@@ -30,6 +30,18 @@
 			dt_bug(__FILE__, __LINE__, "%s failed: %s", #call, dnnl_status2str(st_)); \
 	} while (0)
 
+/*
+ * oneDNN's objects every CPU plan file shares (dnnl.c makes them once): the
+ * engine, the stream and a primitive attribute in user-scratchpad mode (a
+ * plan may be made on one thread and run on another). Memory objects on that
+ * engine: _mem_new (caller frees with _mem_free, which takes NULL), _bind
+ * points one at data and returns it.
+ */
+void dt_dnnl_shared(dnnl_engine_t *engine, dnnl_stream_t *stream, dnnl_primitive_attr_t *attr);
+dnnl_memory_t dt_dnnl_mem_new(const dnnl_memory_desc_t *md);
+void dt_dnnl_mem_free(dnnl_memory_t *m);
+dnnl_memory_t dt_dnnl_bind(dnnl_memory_t m, const void *data);
+
 struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 void dt_cpu_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 			 const struct dt_tensor *b, struct dt_tensor *y);

@@ -33,13 +33,8 @@ static dnnl_stream_t stream;
 static dnnl_primitive_attr_t attr; /* user scratchpad */
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
-static void engine_init(void)
-{
-	DT_DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
-	DT_DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
-	DT_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-	DT_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-}
+/* dnnl.c's engine, stream and user-scratchpad attribute, shared by every CPU plan. */
+static void engine_init(void) { dt_dnnl_shared(&engine, &stream, &attr); }
 
 struct buf {
 	float *p;
@@ -69,26 +64,6 @@ static dnnl_memory_desc_t md_tag(int ndims, const dnnl_dims_t dims, dnnl_format_
 	return md;
 }
 
-static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md)
-{
-	dnnl_memory_t m;
-	DT_DNNL_CHECK(dnnl_memory_create(&m, md, engine, DNNL_MEMORY_NONE));
-	return m;
-}
-
-static void mem_free(dnnl_memory_t *m)
-{
-	if (*m)
-		DT_DNNL_CHECK(dnnl_memory_destroy(*m));
-	*m = NULL;
-}
-
-static dnnl_memory_t bind(dnnl_memory_t m, const void *data)
-{
-	DT_DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)data));
-	return m;
-}
-
 static void prim_free(dnnl_primitive_t *p)
 {
 	if (*p)
@@ -116,7 +91,7 @@ static dnnl_memory_t scratch_mem(const_dnnl_primitive_desc_t pd, struct buf *scr
 	if (md_bytes(md) == 0)
 		return NULL;
 	buf_reserve(scratch, md_bytes(md));
-	return mem_new(md);
+	return dt_dnnl_mem_new(md);
 }
 
 static void weight_make(struct weight *wt, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim,
@@ -133,14 +108,14 @@ static void weight_make(struct weight *wt, const dnnl_memory_desc_t *user, const
 	wt->scratch = scratch_mem(pd, scratch);
 	DT_DNNL_CHECK(dnnl_primitive_create(&wt->reorder, pd));
 	DT_DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-	wt->mem = mem_new(prim);
+	wt->mem = dt_dnnl_mem_new(prim);
 }
 
 static void weight_free(struct weight *wt)
 {
 	prim_free(&wt->reorder);
-	mem_free(&wt->mem);
-	mem_free(&wt->scratch);
+	dt_dnnl_mem_free(&wt->mem);
+	dt_dnnl_mem_free(&wt->scratch);
 }
 
 static void reorder_run(const struct weight *wt, dnnl_memory_t from, dnnl_memory_t to, const struct buf *scratch)
@@ -148,7 +123,7 @@ static void reorder_run(const struct weight *wt, dnnl_memory_t from, dnnl_memory
 	dnnl_exec_arg_t args[3] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
 	int nargs = 2;
 	if (wt->scratch)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(wt->scratch, scratch->p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(wt->scratch, scratch->p) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(wt->reorder, stream, nargs, args));
 }
 
@@ -252,17 +227,17 @@ static void entry_clear(struct rnn_entry *e)
 	weight_free(&e->u_bwd);
 	weight_free(&e->dw_bwd);
 	weight_free(&e->du_bwd);
-	mem_free(&e->x);
-	mem_free(&e->seq);
-	mem_free(&e->last);
-	mem_free(&e->last_c);
-	mem_free(&e->dx);
-	mem_free(&e->dseq);
-	mem_free(&e->dlast);
-	mem_free(&e->dlast_c);
-	mem_free(&e->ws);
-	mem_free(&e->fwd_scratch);
-	mem_free(&e->bwd_scratch);
+	dt_dnnl_mem_free(&e->x);
+	dt_dnnl_mem_free(&e->seq);
+	dt_dnnl_mem_free(&e->last);
+	dt_dnnl_mem_free(&e->last_c);
+	dt_dnnl_mem_free(&e->dx);
+	dt_dnnl_mem_free(&e->dseq);
+	dt_dnnl_mem_free(&e->dlast);
+	dt_dnnl_mem_free(&e->dlast_c);
+	dt_dnnl_mem_free(&e->ws);
+	dt_dnnl_mem_free(&e->fwd_scratch);
+	dt_dnnl_mem_free(&e->bwd_scratch);
 	e->n = 0;
 }
 
@@ -291,7 +266,7 @@ static struct rnn_entry *entry_find(struct rnn_plan *p, int n)
 	DT_DNNL_CHECK(dnnl_primitive_create(&pick->fwd, pick->fwd_pd));
 	pick->fwd_scratch = scratch_mem(pick->fwd_pd, &p->scratch);
 	buf_reserve(&p->ws, md_bytes(dnnl_primitive_desc_query_md(pick->fwd_pd, dnnl_query_workspace_md, 0)));
-	pick->ws = mem_new(dnnl_primitive_desc_query_md(pick->fwd_pd, dnnl_query_workspace_md, 0));
+	pick->ws = dt_dnnl_mem_new(dnnl_primitive_desc_query_md(pick->fwd_pd, dnnl_query_workspace_md, 0));
 	weight_make(&pick->w_fwd, &p->w_md, dnnl_primitive_desc_query_md(pick->fwd_pd, dnnl_query_weights_md, 0),
 		    &p->w_fwd, &p->scratch, 1);
 	weight_make(&pick->u_fwd, &p->u_md, dnnl_primitive_desc_query_md(pick->fwd_pd, dnnl_query_weights_md, 1),
@@ -299,15 +274,15 @@ static struct rnn_entry *entry_find(struct rnn_plan *p, int n)
 	x_md = md_tag(3, (dnnl_dims_t){ g->steps, n, g->in }, dnnl_ntc);
 	y_md = md_tag(3, (dnnl_dims_t){ g->steps, n, g->units }, dnnl_ntc);
 	h_md = md_tag(4, (dnnl_dims_t){ 1, 1, n, g->units }, dnnl_ldnc);
-	pick->x = mem_new(&x_md);
-	pick->seq = mem_new(&y_md);
-	pick->last = mem_new(&h_md);
-	pick->dx = mem_new(&x_md);
-	pick->dseq = mem_new(&y_md);
-	pick->dlast = mem_new(&h_md);
+	pick->x = dt_dnnl_mem_new(&x_md);
+	pick->seq = dt_dnnl_mem_new(&y_md);
+	pick->last = dt_dnnl_mem_new(&h_md);
+	pick->dx = dt_dnnl_mem_new(&x_md);
+	pick->dseq = dt_dnnl_mem_new(&y_md);
+	pick->dlast = dt_dnnl_mem_new(&h_md);
 	if (g->cell == DT_RNN_LSTM) {
-		pick->last_c = mem_new(&h_md);
-		pick->dlast_c = mem_new(&h_md);
+		pick->last_c = dt_dnnl_mem_new(&h_md);
+		pick->dlast_c = dt_dnnl_mem_new(&h_md);
 	}
 	return pick;
 }
@@ -349,15 +324,15 @@ struct dt_plan *dt_cpu_plan_rnn(struct dt_device dev, const struct dt_rnn_geom *
 	p->w_md = md_tag(5, (dnnl_dims_t){ 1, 1, g->in, p->gates, g->units }, dnnl_ldigo);
 	p->u_md = md_tag(5, (dnnl_dims_t){ 1, 1, g->units, p->gates, g->units }, dnnl_ldigo);
 	p->b_md = md_tag(4, (dnnl_dims_t){ 1, 1, p->bias_gates, g->units }, dnnl_ldgo);
-	p->w = mem_new(&p->w_md);
-	p->u = mem_new(&p->u_md);
-	p->dw = mem_new(&p->w_md);
-	p->du = mem_new(&p->u_md);
+	p->w = dt_dnnl_mem_new(&p->w_md);
+	p->u = dt_dnnl_mem_new(&p->u_md);
+	p->dw = dt_dnnl_mem_new(&p->w_md);
+	p->du = dt_dnnl_mem_new(&p->u_md);
 	buf_reserve(&p->bias, md_bytes(&p->b_md));
 	buf_reserve(&p->dbias, md_bytes(&p->b_md));
 	memset(p->bias.p, 0, p->bias.bytes);
-	p->b = bind(mem_new(&p->b_md), p->bias.p);
-	p->db = bind(mem_new(&p->b_md), p->dbias.p);
+	p->b = dt_dnnl_bind(dt_dnnl_mem_new(&p->b_md), p->bias.p);
+	p->db = dt_dnnl_bind(dt_dnnl_mem_new(&p->b_md), p->dbias.p);
 	buf_reserve(&p->seq, (size_t)seq * sizeof(float));
 	buf_reserve(&p->dseq, (size_t)seq * sizeof(float));
 	buf_reserve(&p->last, (size_t)last * sizeof(float));
@@ -379,12 +354,12 @@ void dt_cpu_rnn_plan_free(struct dt_plan *pl)
 			       &p->dlast, &p->zero_c, &p->dx_unused };
 	for (int i = 0; i < CACHE_SIZE; i++)
 		entry_clear(&p->cache[i]);
-	mem_free(&p->w);
-	mem_free(&p->u);
-	mem_free(&p->dw);
-	mem_free(&p->du);
-	mem_free(&p->b);
-	mem_free(&p->db);
+	dt_dnnl_mem_free(&p->w);
+	dt_dnnl_mem_free(&p->u);
+	dt_dnnl_mem_free(&p->dw);
+	dt_dnnl_mem_free(&p->du);
+	dt_dnnl_mem_free(&p->b);
+	dt_dnnl_mem_free(&p->db);
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
 		buf_release(bufs[i]);
 	free(p);
@@ -435,10 +410,10 @@ static void bias_out(const struct rnn_plan *p, struct dt_tensor *db)
 static dnnl_memory_t weight_in(const struct weight *wt, const struct buf *b, dnnl_memory_t user, const float *data,
 			       const struct buf *scratch)
 {
-	bind(user, data);
+	dt_dnnl_bind(user, data);
 	if (!wt->mem)
 		return user;
-	bind(wt->mem, b->p);
+	dt_dnnl_bind(wt->mem, b->p);
 	reorder_run(wt, user, wt->mem, scratch);
 	return wt->mem;
 }
@@ -455,18 +430,18 @@ void dt_cpu_rnn_forward(struct dt_plan *pl, int training, const struct dt_tensor
 
 	(void)training; /* the training primitive serves inference too: its workspace is the plan's */
 	bias_in(p, b);
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC_LAYER, bind(e->x, x->data) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC_LAYER, dt_dnnl_bind(e->x, x->data) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS_LAYER, weight_in(&e->w_fwd, &p->w_fwd, p->w, w->data, &p->scratch) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS_ITER, weight_in(&e->u_fwd, &p->u_fwd, p->u, u->data, &p->scratch) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, p->b };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_LAYER, bind(e->seq, direct ? y->data : p->seq.p) };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER, bind(e->last, g->return_sequences ? p->last.p : y->data) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_LAYER, dt_dnnl_bind(e->seq, direct ? y->data : p->seq.p) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER, dt_dnnl_bind(e->last, g->return_sequences ? p->last.p : y->data) };
 	if (e->last_c)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER_C, bind(e->last_c, p->last_c.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER_C, dt_dnnl_bind(e->last_c, p->last_c.p) };
 	if (e->ws)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WORKSPACE, bind(e->ws, p->ws.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WORKSPACE, dt_dnnl_bind(e->ws, p->ws.p) };
 	if (e->fwd_scratch)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(e->fwd_scratch, p->scratch.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(e->fwd_scratch, p->scratch.p) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(e->fwd, stream, nargs, args));
 	if (g->return_sequences && g->go_backwards)
 		reverse_steps(p->seq.p, y->data, n, g->steps, g->units);
@@ -502,47 +477,47 @@ void dt_cpu_rnn_backward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	}
 	/* oneDNN adds to the weight gradients: they start at zero */
 	if (e->dw_bwd.mem) {
-		dwm = bind(e->dw_bwd.mem, p->dw_bwd.p);
+		dwm = dt_dnnl_bind(e->dw_bwd.mem, p->dw_bwd.p);
 		memset(p->dw_bwd.p, 0, p->dw_bwd.bytes);
 	} else {
-		dwm = bind(p->dw, dw->data);
+		dwm = dt_dnnl_bind(p->dw, dw->data);
 		memset(dw->data, 0, (size_t)dt_tensor_count(dw) * sizeof(float));
 	}
 	if (e->du_bwd.mem) {
-		dum = bind(e->du_bwd.mem, p->du_bwd.p);
+		dum = dt_dnnl_bind(e->du_bwd.mem, p->du_bwd.p);
 		memset(p->du_bwd.p, 0, p->du_bwd.bytes);
 	} else {
-		dum = bind(p->du, du->data);
+		dum = dt_dnnl_bind(p->du, du->data);
 		memset(du->data, 0, (size_t)dt_tensor_count(du) * sizeof(float));
 	}
 	memset(p->dbias.p, 0, p->dbias.bytes);
 	bias_in(p, b);
 
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC_LAYER, bind(e->x, x->data) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SRC_LAYER, dt_dnnl_bind(e->x, x->data) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS_LAYER, weight_in(&e->w_bwd, &p->w_bwd, p->w, w->data, &p->scratch) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS_ITER, weight_in(&e->u_bwd, &p->u_bwd, p->u, u->data, &p->scratch) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, p->b };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_LAYER, bind(e->seq, direct ? y->data : p->seq.p) };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER, bind(e->last, g->return_sequences ? p->last.p : y->data) };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST_LAYER, bind(e->dseq, dseq) };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST_ITER, bind(e->dlast, dlast) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_LAYER, dt_dnnl_bind(e->seq, direct ? y->data : p->seq.p) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER, dt_dnnl_bind(e->last, g->return_sequences ? p->last.p : y->data) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST_LAYER, dt_dnnl_bind(e->dseq, dseq) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST_ITER, dt_dnnl_bind(e->dlast, dlast) };
 	if (e->last_c) {
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER_C, bind(e->last_c, p->last_c.p) };
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST_ITER_C, bind(e->dlast_c, p->zero_c.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DST_ITER_C, dt_dnnl_bind(e->last_c, p->last_c.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST_ITER_C, dt_dnnl_bind(e->dlast_c, p->zero_c.p) };
 	}
 	if (e->ws)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WORKSPACE, bind(e->ws, p->ws.p) };
-	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC_LAYER, bind(e->dx, dx ? dx->data : p->dx_unused.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_WORKSPACE, dt_dnnl_bind(e->ws, p->ws.p) };
+	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC_LAYER, dt_dnnl_bind(e->dx, dx ? dx->data : p->dx_unused.p) };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS_LAYER, dwm };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS_ITER, dum };
 	args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, p->db };
 	if (e->bwd_scratch)
-		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, bind(e->bwd_scratch, p->scratch.p) };
+		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(e->bwd_scratch, p->scratch.p) };
 	DT_DNNL_CHECK(dnnl_primitive_execute(e->bwd, stream, nargs, args));
 	if (e->dw_bwd.mem)
-		reorder_run(&e->dw_bwd, e->dw_bwd.mem, bind(p->dw, dw->data), &p->scratch);
+		reorder_run(&e->dw_bwd, e->dw_bwd.mem, dt_dnnl_bind(p->dw, dw->data), &p->scratch);
 	if (e->du_bwd.mem)
-		reorder_run(&e->du_bwd, e->du_bwd.mem, bind(p->du, du->data), &p->scratch);
+		reorder_run(&e->du_bwd, e->du_bwd.mem, dt_dnnl_bind(p->du, du->data), &p->scratch);
 	if (g->use_bias)
 		bias_out(p, db);
 }
