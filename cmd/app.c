@@ -722,23 +722,19 @@ static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in
 int dt_app_precision(struct dt_app *a)
 {
 	const struct dt_run_config *c = &a->cfg;
-	char why[512], dev[32];
-	int gpu = 0;
+	char why[512];
+	int gpu = 0, cpu = 0;
 
 	for (int r = 0; r < a->strategy.nreplicas; r++) {
-		if (a->strategy.devices[r].kind == DT_DEVICE_CUDA) {
+		if (a->strategy.devices[r].kind == DT_DEVICE_CUDA)
 			gpu = 1;
-		} else if (c->precision != DT_PRECISION_FP32) {
-			dt_device_format(a->strategy.devices[r], dev, sizeof(dev));
-			return dt_node_error(c->precision_node,
-					     "precision '%s' needs a GPU, and the model runs on %s (use fp32, or "
-					     "distribute: {device: gpu:N})",
-					     dt_precision_names[c->precision], dev),
-			       DT_EXIT_USAGE;
-		}
+		else
+			cpu = 1;
 	}
 	if (gpu && dt_set_precision((enum dt_precision)c->precision, why, sizeof(why)) < 0)
 		return dt_node_error(c->precision_node, "%s", why), DT_EXIT_USAGE;
+	if (cpu && dt_ops_set_cpu_precision((enum dt_precision)c->precision, why, sizeof(why)) < 0)
+		return dt_node_error(c->precision_node, "%s (use fp32, or distribute: {device: gpu:N})", why), DT_EXIT_USAGE;
 	return 0;
 }
 

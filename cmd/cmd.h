@@ -189,7 +189,8 @@ int dt_app_check_memory(const struct dt_app *a, const struct dt_model *m, const 
 			int batch, int state);
 /*
  * compile.precision for the strategy's devices (after dt_strategy_create,
- * before any plan is made): tf32 and bf16 need every replica on a GPU. 0, or
+ * before any plan is made): tf32 needs every replica on a GPU, bf16 a GPU or
+ * a CPU with bfloat16 instructions (dt_ops_set_cpu_precision). 0, or
  * an exit status after printing the error at the key.
  */
 int dt_app_precision(struct dt_app *a);

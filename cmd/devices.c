@@ -105,6 +105,10 @@ int cmd_devices(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "cpu_cores", s.cpu_cores);
 		cJSON_AddStringToObject(j, "onednn", onednn);
 		cJSON_AddStringToObject(j, "isa", dt_ops_cpu_isa());
+		cJSON *prec = cJSON_AddArrayToObject(j, "cpu_precisions");
+		cJSON_AddItemToArray(prec, cJSON_CreateString("fp32"));
+		if (dt_ops_cpu_has_bf16())
+			cJSON_AddItemToArray(prec, cJSON_CreateString("bf16"));
 		cJSON_AddNumberToObject(j, "threads", dt_ops_get_threads());
 		cJSON_AddNumberToObject(j, "gpus", s.gpus);
 		cJSON_AddBoolToObject(j, "cuda_backend", dt_cuda_built());
@@ -141,6 +145,7 @@ int cmd_devices(int argc, char **argv)
 		printf("CPU:       %s, %d cores\n", s.cpu_model, s.cpu_cores);
 		printf("oneDNN:    %d.%d.%d, dispatching to %s, %d thread%s\n", v->major, v->minor, v->patch,
 		       dt_ops_cpu_isa(), dt_ops_get_threads(), dt_ops_get_threads() == 1 ? "" : "s");
+		printf("Precision: fp32%s on the CPU (compile.precision)\n", dt_ops_cpu_has_bf16() ? ", bf16" : "");
 		printf("GPUs:      %d (%s)\n", s.gpus, note);
 		for (int i = 0; i < g.n; i++)
 			printf("  gpu:%-6d%s, %.1f GiB, compute capability %d.%d\n", i, g.info[i].name,

@@ -3,8 +3,9 @@
  * model as fit does, on the strategy's first replica, feeds it one batch of
  * random inputs and valid random labels, and times every layer's forward and
  * backward pass, the loss and the optimizer update over a number of training
- * steps; then measures the machine's fp32 peak with a large GEMM and says
- * which fraction of it the training step reaches.
+ * steps; then measures the machine's peak with a large GEMM (in bf16 under
+ * compile.precision bf16 on the CPU, else fp32) and says which fraction of
+ * it the training step reaches.
  *
  * CPU ops are synchronous, so the wall time around a call is its cost; a GPU
  * backend will need a device sync before each reading.
@@ -56,6 +57,7 @@ struct report {
 	double forward_ms, loss_ms, backward_ms, update_ms, step_ms;
 	int64_t flops;        /* forward and backward, per sample */
 	double peak_gflops;
+	const char *precision; /* compile.precision: the peak GEMM's too */
 	/* --data */
 	int data;
 	int64_t data_samples;
@@ -318,6 +320,7 @@ static void print_json(const struct report *r, const struct dt_model *m)
 	cJSON_AddNumberToObject(j, "gflops", gflops(r->flops, r->batch, r->step_ms));
 	cJSON_AddNumberToObject(j, "peak_gflops", r->peak_gflops);
 	cJSON_AddNumberToObject(j, "peak_gemm", DT_PEAK_GEMM_SIZE);
+	cJSON_AddStringToObject(j, "precision", r->precision);
 	cJSON_AddNumberToObject(j, "peak_fraction",
 				r->peak_gflops > 0 ? gflops(r->flops, r->batch, r->step_ms) / r->peak_gflops : 0);
 	if (r->data) {
@@ -394,8 +397,8 @@ static void print_table(const struct report *r, const struct dt_model *m)
 	printf(" Work:     %.3f MFLOP per sample, %.3f GFLOP per step\n", r->flops * 1e-6,
 	       (double)r->flops * r->batch * 1e-9);
 	printf(" Achieved: %.1f GFLOP/s\n", achieved);
-	printf(" Peak:     %.1f GFLOP/s (fp32 GEMM %dx%dx%d, %d thread%s)\n", r->peak_gflops, DT_PEAK_GEMM_SIZE,
-	       DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, r->threads, r->threads == 1 ? "" : "s");
+	printf(" Peak:     %.1f GFLOP/s (%s GEMM %dx%dx%d, %d thread%s)\n", r->peak_gflops, r->precision,
+	       DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, r->threads, r->threads == 1 ? "" : "s");
 	printf(" Fraction: %.1f%% of peak\n", r->peak_gflops > 0 ? 100 * achieved / r->peak_gflops : 0);
 	if (r->data) {
 		printf(" Data:     %.0f samples/s (%lld samples in %.3f s, prefetch %d, no training)\n", data_rate(r),
@@ -460,6 +463,8 @@ int cmd_time(int argc, char **argv)
 
 	run_steps(&a, &y, &r);
 	r.peak_gflops = dt_ops_peak_gflops();
+	/* dt_ops_peak_gflops is the CPU's: in bf16 when the model runs there in bf16. */
+	r.precision = dt_precision_names[m->dev.kind == DT_DEVICE_CPU ? a.cfg.precision : DT_PRECISION_FP32];
 	if (o.data && (rc = time_data(&a, &r)))
 		goto out;
 	if (o.json)

@@ -9,6 +9,14 @@
 
 #include <stdint.h>
 
+/*
+ * compile.precision: the arithmetic of matrix products and convolutions.
+ * fp32 everywhere; tf32 on GPUs only; bf16 on GPUs and on CPUs whose oneDNN
+ * ISA has bfloat16 instructions (dt_ops_set_cpu_precision, core/ops.h).
+ */
+enum dt_precision { DT_PRECISION_FP32, DT_PRECISION_TF32, DT_PRECISION_BF16, DT_PRECISION_COUNT };
+extern const char *const dt_precision_names[]; /* "fp32", "tf32", "bf16", NULL (core/ops.c) */
+
 /* Keras' activations with Keras' constants. */
 enum dt_activation {
 	DT_ACT_LINEAR,

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 
+const char *const dt_precision_names[] = { "fp32", "tf32", "bf16", NULL };
 const char *const dt_activation_names[] = { "linear", "relu", "sigmoid", "tanh", "softmax", "leaky_relu",
 					     "elu", "gelu", "swish", "softplus", NULL };
 

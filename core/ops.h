@@ -279,10 +279,21 @@ void dt_ops_set_threads(int n);
 int dt_ops_get_threads(void);
 /* The ISA oneDNN dispatches to, e.g. "Intel AVX-512" (static string). */
 const char *dt_ops_cpu_isa(void);
+/* Whether that ISA has bfloat16 instructions (avx512_bf16, AMX): precision bf16 runs. */
+int dt_ops_cpu_has_bf16(void);
 /*
- * The CPU's measured fp32 peak in GFLOP/s: the best of a few single-precision
- * GEMMs of DT_PEAK_GEMM_SIZE cubed (core/op_types.h; the backend's own
- * sgemm) with the current thread count. Allocates and frees 48 MiB; takes
+ * compile.precision on the CPU, set before plans are made (they read it
+ * then; dt_op_gemm reads it at each call). bf16: matrix products and
+ * convolutions on bfloat16 copies of their inputs with float32 accumulation
+ * and float32 outputs; every other op, the weights, the gradients and the
+ * optimizer stay float32. -1 with the reason in err: tf32 (a GPU format),
+ * bf16 where dt_ops_cpu_has_bf16 is 0.
+ */
+int dt_ops_set_cpu_precision(enum dt_precision p, char *err, size_t errsize);
+/*
+ * The CPU's measured peak in GFLOP/s: the best of a few GEMMs of
+ * DT_PEAK_GEMM_SIZE cubed (core/op_types.h; the backend's own sgemm, or its
+ * bfloat16 matmul under precision bf16) with the current thread count. Allocates and frees 48 MiB; takes
  * 0.1-1 s.
  */
 double dt_ops_peak_gflops(void);

@@ -167,21 +167,20 @@ static void reorder_make(struct prim *pr, const dnnl_memory_desc_t *from, const 
 	pd_free(&pd);
 }
 
-/* Logical (N, C, H, W) dims stored channels last. */
-static dnnl_memory_desc_t md_nhwc(int64_t n, int64_t c, int64_t h, int64_t w)
+/* Logical (N, C, H, W) dims of one type, in layout tag. */
+static dnnl_memory_desc_t md_4d(int64_t n, int64_t c, int64_t h, int64_t w, dnnl_data_type_t type,
+				dnnl_format_tag_t tag)
 {
 	dnnl_memory_desc_t md;
 	dnnl_dims_t dims = { n, c, h, w };
-	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_nhwc));
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, type, tag));
 	return md;
 }
 
-static dnnl_memory_desc_t md_any(int64_t n, int64_t c, int64_t h, int64_t w)
+/* float32 stored channels last: dtrain's activations. */
+static dnnl_memory_desc_t md_nhwc(int64_t n, int64_t c, int64_t h, int64_t w)
 {
-	dnnl_memory_desc_t md;
-	dnnl_dims_t dims = { n, c, h, w };
-	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, dnnl_format_tag_any));
-	return md;
+	return md_4d(n, c, h, w, dnnl_f32, dnnl_nhwc);
 }
 
 static dnnl_memory_desc_t md_vec(int64_t c)
@@ -248,18 +247,28 @@ struct conv_entry {
 	struct prim fwd, bwd_data, bwd_weights;
 	/* reorders to and from the primitives' layouts; p NULL when dtrain's is taken as is */
 	struct prim w_to_fwd, w_to_bwd, dw_from_bwd, dy_to_bwd, dx_from_bwd;
+	struct prim x_to_lo, dy_to_lo;                      /* precision bf16: to bfloat16 NHWC */
 	dnnl_memory_t x, y, dy, dx;                          /* NHWC at this n */
 	dnnl_memory_t w_fwd, w_bwd, dw_bwd, dy_bwd, dx_bwd; /* in the primitives' layouts, or NULL */
+	dnnl_memory_t x_lo, dy_lo;                          /* bfloat16 NHWC, or NULL */
 };
 
+/*
+ * Under precision bf16 (bf16 set) the three primitives read bfloat16: x and
+ * dy are converted to bfloat16 NHWC copies (x_lo, dy_lo) at each step, the
+ * weights are converted in the reorder to the primitive's layout, and y, dx
+ * and dw come out in float32 (float32 accumulation).
+ */
 struct conv_plan {
 	struct cpu_plan base;
 	struct dt_conv_geom g;
+	int bf16;
 	struct conv_entry cache[CACHE_SIZE];
 	dnnl_memory_desc_t w_md, b_md;    /* HWIO, (out_c) */
 	dnnl_memory_t w, dw, b, db;       /* the caller's tensors */
 	struct buf w_fwd, w_bwd, dw_bwd;  /* reordered weights */
 	struct buf dy_bwd, dx_bwd;        /* backward data's blocked dy and dx */
+	struct buf x_lo, dy_lo;           /* bf16: the bfloat16 copies of x and dy */
 	struct buf zero_bias, db_unused;  /* for b == NULL, db == NULL */
 };
 
@@ -268,18 +277,37 @@ struct conv_plan {
  * (groups, out/groups, in/groups, kh, kw), whose dtrain layout (kh, kw,
  * in/groups, out) is oneDNN's hwigo (tag dnnl_hwio asks for it).
  */
-static dnnl_memory_desc_t conv_weights_md(const struct dt_conv_geom *g, dnnl_format_tag_t tag)
+static dnnl_memory_desc_t conv_weights_md(const struct dt_conv_geom *g, dnnl_data_type_t type, dnnl_format_tag_t tag)
 {
 	dnnl_memory_desc_t md;
 	int groups = dt_conv_groups(g);
 	if (groups > 1) {
 		dnnl_dims_t dims = { groups, g->out_c / groups, g->in_c / groups, g->kh, g->kw };
-		DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, dnnl_f32, tag == dnnl_hwio ? dnnl_hwigo : tag));
+		DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, type, tag == dnnl_hwio ? dnnl_hwigo : tag));
 		return md;
 	}
 	dnnl_dims_t dims = { g->out_c, g->in_c, g->kh, g->kw };
-	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, type, tag));
 	return md;
+}
+
+/*
+ * The descriptors of one batch size n: the activations as dtrain holds them
+ * (float32 NHWC) and as the primitives read them (bfloat16 NHWC under bf16),
+ * the weights in any layout of the primitives' type.
+ */
+struct conv_mds {
+	dnnl_memory_desc_t x, y, x_in, dy_in, w_in;
+};
+
+static struct conv_mds conv_mds(const struct dt_conv_geom *g, int n, int bf16)
+{
+	dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+	return (struct conv_mds){ .x = md_nhwc(n, g->in_c, g->in_h, g->in_w),
+				  .y = md_nhwc(n, g->out_c, g->out_h, g->out_w),
+				  .x_in = md_4d(n, g->in_c, g->in_h, g->in_w, in, dnnl_nhwc),
+				  .dy_in = md_4d(n, g->out_c, g->out_h, g->out_w, in, dnnl_nhwc),
+				  .w_in = conv_weights_md(g, in, dnnl_format_tag_any) };
 }
 
 struct conv_dims {
@@ -322,6 +350,8 @@ static void conv_entry_clear(struct conv_entry *e)
 	prim_free(&e->dw_from_bwd);
 	prim_free(&e->dy_to_bwd);
 	prim_free(&e->dx_from_bwd);
+	prim_free(&e->x_to_lo);
+	prim_free(&e->dy_to_lo);
 	pd_free(&e->fwd_pd);
 	dt_dnnl_mem_free(&e->x);
 	dt_dnnl_mem_free(&e->y);
@@ -332,6 +362,8 @@ static void conv_entry_clear(struct conv_entry *e)
 	dt_dnnl_mem_free(&e->dw_bwd);
 	dt_dnnl_mem_free(&e->dy_bwd);
 	dt_dnnl_mem_free(&e->dx_bwd);
+	dt_dnnl_mem_free(&e->x_lo);
+	dt_dnnl_mem_free(&e->dy_lo);
 	e->s.n = 0;
 }
 
@@ -340,7 +372,7 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 	const struct dt_conv_geom *g = &p->g;
 	int fresh;
 	struct conv_entry *e = cache_find(&p->base, p->cache, sizeof(p->cache[0]), n, &fresh);
-	dnnl_memory_desc_t x_md, y_md, w_any;
+	struct conv_mds md;
 	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
 
@@ -348,35 +380,34 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 		return e;
 	conv_entry_clear(e);
 	e->s.n = n;
-	x_md = md_nhwc(n, g->in_c, g->in_h, g->in_w);
-	y_md = md_nhwc(n, g->out_c, g->out_h, g->out_w);
-	w_any = conv_weights_md(g, dnnl_format_tag_any);
+	md = conv_mds(g, n, p->bf16);
 	DT_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&op, dnnl_forward_training, dnnl_convolution_direct,
-								 &x_md, &w_any, &p->b_md, &y_md, d.strides,
+								 &md.x_in, &md.w_in, &p->b_md, &md.y, d.strides,
 								 d.dilates, d.pad_l, d.pad_r));
 	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch);
 	e->w_fwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
 			      &e->w_to_fwd, &p->w_fwd, 1);
-	e->x = dt_dnnl_mem_new(&x_md);
-	e->y = dt_dnnl_mem_new(&y_md);
-	e->dx = dt_dnnl_mem_new(&x_md);
-	e->dy = dt_dnnl_mem_new(&y_md);
+	e->x_lo = layout_for(&p->base, &md.x, &md.x_in, &e->x_to_lo, &p->x_lo, 1);
+	e->dy_lo = layout_for(&p->base, &md.y, &md.dy_in, &e->dy_to_lo, &p->dy_lo, 1);
+	e->x = dt_dnnl_mem_new(&md.x);
+	e->y = dt_dnnl_mem_new(&md.y);
+	e->dx = dt_dnnl_mem_new(&md.x);
+	e->dy = dt_dnnl_mem_new(&md.y);
 	return e;
 }
 
 static void conv_make_bwd_weights(struct conv_plan *p, struct conv_entry *e)
 {
 	const struct dt_conv_geom *g = &p->g;
-	dnnl_memory_desc_t x_md = md_nhwc(e->s.n, g->in_c, g->in_h, g->in_w);
-	dnnl_memory_desc_t y_md = md_nhwc(e->s.n, g->out_c, g->out_h, g->out_w);
-	dnnl_memory_desc_t w_any = conv_weights_md(g, dnnl_format_tag_any);
+	struct conv_mds md = conv_mds(g, e->s.n, p->bf16);
+	dnnl_memory_desc_t dw_any = conv_weights_md(g, dnnl_f32, dnnl_format_tag_any);
 	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
 	dnnl_primitive_desc_t pd;
 
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&op, dnnl_convolution_direct, &x_md, &w_any,
-									  &p->b_md, &y_md, d.strides, d.dilates,
-									  d.pad_l, d.pad_r));
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&op, dnnl_convolution_direct, &md.x_in,
+									  &dw_any, &p->b_md, &md.dy_in, d.strides,
+									  d.dilates, d.pad_l, d.pad_r));
 	pd = prim_make_op(&e->bwd_weights, &op, e->fwd_pd, &p->base.scratch);
 	e->dw_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0),
 			       &e->dw_from_bwd, &p->dw_bwd, 0);
@@ -387,24 +418,23 @@ static void conv_make_bwd_weights(struct conv_plan *p, struct conv_entry *e)
 static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 {
 	const struct dt_conv_geom *g = &p->g;
-	dnnl_memory_desc_t x_md = md_nhwc(e->s.n, g->in_c, g->in_h, g->in_w);
-	dnnl_memory_desc_t y_md = md_nhwc(e->s.n, g->out_c, g->out_h, g->out_w);
-	dnnl_memory_desc_t x_any = md_any(e->s.n, g->in_c, g->in_h, g->in_w);
-	dnnl_memory_desc_t y_any = md_any(e->s.n, g->out_c, g->out_h, g->out_w);
-	dnnl_memory_desc_t w_any = conv_weights_md(g, dnnl_format_tag_any);
+	struct conv_mds md = conv_mds(g, e->s.n, p->bf16);
+	dnnl_memory_desc_t dx_any = md_4d(e->s.n, g->in_c, g->in_h, g->in_w, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_t dy_any = md_4d(e->s.n, g->out_c, g->out_h, g->out_w, md.dy_in.data_type,
+					  dnnl_format_tag_any);
 	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
 	dnnl_primitive_desc_t pd;
 
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &x_any, &w_any,
-								       &y_any, d.strides, d.dilates, d.pad_l,
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &dx_any, &md.w_in,
+								       &dy_any, d.strides, d.dilates, d.pad_l,
 								       d.pad_r));
 	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch);
 	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
 			      &e->w_to_bwd, &p->w_bwd, 1);
-	e->dy_bwd = layout_for(&p->base, &y_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0),
+	e->dy_bwd = layout_for(&p->base, &md.dy_in, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0),
 			       &e->dy_to_bwd, &p->dy_bwd, 1);
-	e->dx_bwd = layout_for(&p->base, &x_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0),
+	e->dx_bwd = layout_for(&p->base, &md.x, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0),
 			       &e->dx_from_bwd, &p->dx_bwd, 0);
 	pd_free(&pd);
 }
@@ -414,6 +444,40 @@ static int64_t out_size(int in, int k, int stride, int dil, int pad_lo, int pad_
 {
 	int64_t span = (int64_t)in + pad_lo + pad_hi - (int64_t)dil * (k - 1) - 1;
 	return span < 0 ? 0 : span / stride + 1;
+}
+
+/*
+ * Whether oneDNN has bfloat16 primitives for this convolution in all three
+ * directions (it has none for some grouped shapes): if not, the plan stays
+ * float32 under precision bf16.
+ */
+static int conv_bf16_runs(const struct dt_conv_geom *g, int n)
+{
+	struct conv_mds md = conv_mds(g, n, 1);
+	dnnl_memory_desc_t dw_any = conv_weights_md(g, dnnl_f32, dnnl_format_tag_any), b_md = md_vec(g->out_c);
+	dnnl_memory_desc_t dx_any = md_4d(n, g->in_c, g->in_h, g->in_w, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, dnnl_bf16, dnnl_format_tag_any);
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t fwd, bwd_w, bwd_d;
+	dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+	int ok;
+
+	DT_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct,
+								 &md.x_in, &md.w_in, &b_md, &md.y, d.strides,
+								 d.dilates, d.pad_l, d.pad_r));
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&bwd_w, dnnl_convolution_direct, &md.x_in,
+									  &dw_any, &b_md, &md.dy_in, d.strides,
+									  d.dilates, d.pad_l, d.pad_r));
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&bwd_d, dnnl_convolution_direct, &dx_any,
+								       &md.w_in, &dy_any, d.strides, d.dilates,
+								       d.pad_l, d.pad_r));
+	ok = dnnl_primitive_desc_create(&fpd, &fwd, attr, engine, NULL) == dnnl_success;
+	ok = ok && dnnl_primitive_desc_create(&pd, &bwd_w, attr, engine, fpd) == dnnl_success;
+	pd_free(&pd);
+	ok = ok && dnnl_primitive_desc_create(&pd, &bwd_d, attr, engine, fpd) == dnnl_success;
+	pd_free(&pd);
+	pd_free(&fpd);
+	return ok;
 }
 
 struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)
@@ -428,7 +492,8 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	DT_ASSERT(g->out_w > 0 && g->out_w == out_size(g->in_w, g->kw, g->stride_w, g->dil_w, g->pad_left, g->pad_right));
 	plan_init(&p->base, DT_CPU_PLAN_CONV, max_batch);
 	p->g = *g;
-	p->w_md = conv_weights_md(g, dnnl_hwio);
+	p->w_md = conv_weights_md(g, dnnl_f32, dnnl_hwio);
+	p->bf16 = dt_cpu_precision() == DT_PRECISION_BF16 && conv_bf16_runs(g, max_batch);
 	p->b_md = md_vec(g->out_c);
 	p->w = dt_dnnl_mem_new(&p->w_md);
 	p->dw = dt_dnnl_mem_new(&p->w_md);
@@ -457,7 +522,7 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	const struct dt_conv_geom *g = &p->g;
 	int n = conv_batch(p, x, y);
 	struct conv_entry *e;
-	dnnl_memory_t wm;
+	dnnl_memory_t wm, xm;
 	dnnl_exec_arg_t args[5];
 
 	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
@@ -471,7 +536,12 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 		reorder_run(&e->w_to_fwd, &p->base.scratch, wm, dt_dnnl_bind(e->w_fwd, p->w_fwd.p));
 		wm = e->w_fwd;
 	}
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
+	xm = dt_dnnl_bind(e->x, x->data);
+	if (e->x_lo) {
+		reorder_run(&e->x_to_lo, &p->base.scratch, xm, dt_dnnl_bind(e->x_lo, p->x_lo.p));
+		xm = e->x_lo;
+	}
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, xm };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, dt_dnnl_bind(p->b, b ? b->data : p->zero_bias.p) };
 	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, y->data) };
@@ -486,7 +556,7 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	const struct dt_conv_geom *g = &p->g;
 	int n = conv_batch(p, x, dy);
 	struct conv_entry *e;
-	dnnl_memory_t dwm;
+	dnnl_memory_t xm, dym, dwm;
 	dnnl_exec_arg_t args[5];
 
 	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
@@ -506,9 +576,19 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	if (dx && !e->bwd_data.p)
 		conv_make_bwd_data(p, e);
 
+	xm = dt_dnnl_bind(e->x, x->data);
+	dym = dt_dnnl_bind(e->dy, dy->data);
+	if (e->x_lo) {
+		reorder_run(&e->x_to_lo, &p->base.scratch, xm, dt_dnnl_bind(e->x_lo, p->x_lo.p));
+		xm = e->x_lo;
+	}
+	if (e->dy_lo) {
+		reorder_run(&e->dy_to_lo, &p->base.scratch, dym, dt_dnnl_bind(e->dy_lo, p->dy_lo.p));
+		dym = e->dy_lo;
+	}
 	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd.p) : dt_dnnl_bind(p->dw, dw->data);
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, dy->data) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, xm };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
 	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, dt_dnnl_bind(p->db, db ? db->data : p->db_unused.p) };
 	prim_run(&e->bwd_weights, &p->base.scratch, 4, args);
@@ -516,7 +596,7 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, dt_dnnl_bind(p->dw, dw->data));
 
 	if (dx) {
-		dnnl_memory_t wm = dt_dnnl_bind(p->w, w->data), dym = e->dy, dxm = dt_dnnl_bind(e->dx, dx->data);
+		dnnl_memory_t wm = dt_dnnl_bind(p->w, w->data), dxm = dt_dnnl_bind(e->dx, dx->data);
 		if (e->w_bwd) {
 			reorder_run(&e->w_to_bwd, &p->base.scratch, wm, dt_dnnl_bind(e->w_bwd, p->w_bwd.p));
 			wm = e->w_bwd;
@@ -547,6 +627,8 @@ static void conv_plan_free(struct conv_plan *p)
 	buf_release(&p->dw_bwd);
 	buf_release(&p->dy_bwd);
 	buf_release(&p->dx_bwd);
+	buf_release(&p->x_lo);
+	buf_release(&p->dy_lo);
 	buf_release(&p->zero_bias);
 	buf_release(&p->db_unused);
 }

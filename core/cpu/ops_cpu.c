@@ -6,6 +6,7 @@
  * kind as a constant, so it compiles to that one formula.
  */
 #include <math.h>
+#include <stdio.h>
 #include <omp.h>
 #include <string.h>
 
@@ -83,6 +84,35 @@ static double cpu_sum_squares(const struct dt_tensor *xt)
 	return s;
 }
 
+/* compile.precision on the CPU: fp32, or bf16 where dt_ops_cpu_has_bf16. */
+static enum dt_precision cpu_precision = DT_PRECISION_FP32;
+
+enum dt_precision dt_cpu_precision(void) { return cpu_precision; }
+
+int dt_ops_cpu_has_bf16(void)
+{
+	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+	return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+int dt_ops_set_cpu_precision(enum dt_precision p, char *err, size_t errsize)
+{
+	if (p == DT_PRECISION_TF32) {
+		snprintf(err, errsize, "precision 'tf32' needs a GPU (TensorFloat-32 is a GPU format), and the model runs "
+			 "on the CPU");
+		return -1;
+	}
+	if (p == DT_PRECISION_BF16 && !dt_ops_cpu_has_bf16()) {
+		snprintf(err, errsize,
+			 "precision 'bf16' on the CPU needs bfloat16 instructions (avx512_bf16 or AMX), and oneDNN "
+			 "runs this CPU as %s",
+			 dt_ops_cpu_isa());
+		return -1;
+	}
+	cpu_precision = p;
+	return 0;
+}
+
 static void cpu_gemm(int trans_a, int trans_b, float alpha, const struct dt_tensor *a,
 		     const struct dt_tensor *b, float beta, struct dt_tensor *c)
 {
@@ -90,8 +120,11 @@ static void cpu_gemm(int trans_a, int trans_b, float alpha, const struct dt_tens
 	int64_t k = trans_a ? dt_tensor_rows(a) : dt_tensor_cols(a);
 	if (m == 0 || n == 0)
 		return;
-	DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a->data,
-				 dt_tensor_cols(a), b->data, dt_tensor_cols(b), beta, c->data, n));
+	if (cpu_precision == DT_PRECISION_BF16)
+		dt_cpu_gemm_bf16(trans_a, trans_b, m, n, k, alpha, a->data, b->data, beta, c->data);
+	else
+		DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a->data,
+					 dt_tensor_cols(a), b->data, dt_tensor_cols(b), beta, c->data, n));
 }
 
 static void cpu_bias_add(struct dt_tensor *yt, const struct dt_tensor *bt)
@@ -558,7 +591,10 @@ double dt_ops_peak_gflops(void)
 	/* The first call pays for thread start-up and page faults; it does not count. */
 	for (int rep = 0; rep < 4; rep++) {
 		double t = omp_get_wtime(), s;
-		DT_DNNL_CHECK(dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n));
+		if (cpu_precision == DT_PRECISION_BF16)
+			dt_cpu_gemm_bf16(0, 0, n, n, n, 1.0f, a, b, 0.0f, c);
+		else
+			DT_DNNL_CHECK(dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n));
 		s = omp_get_wtime() - t;
 		if (rep > 0 && s > 0 && flops / s > best)
 			best = flops / s;

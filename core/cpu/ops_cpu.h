@@ -63,6 +63,18 @@ void dt_cpu_plan_free(struct dt_plan *p);
 /* Embedding (embedding.c). */
 void dt_cpu_gather(const struct dt_tensor *idx, const struct dt_tensor *table, struct dt_tensor *y);
 void dt_cpu_scatter_add(const struct dt_tensor *idx, const struct dt_tensor *dy, struct dt_tensor *dtable);
+/* compile.precision on the CPU (dt_ops_set_cpu_precision): what plans read when they are made. */
+enum dt_precision dt_cpu_precision(void);
+/*
+ * c (m x n) = alpha op(a) op(b) + beta c, dense row-major float32 operands
+ * (op(a) is m x k, op(b) k x n; trans_*: the operand is stored transposed),
+ * computed by oneDNN's matmul on bfloat16 copies of a and b with float32
+ * accumulation (matmul.c).
+ */
+void dt_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+		      const float *b, float beta, float *c);
+/* float32 to bfloat16, rounded to nearest even (NaN stays NaN); n elements, OpenMP. */
+void dt_cpu_to_bf16(const float *x, uint16_t *y, int64_t n);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 

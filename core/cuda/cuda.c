@@ -21,8 +21,6 @@
 
 #define LIB_NAME "libdtrain_cuda.so"
 
-const char *const dt_precision_names[] = { "fp32", "tf32", "bf16", NULL };
-
 int dt_cuda_built(void) { return DT_CUDA_BUILT; }
 
 /* ---- counting GPUs through the driver API ---- */

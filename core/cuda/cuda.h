@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/op_types.h" /* enum dt_precision */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,10 +37,6 @@ struct dt_device;
 
 #define DT_CUDA_ABI 1
 #define DT_NCCL_ID_BYTES 128
-
-/* compile.precision */
-enum dt_precision { DT_PRECISION_FP32, DT_PRECISION_TF32, DT_PRECISION_BF16, DT_PRECISION_COUNT };
-extern const char *const dt_precision_names[]; /* "fp32", "tf32", "bf16", NULL */
 
 struct dt_gpu_info {
 	char name[256];

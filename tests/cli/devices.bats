@@ -7,16 +7,17 @@ setup() {
 	common_setup
 }
 
-@test "human output: CPU, oneDNN, GPUs, MPI and strategy lines on stdout" {
+@test "human output: CPU, oneDNN, precision, GPUs, MPI and strategy lines on stdout" {
 	run --separate-stderr "$DTRAIN" devices
 	status_is 0
 	[ -z "$stderr" ]
-	[[ ${lines[2]} =~ ^GPUs:\ +([0-9]+) ]]
+	[[ ${lines[3]} =~ ^GPUs:\ +([0-9]+) ]]
 	local gpus=${BASH_REMATCH[1]}
 	# One line more per GPU, after the GPUs line.
-	[ "${#lines[@]}" -eq $((5 + gpus)) ]
+	[ "${#lines[@]}" -eq $((6 + gpus)) ]
 	[[ ${lines[0]} =~ ^CPU:\ +.+,\ [0-9]+\ cores$ ]]
 	[[ ${lines[1]} =~ ^oneDNN:\ +[0-9]+\.[0-9]+\.[0-9]+,\ dispatching\ to\ [^,]+,\ [0-9]+\ threads$ ]]
+	[[ ${lines[2]} =~ ^Precision:\ fp32(,\ bf16)?\ on\ the\ CPU\ \(compile\.precision\)$ ]]
 	[[ ${lines[-2]} =~ ^MPI:\ +world\ size\ 1,\ rank\ 0$ ]]
 	# One process and at most one GPU: one_device.
 	[[ ${lines[-1]} =~ ^Strategy:\ +(one_device|mirrored)\ \(.+\)$ ]]
@@ -53,7 +54,8 @@ setup() {
 	status_is 0
 	[ "${lines[0]}" = "CPU:       $(jq -r '.cpu' <<<"$json"), $(jq -r '.cpu_cores' <<<"$json") cores" ]
 	[[ ${lines[1]} == *"dispatching to $(jq -r '.isa' <<<"$json"),"* ]]
-	[[ ${lines[2]} == "GPUs:      $(jq -r '.gpus' <<<"$json")"* ]]
+	[[ ${lines[2]} == "Precision: $(jq -r '.cpu_precisions | join(", ")' <<<"$json") on the CPU"* ]]
+	[[ ${lines[3]} == "GPUs:      $(jq -r '.gpus' <<<"$json")"* ]]
 	[[ ${lines[-1]} == "Strategy:  $(jq -r '.strategy' <<<"$json") "* ]]
 }
 

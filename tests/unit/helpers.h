@@ -39,6 +39,28 @@ __attribute__((constructor)) static void dt_test_filter_from_env(void)
 	cmocka_set_test_filter(pattern);
 }
 
+/*
+ * x rounded to the nearest bfloat16 (ties to even), as a float: what
+ * precision bf16 multiplies. Finite x only.
+ */
+static inline float dt_test_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof(u));
+	u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &u, sizeof(x));
+	return x;
+}
+
+/* A copy of x (n floats), each rounded to bfloat16 when round is set. */
+static inline float *dt_test_bf16_copy(const float *x, int64_t n, int round)
+{
+	float *y = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+	for (int64_t i = 0; i < n; i++)
+		y[i] = round ? dt_test_bf16(x[i]) : x[i];
+	return y;
+}
+
 /* Writes n bytes to a fresh file under $TMPDIR and returns its path (static buffer per call site is not safe: caller frees). */
 static inline char *dt_test_write_file(const char *suffix, const void *data, size_t n)
 {

@@ -147,12 +147,21 @@ static void ref_conv_backward(const struct dt_conv_geom *g, int n, const float *
 	});
 }
 
-/* Forward (with and without bias) and backward of one geometry at batch n of a plan for max_batch. */
-static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, uint64_t seed, const char *name)
+/*
+ * Forward (with and without bias) and backward of one geometry at batch n of
+ * a plan for max_batch. bf16: the plan was made under precision bf16, so the
+ * references multiply x, w and dy rounded to bfloat16 (the plan gets them
+ * unrounded: a plan that stayed float32 fails) and the plan's float32
+ * accumulation must match them to TOL.
+ */
+static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, uint64_t seed, const char *name,
+		       int bf16)
 {
 	int64_t nx = conv_x_count(g, n), ny = conv_y_count(g, n), nw = conv_w_count(g);
 	float *x = rnd(nx, seed), *w = rnd(nw, seed + 1), *b = rnd(g->out_c, seed + 2), *dy = rnd(ny, seed + 3);
 	float *y = rnd(ny, 0), *dw = rnd(nw, 0), *db = rnd(g->out_c, 0), *dx = rnd(nx, 0);
+	float *xr = dt_test_bf16_copy(x, nx, bf16), *wr = dt_test_bf16_copy(w, nw, bf16);
+	float *dyr = dt_test_bf16_copy(dy, ny, bf16);
 	double *ry = zeros_d(ny), *rdw = zeros_d(nw), *rdb = zeros_d(g->out_c), *rdx = zeros_d(nx);
 	struct dt_tensor X = t4(x, n, g->in_h, g->in_w, g->in_c), Y = t4(y, n, g->out_h, g->out_w, g->out_c);
 	struct dt_tensor W = t4(w, g->kh, g->kw, g->in_c, g->out_c), B = t1(b, g->out_c);
@@ -162,14 +171,14 @@ static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, u
 
 	snprintf(what, sizeof what, "%s n=%d y", name, n);
 	dt_op_conv_forward(p, &X, &W, &B, &Y);
-	ref_conv_forward(g, n, x, w, b, ry);
+	ref_conv_forward(g, n, xr, wr, b, ry);
 	assert_close(y, ry, ny, what);
 	snprintf(what, sizeof what, "%s n=%d y (no bias)", name, n);
 	dt_op_conv_forward(p, &X, &W, NULL, &Y);
-	ref_conv_forward(g, n, x, w, NULL, ry);
+	ref_conv_forward(g, n, xr, wr, NULL, ry);
 	assert_close(y, ry, ny, what);
 
-	ref_conv_backward(g, n, x, w, dy, rdw, rdb, rdx);
+	ref_conv_backward(g, n, xr, wr, dyr, rdw, rdb, rdx);
 	dt_op_conv_backward(p, &X, &W, &DY, &DW, &DB, &DX);
 	snprintf(what, sizeof what, "%s n=%d dw", name, n);
 	assert_close(dw, rdw, nw, what);
@@ -186,10 +195,12 @@ static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, u
 	assert_close(dw, rdw, nw, what);
 
 	free(x), free(w), free(b), free(dy), free(y), free(dw), free(db), free(dx);
+	free(xr), free(wr), free(dyr);
 	free(ry), free(rdw), free(rdb), free(rdx);
 }
 
-static void test_conv_geometries(void **state)
+/* Every geometry at batch 3, 1 and 3 again; bf16: plans made under precision bf16 (see check_conv). */
+static void conv_geometries(int bf16)
 {
 	enum { MAX_BATCH = 3 };
 	for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
@@ -199,11 +210,32 @@ static void test_conv_geometries(void **state)
 		char name[96];
 		snprintf(name, sizeof name, "conv %dx%dx%d->%dx%dx%d k%dx%d s%d,%d d%d,%d %s", k->h, k->w, k->c, g.out_h,
 			 g.out_w, k->oc, k->kh, k->kw, k->sh, k->sw, k->dh, k->dw, k->same ? "same" : "valid");
-		check_conv(p, &g, MAX_BATCH, 100 + 10 * i, name);
-		check_conv(p, &g, 1, 200 + 10 * i, name);
-		check_conv(p, &g, MAX_BATCH, 300 + 10 * i, name); /* back to a cached size */
+		check_conv(p, &g, MAX_BATCH, 100 + 10 * i, name, bf16);
+		check_conv(p, &g, 1, 200 + 10 * i, name, bf16);
+		check_conv(p, &g, MAX_BATCH, 300 + 10 * i, name, bf16); /* back to a cached size */
 		dt_plan_free(p);
 	}
+}
+
+static void test_conv_geometries(void **state) { conv_geometries(0); }
+
+/*
+ * Precision bf16: where oneDNN's ISA has bfloat16 instructions, every
+ * geometry multiplies bfloat16-rounded inputs with float32 accumulation;
+ * elsewhere bf16 is refused with the ISA named.
+ */
+static void test_conv_bf16(void **state)
+{
+	char why[256];
+	if (!dt_ops_cpu_has_bf16()) {
+		assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), -1);
+		assert_non_null(strstr(why, "bfloat16 instructions"));
+		assert_non_null(strstr(why, dt_ops_cpu_isa()));
+		return;
+	}
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
+	conv_geometries(1);
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
 }
 
 /* Keras' padding arithmetic itself, against hand-computed values. */
@@ -534,7 +566,7 @@ static void test_cache_many_sizes(void **state)
 	struct dt_plan *conv = dt_plan_conv(DT_CPU, &cg, 12), *pool = dt_plan_pool(DT_CPU, &pg, 12);
 	struct dt_plan *bn = dt_plan_batchnorm(DT_CPU, 8, 9, 1e-3f, 12);
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-		check_conv(conv, &cg, sizes[i], 7000 + 10 * i, "cached conv");
+		check_conv(conv, &cg, sizes[i], 7000 + 10 * i, "cached conv", 0);
 		check_pool(pool, &pg, sizes[i], 8000 + 10 * i, "cached pool");
 		check_bn(bn, &bk, sizes[i], 1, 9000 + 10 * i);
 	}
@@ -595,9 +627,9 @@ static void test_plans_interleaved(void **state)
 {
 	struct dt_conv_geom g = conv_geom(&(struct conv_case){ 10, 10, 16, 16, 3, 3, 1, 1, 1, 1, 1 });
 	struct dt_plan *a = dt_plan_conv(DT_CPU, &g, 4), *b = dt_plan_conv(DT_CPU, &g, 2);
-	check_conv(a, &g, 4, 11, "plan a");
-	check_conv(b, &g, 2, 12, "plan b");
-	check_conv(a, &g, 2, 13, "plan a");
+	check_conv(a, &g, 4, 11, "plan a", 0);
+	check_conv(b, &g, 2, 12, "plan b", 0);
+	check_conv(a, &g, 2, 13, "plan a", 0);
 	dt_plan_free(a);
 	dt_plan_free(b);
 }
@@ -608,6 +640,7 @@ int main(void)
 		cmocka_unit_test(test_conv_keras_padding),
 		cmocka_unit_test(test_conv_by_hand),
 		cmocka_unit_test(test_conv_geometries),
+		cmocka_unit_test(test_conv_bf16),
 		cmocka_unit_test(test_pool_geometries),
 		cmocka_unit_test(test_pool_inference_keeps_workspace),
 		cmocka_unit_test(test_batchnorm_by_hand),

@@ -25,14 +25,19 @@ static void fill(float *x, int64_t n, uint64_t seed)
 		x[i] = (float)(2 * dt_rng_uniform(&r) - 1);
 }
 
-static void expect_near(const char *what, const float *got, const double *want, int64_t n)
+static void expect_near(const char *what, const float *got, const double *want, int64_t n, double tol)
 {
 	for (int64_t i = 0; i < n; i++)
-		if (fabs(got[i] - want[i]) > 1e-4 * (1 + fabs(want[i])))
+		if (fabs(got[i] - want[i]) > tol * (1 + fabs(want[i])))
 			fail_msg("%s[%lld]: got %.7g, want %.7g", what, (long long)i, got[i], want[i]);
 }
 
-static void check(struct geom c)
+/*
+ * One geometry's forward and backward against the loops, to tol: 1e-4 in
+ * float32; under precision bf16 (a plan in bfloat16, or in float32 where
+ * oneDNN has no bfloat16 primitive for the shape) 2e-2.
+ */
+static void check_tol(struct geom c, double tol)
 {
 	struct dt_conv_geom g = { 0 };
 	int ig, og, oh, ow;
@@ -111,10 +116,10 @@ static void check(struct geom c)
 		dt_op_conv_forward(p, &X, &W, &B, &Y);
 		dt_op_conv_backward(p, &X, &W, &DY, &DW, &DB, &DX);
 	}
-	expect_near("y", y, ry, ny);
-	expect_near("dw", dw, rdw, nw);
-	expect_near("db", db, rdb, c.cout);
-	expect_near("dx", dx, rdx, nx);
+	expect_near("y", y, ry, ny, tol);
+	expect_near("dw", dw, rdw, nw, tol);
+	expect_near("db", db, rdb, c.cout, tol);
+	expect_near("dx", dx, rdx, nx, tol);
 	dt_plan_free(p);
 	free(x);
 	free(dx);
@@ -130,6 +135,8 @@ static void check(struct geom c)
 	free(rdb);
 }
 
+static void check(struct geom c) { check_tol(c, 1e-4); }
+
 static void test_depthwise(void **state)
 {
 	check((struct geom){ .n = 3, .h = 7, .w = 6, .cin = 4, .cout = 4, .groups = 4, .k = 3, .stride = 1, .pad = 1 });
@@ -142,11 +149,28 @@ static void test_groups_of_several_channels(void **state)
 	check((struct geom){ .n = 2, .h = 5, .w = 7, .cin = 6, .cout = 4, .groups = 2, .k = 2, .stride = 2, .pad = 0 });
 }
 
+/* Where the CPU runs bf16: the same geometries in bfloat16, to its tolerance. */
+static void test_bf16(void **state)
+{
+	char why[256];
+	if (!dt_ops_cpu_has_bf16())
+		skip();
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
+	check_tol((struct geom){ .n = 3, .h = 7, .w = 6, .cin = 4, .cout = 4, .groups = 4, .k = 3, .stride = 1, .pad = 1 },
+		  2e-2);
+	check_tol((struct geom){ .n = 2, .h = 8, .w = 7, .cin = 3, .cout = 6, .groups = 3, .k = 3, .stride = 2, .pad = 0 },
+		  2e-2);
+	check_tol((struct geom){ .n = 2, .h = 6, .w = 6, .cin = 8, .cout = 12, .groups = 4, .k = 3, .stride = 1, .pad = 1 },
+		  2e-2);
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_depthwise),
 		cmocka_unit_test(test_groups_of_several_channels),
+		cmocka_unit_test(test_bf16),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -50,6 +50,63 @@ static void test_gemm_all_transposes(void **state)
 		}
 }
 
+/*
+ * Precision bf16 on a CPU that has it: products of bfloat16-rounded
+ * operands summed in float32, for every transpose and with alpha and beta;
+ * the operands go in unrounded, so a float32 product fails the tolerance.
+ * On other CPUs bf16 is refused and tf32 everywhere.
+ */
+static void test_gemm_bf16(void **state)
+{
+	enum { M = 37, K = 53, N = 29 };
+	float a[M * K], b[K * N], at[K * M], bt[N * K], c[M * N], ref[M * N];
+	char why[256];
+
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_TF32, why, sizeof why), -1);
+	assert_non_null(strstr(why, "needs a GPU"));
+	if (!dt_ops_cpu_has_bf16()) {
+		assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), -1);
+		assert_non_null(strstr(why, dt_ops_cpu_isa()));
+		return;
+	}
+	fill_random(a, M * K, 3);
+	fill_random(b, K * N, 4);
+	for (int i = 0; i < M; i++)
+		for (int k = 0; k < K; k++)
+			at[k * M + i] = a[i * K + k];
+	for (int k = 0; k < K; k++)
+		for (int j = 0; j < N; j++)
+			bt[j * K + k] = b[k * N + j];
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double s = 0;
+			for (int k = 0; k < K; k++)
+				s += (double)dt_test_bf16(a[i * K + k]) * dt_test_bf16(b[k * N + j]);
+			ref[i * N + j] = (float)s;
+		}
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++)
+			for (int beta = 0; beta < 2; beta++) {
+				struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K);
+				struct dt_tensor B = tb ? mat(bt, N, K) : mat(b, K, N), C = mat(c, M, N);
+				for (int i = 0; i < M * N; i++)
+					c[i] = 1;
+				dt_op_gemm(ta, tb, beta ? 2 : 1, &A, &B, beta ? 0.5f : 0, &C);
+				for (int i = 0; i < M * N; i++)
+					assert_float_equal(c[i], beta ? 2 * ref[i] + 0.5f : ref[i], 2e-5);
+			}
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
+	{
+		struct dt_tensor A = mat(a, M, K), B = mat(b, K, N), C = mat(c, M, N);
+		double worst = 0;
+		dt_op_gemm(0, 0, 1, &A, &B, 0, &C);
+		for (int i = 0; i < M * N; i++)
+			worst = fmax(worst, fabs(c[i] - ref[i]));
+		assert_true(worst > 1e-4); /* fp32 again: the rounding is gone */
+	}
+}
+
 static void test_bias(void **state)
 {
 	float y[6] = { 1, 2, 3, 4, 5, 6 }, b[3] = { 10, 20, 30 }, db[3] = { 1, 1, 1 };
@@ -248,6 +305,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm_all_transposes),
+		cmocka_unit_test(test_gemm_bf16),
 		cmocka_unit_test(test_bias),
 		cmocka_unit_test(test_bias_grad_wide),
 		cmocka_unit_test(test_activations),
