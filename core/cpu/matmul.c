@@ -5,9 +5,10 @@
  * float32 sgemm's rate, measured on a Sapphire Rapids core).
  *
  * A primitive is made for one problem (sizes, transposes, alpha, beta) and
- * kept in a small cache, least recently used out; a dense layer uses three
- * (forward, weight gradient, data gradient) per batch size. The bfloat16
- * copies and the scratchpad are buffers of this file that grow to the
+ * kept in a small cache, least recently used out, with the two reorders
+ * (oneDNN's, vectorized) that make its operands' bfloat16 copies; a dense
+ * layer uses three (forward, weight gradient, data gradient) per batch size.
+ * The copies and the scratchpad are buffers of this file that grow to the
  * largest problem seen. One lock: dt_op_gemm may be called from any thread,
  * although dtrain calls it from one at a time.
  */
@@ -29,40 +30,25 @@ struct mm_key { /* compared with memcmp: no padding */
 struct mm_entry {
 	struct mm_key key;
 	uint64_t used; /* 0: free */
-	dnnl_primitive_t prim;
-	dnnl_memory_t a, b, c, scratch; /* scratch NULL when it needs none */
+	dnnl_primitive_t prim, a_to16, b_to16; /* the matmul; the reorders float32 -> bfloat16 */
+	dnnl_memory_t a, b, a16, b16, c, scratch; /* scratch NULL when it needs none */
 };
 
 static struct {
 	pthread_mutex_t lock;
 	struct mm_entry cache[MM_CACHE];
 	uint64_t clock;
-	uint16_t *a16, *b16; /* the bfloat16 copies */
-	size_t a16_n, b16_n;
-	void *scratch;
-	size_t scratch_bytes;
+	void *a16, *b16, *scratch; /* the bfloat16 copies; the scratchpad */
+	size_t a16_bytes, b16_bytes, scratch_bytes;
 } mm = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-void dt_cpu_to_bf16(const float *x, uint16_t *y, int64_t n)
-{
-#pragma omp parallel for simd if (n > 65536)
-	for (int64_t i = 0; i < n; i++) {
-		uint32_t u;
-		memcpy(&u, &x[i], sizeof(u));
-		if ((u & 0x7fffffffu) > 0x7f800000u)
-			y[i] = (uint16_t)((u >> 16) | 0x40u); /* a quiet NaN */
-		else
-			y[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-	}
-}
-
-/* Grows *p (elements of size bytes each) to hold n; the old contents are not kept. */
-static void grow(void **p, size_t *have, size_t n, size_t size)
+/* Grows *p to hold n bytes; the old contents are not kept. */
+static void grow(void **p, size_t *have, size_t n)
 {
 	if (n <= *have)
 		return;
 	free(*p);
-	*p = dt_malloc(n * size);
+	*p = dt_malloc(n);
 	*have = n;
 }
 
@@ -75,15 +61,39 @@ static dnnl_memory_desc_t operand_md(int64_t rows, int64_t cols, int trans, dnnl
 	return md;
 }
 
+static void prim_destroy(dnnl_primitive_t p)
+{
+	if (p)
+		DT_DNNL_CHECK(dnnl_primitive_destroy(p));
+}
+
 static void entry_clear(struct mm_entry *e)
 {
-	if (e->prim)
-		DT_DNNL_CHECK(dnnl_primitive_destroy(e->prim));
+	prim_destroy(e->prim);
+	prim_destroy(e->a_to16);
+	prim_destroy(e->b_to16);
 	dt_dnnl_mem_free(&e->a);
 	dt_dnnl_mem_free(&e->b);
+	dt_dnnl_mem_free(&e->a16);
+	dt_dnnl_mem_free(&e->b16);
 	dt_dnnl_mem_free(&e->c);
 	dt_dnnl_mem_free(&e->scratch);
 	memset(e, 0, sizeof(*e));
+}
+
+/* The reorder from float32 to bfloat16 of one operand, in the same layout (it needs no scratchpad). */
+static dnnl_primitive_t to_bf16(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, dnnl_engine_t engine,
+				const_dnnl_primitive_attr_t attr)
+{
+	dnnl_primitive_desc_t pd;
+	dnnl_primitive_t p;
+	const dnnl_memory_desc_t *scratch;
+	DT_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr));
+	scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+	DT_ASSERT(!scratch || dnnl_memory_desc_get_size(scratch) == 0);
+	DT_DNNL_CHECK(dnnl_primitive_create(&p, pd));
+	DT_DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+	return p;
 }
 
 static void entry_make(struct mm_entry *e, const struct mm_key *key)
@@ -92,8 +102,10 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 	dnnl_stream_t stream;
 	dnnl_primitive_attr_t shared, attr;
 	dnnl_post_ops_t post;
-	dnnl_memory_desc_t a = operand_md(key->m, key->k, key->trans_a, dnnl_bf16);
-	dnnl_memory_desc_t b = operand_md(key->k, key->n, key->trans_b, dnnl_bf16);
+	dnnl_memory_desc_t a = operand_md(key->m, key->k, key->trans_a, dnnl_f32);
+	dnnl_memory_desc_t b = operand_md(key->k, key->n, key->trans_b, dnnl_f32);
+	dnnl_memory_desc_t a16 = operand_md(key->m, key->k, key->trans_a, dnnl_bf16);
+	dnnl_memory_desc_t b16 = operand_md(key->k, key->n, key->trans_b, dnnl_bf16);
 	dnnl_memory_desc_t c = operand_md(key->m, key->n, 0, dnnl_f32);
 	dnnl_matmul_desc_t op;
 	dnnl_primitive_desc_t pd;
@@ -109,18 +121,24 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 		DT_DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, post));
 		DT_DNNL_CHECK(dnnl_post_ops_destroy(post));
 	}
-	DT_DNNL_CHECK(dnnl_matmul_desc_init(&op, &a, &b, NULL, &c));
+	DT_DNNL_CHECK(dnnl_matmul_desc_init(&op, &a16, &b16, NULL, &c));
 	DT_DNNL_CHECK(dnnl_primitive_desc_create(&pd, &op, attr, engine, NULL));
 	DT_DNNL_CHECK(dnnl_primitive_create(&e->prim, pd));
 	scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
 	if (scratch && dnnl_memory_desc_get_size(scratch) > 0) {
-		grow(&mm.scratch, &mm.scratch_bytes, dnnl_memory_desc_get_size(scratch), 1);
+		grow(&mm.scratch, &mm.scratch_bytes, dnnl_memory_desc_get_size(scratch));
 		e->scratch = dt_dnnl_mem_new(scratch);
 	}
 	DT_DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
 	DT_DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+	e->a_to16 = to_bf16(&a, &a16, engine, shared);
+	e->b_to16 = to_bf16(&b, &b16, engine, shared);
+	grow(&mm.a16, &mm.a16_bytes, dnnl_memory_desc_get_size(&a16));
+	grow(&mm.b16, &mm.b16_bytes, dnnl_memory_desc_get_size(&b16));
 	e->a = dt_dnnl_mem_new(&a);
 	e->b = dt_dnnl_mem_new(&b);
+	e->a16 = dt_dnnl_mem_new(&a16);
+	e->b16 = dt_dnnl_mem_new(&b16);
 	e->c = dt_dnnl_mem_new(&c);
 	e->key = *key;
 }
@@ -143,6 +161,12 @@ static struct mm_entry *entry_find(const struct mm_key *key)
 	return pick;
 }
 
+static void convert(dnnl_primitive_t reorder, dnnl_memory_t from, dnnl_memory_t to, dnnl_stream_t stream)
+{
+	dnnl_exec_arg_t args[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
+	DT_DNNL_CHECK(dnnl_primitive_execute(reorder, stream, 2, args));
+}
+
 void dt_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 		      const float *b, float beta, float *c)
 {
@@ -158,12 +182,10 @@ void dt_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 	dt_dnnl_shared(&engine, &stream, &attr);
 	pthread_mutex_lock(&mm.lock);
 	e = entry_find(&key);
-	grow((void **)&mm.a16, &mm.a16_n, (size_t)(m * k), sizeof(uint16_t));
-	grow((void **)&mm.b16, &mm.b16_n, (size_t)(k * n), sizeof(uint16_t));
-	dt_cpu_to_bf16(a, mm.a16, m * k);
-	dt_cpu_to_bf16(b, mm.b16, k * n);
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->a, mm.a16) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, dt_dnnl_bind(e->b, mm.b16) };
+	convert(e->a_to16, dt_dnnl_bind(e->a, a), dt_dnnl_bind(e->a16, mm.a16), stream);
+	convert(e->b_to16, dt_dnnl_bind(e->b, b), dt_dnnl_bind(e->b16, mm.b16), stream);
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, e->a16 };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, e->b16 };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->c, c) };
 	if (e->scratch)
 		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(e->scratch, mm.scratch) };

@@ -73,8 +73,6 @@ enum dt_precision dt_cpu_precision(void);
  */
 void dt_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 		      const float *b, float beta, float *c);
-/* float32 to bfloat16, rounded to nearest even (NaN stays NaN); n elements, OpenMP. */
-void dt_cpu_to_bf16(const float *x, uint16_t *y, int64_t n);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 

@@ -20,6 +20,9 @@
 # Then, when models/fashion_lstm.yaml exists, its LSTM (28 steps of 28 rows,
 # LSTM 128, dense 10) against torch.nn.LSTM, epochs cut to LSTM_STEPS
 # batches (default 100).
+# Last, where the CPU runs bf16 (dtrain devices: cpu_precisions), the MLP and
+# the CNN again under compile.precision: bf16 against PyTorch's CPU autocast
+# in bfloat16, with dtrain's bf16/fp32 ratio.
 #
 # PyTorch (Debian's python3-torch) runs on the system's libblas.so.3: `make
 # bench` installs OpenBLAS (libopenblas0-pthread) so that the reference is not
@@ -42,11 +45,17 @@ trap 'rm -rf "$tmp"' EXIT
 rss_mb() { echo $(($(sed -n 's/^\s*Maximum resident set size (kbytes): //p' "$1") / 1024)); }
 best() { if jq -en "$1 >= $2" >/dev/null; then echo 1; else echo 2; fi; }
 
-# bench MODEL YAML STEPS TITLE: trains MODEL (mlp, cnn, resnet or lstm) with both frameworks,
-# 1 and 2 threads, STEPS batches per epoch (0: whole epochs), and prints its
+# The machine, in the header: every figure below is this CPU's, with this ISA.
+"$DTRAIN" devices | sed -n 's/^\(CPU\|oneDNN\|Precision\): */\1: /p'
+echo
+declare -A FP32=() # dtrain's fp32 samples/s by "model thread count", for the bf16 ratios
+
+# bench MODEL YAML STEPS TITLE [PRECISION]: trains MODEL (mlp, cnn, resnet or lstm) with
+# both frameworks, 1 and 2 threads, STEPS batches per epoch (0: whole epochs), in
+# PRECISION (fp32, the default, or bf16: PyTorch under CPU autocast), and prints its
 # table under TITLE. Returns 1 after printing why when PyTorch cannot run.
 bench() {
-	local model=$1 yaml=$2 steps=$3 title=$4 t line tb db blas torch_acc dtrain_acc length
+	local model=$1 yaml=$2 steps=$3 title=$4 prec=${5:-fp32} t line tb db blas torch_acc dtrain_acc length
 	local -A torch=() dtrain=()
 	local -a dset=() tsteps=()
 	if [ "$steps" -gt 0 ]; then
@@ -58,15 +67,16 @@ bench() {
 	fi
 	for t in 1 2; do
 		line=$(/usr/bin/time -v -o "$tmp/torch-$model$t.time" $PY tests/bench/torch_mlp.py --model "$model" \
-			--json --threads "$t" --epochs "$EPOCHS" "${tsteps[@]}" | tail -1)
+			--json --threads "$t" --epochs "$EPOCHS" --precision "$prec" "${tsteps[@]}" | tail -1)
 		case "$line" in SKIP*) echo "bench: $line"; return 1 ;; esac
 		torch[$t]=$(jq -r .samples_per_sec <<<"$line")
 		torch_acc=$(jq -r .test_accuracy <<<"$line")
 		blas=$(jq -r .blas <<<"$line")
 		OMP_NUM_THREADS=$t /usr/bin/time -v -o "$tmp/dtrain-$model$t.time" "$DTRAIN" fit "$yaml" \
-			--set fit.epochs="$EPOCHS" "${dset[@]}" --set checkpoint.enabled=false --json -q \
-			>"$tmp/dtrain-$model$t.json"
+			--set fit.epochs="$EPOCHS" "${dset[@]}" --set checkpoint.enabled=false --set compile.precision="$prec" \
+			--json -q >"$tmp/dtrain-$model$t.json"
 		dtrain[$t]=$(jq -s '[.[] | select(.event == "epoch") | .samples_per_sec] | max' "$tmp/dtrain-$model$t.json")
+		[ "$prec" = fp32 ] && FP32["$model $t"]=${dtrain[$t]}
 		dtrain_acc=$(jq -s '.[] | select(.event == "test") | .accuracy' "$tmp/dtrain-$model$t.json")
 	done
 
@@ -83,6 +93,10 @@ bench() {
 	printf '  test accuracy after %s: pytorch %.4f, dtrain %.4f\n' "$length" "$torch_acc" "$dtrain_acc"
 	printf '  peak RSS: pytorch %d MB, dtrain %d MB (whole fit run: load, train, validate, test)\n' \
 		"$(rss_mb "$tmp/torch-$model$tb.time")" "$(rss_mb "$tmp/dtrain-$model$db.time")"
+	if [ "$prec" = bf16 ] && [ -n "${FP32["$model 1"]:-}" ]; then
+		printf '  dtrain bf16 / dtrain fp32: %.2fx at 1 thread, %.2fx at 2 threads\n' \
+			"$(jq -n "${dtrain[1]} / ${FP32["$model 1"]}")" "$(jq -n "${dtrain[2]} / ${FP32["$model 2"]}")"
+	fi
 }
 
 bench mlp models/fashion_mlp.yaml 0 "Fashion-MNIST MLP 784-512-512-10" || exit 0
@@ -120,4 +134,17 @@ if [ -f models/fashion_lstm.yaml ]; then
 	echo
 	bench lstm models/fashion_lstm.yaml "$LSTM_STEPS" \
 		"Fashion-MNIST LSTM (28 steps of 28 rows: LSTM 128, dense 10; torch.nn.LSTM against oneDNN's)" || exit 0
+fi
+
+# ---- bf16 (issue 16): where the CPU has bfloat16 instructions ----
+if "$DTRAIN" devices --json | jq -e '.cpu_precisions | index("bf16")' >/dev/null; then
+	echo
+	bench mlp models/fashion_mlp.yaml 0 "Fashion-MNIST MLP in bf16 (dtrain compile.precision: bf16; PyTorch autocast)" \
+		bf16 || exit 0
+	echo
+	bench cnn models/fashion_cnn.yaml "$CNN_STEPS" "Fashion-MNIST CNN in bf16 (dtrain compile.precision: bf16; PyTorch autocast)" \
+		bf16 || exit 0
+else
+	echo
+	echo "bench: this CPU has no bfloat16 instructions: the bf16 comparison is left out"
 fi

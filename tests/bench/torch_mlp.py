@@ -21,10 +21,14 @@ loop only: no data loading, no evaluation; the best epoch) and the test
 accuracy.
 
     /usr/bin/python3 tests/bench/torch_mlp.py [--model mlp|cnn|resnet|lstm] [--epochs N]
-        [--steps N] [--threads N] [--json]
+        [--steps N] [--threads N] [--precision fp32|bf16] [--json]
 
 --steps N ends each epoch after N batches (a CNN epoch takes minutes on a
-CPU); the throughput counts the samples of those batches. Without --threads
+CPU); the throughput counts the samples of those batches. --precision bf16
+runs the forward pass and the loss under torch.autocast("cpu", bfloat16),
+PyTorch's CPU mixed precision (convolutions and linear layers in bfloat16,
+float32 weights and optimizer), the counterpart of dtrain's
+compile.precision: bf16. Without --threads
 it runs once with 1 thread and once with 2 and reports the faster. Prints
 "SKIP: ..." and exits 0 where torch, numpy or the data is missing.
 """
@@ -193,9 +197,9 @@ def make_model(kind):
     return model
 
 
-def train(kind, threads, epochs, steps, seed, train_set, test_set, verbose):
+def train(kind, threads, epochs, steps, seed, train_set, test_set, verbose, bf16):
     """Returns (best samples/s over epochs, test accuracy). steps > 0 ends each
-    epoch after that many batches."""
+    epoch after that many batches; bf16: forward and loss under CPU autocast."""
     set_threads(threads)
     torch.manual_seed(seed)
     x, y = train_set
@@ -219,7 +223,8 @@ def train(kind, threads, epochs, steps, seed, train_set, test_set, verbose):
         for i in range(0, batches * BATCH, BATCH):
             idx = perm[i:i + BATCH]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[idx]), y[idx])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
             total += loss.detach() * idx.shape[0]
@@ -232,7 +237,7 @@ def train(kind, threads, epochs, steps, seed, train_set, test_set, verbose):
                   f"({seconds:.2f} s), loss {total.item() / seen:.4f}", flush=True)
     model.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         xt, yt = test_set
         for i in range(0, xt.shape[0], 1000):  # chunks: the CNN's activations of 10,000 images take GBs
             correct += (model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
@@ -248,6 +253,8 @@ def main():
     p.add_argument("--data", default=DATA, help="folder of the Fashion-MNIST .gz files")
     p.add_argument("--model", default="mlp", choices=["mlp", "cnn", "resnet", "lstm"])
     p.add_argument("--steps", type=int, default=0, help="batches per epoch (default: all)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: torch.autocast on the CPU in bfloat16")
     args = p.parse_args()
     if args.epochs < 1 or args.threads < 0 or args.steps < 0:
         p.error("--epochs must be at least 1, --threads and --steps not negative")
@@ -271,7 +278,7 @@ def main():
     results = []
     for threads in ([args.threads] if args.threads else [1, 2]):
         rate, accuracy = train(args.model, threads, args.epochs, args.steps, args.seed, train_set, test_set,
-                               not args.json)
+                               not args.json, args.precision == "bf16")
         results.append((rate, threads, accuracy))
         if not args.json:
             print(f"threads {threads}: best {rate:,.0f} samples/s, test accuracy {accuracy:.4f}", flush=True)
@@ -279,7 +286,8 @@ def main():
     if args.json:
         print(json.dumps({"framework": "pytorch", "model": args.model, "threads": threads, "batch": BATCH,
                           "samples_per_sec": round(rate, 1), "test_accuracy": round(accuracy, 4),
-                          "epochs": args.epochs, "steps": args.steps, "blas": blas}))
+                          "epochs": args.epochs, "steps": args.steps, "precision": args.precision,
+                          "blas": blas}))
     else:
         print(f"pytorch {torch.__version__}, {args.model}: best with {threads} thread(s): "
               f"{rate:,.0f} samples/s, test accuracy {accuracy:.4f}")
