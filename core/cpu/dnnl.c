@@ -321,6 +321,45 @@ static struct conv_dims conv_dims(const struct dt_conv_geom *g)
 				   { g->pad_top, g->pad_left }, { g->pad_bottom, g->pad_right } };
 }
 
+/* The three operations of batch size n, reading bfloat16 when bf16 (conv_mds). */
+static dnnl_convolution_desc_t conv_fwd_op(const struct dt_conv_geom *g, int n, int bf16, const dnnl_memory_desc_t *b_md)
+{
+	struct conv_mds md = conv_mds(g, n, bf16);
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t op;
+	DT_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&op, dnnl_forward_training, dnnl_convolution_direct,
+								 &md.x_in, &md.w_in, b_md, &md.y, d.strides,
+								 d.dilates, d.pad_l, d.pad_r));
+	return op;
+}
+
+static dnnl_convolution_desc_t conv_bwd_weights_op(const struct dt_conv_geom *g, int n, int bf16,
+						   const dnnl_memory_desc_t *b_md)
+{
+	struct conv_mds md = conv_mds(g, n, bf16);
+	dnnl_memory_desc_t dw_any = conv_weights_md(g, dnnl_f32, dnnl_format_tag_any);
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t op;
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&op, dnnl_convolution_direct, &md.x_in,
+									  &dw_any, b_md, &md.dy_in, d.strides,
+									  d.dilates, d.pad_l, d.pad_r));
+	return op;
+}
+
+/* Backward data in the layouts oneDNN chooses for dy and dx (see the top). */
+static dnnl_convolution_desc_t conv_bwd_data_op(const struct dt_conv_geom *g, int n, int bf16)
+{
+	struct conv_mds md = conv_mds(g, n, bf16);
+	dnnl_memory_desc_t dx_any = md_4d(n, g->in_c, g->in_h, g->in_w, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, md.dy_in.data_type, dnnl_format_tag_any);
+	struct conv_dims d = conv_dims(g);
+	dnnl_convolution_desc_t op;
+	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &dx_any, &md.w_in,
+								       &dy_any, d.strides, d.dilates, d.pad_l,
+								       d.pad_r));
+	return op;
+}
+
 /*
  * A tensor the primitive takes in layout `want` while dtrain holds it as
  * `have`: the memory object in `want`, backed by the plan's buffer b, and in
@@ -373,7 +412,6 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 	int fresh;
 	struct conv_entry *e = cache_find(&p->base, p->cache, sizeof(p->cache[0]), n, &fresh);
 	struct conv_mds md;
-	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
 
 	if (!fresh)
@@ -381,9 +419,7 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 	conv_entry_clear(e);
 	e->s.n = n;
 	md = conv_mds(g, n, p->bf16);
-	DT_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&op, dnnl_forward_training, dnnl_convolution_direct,
-								 &md.x_in, &md.w_in, &p->b_md, &md.y, d.strides,
-								 d.dilates, d.pad_l, d.pad_r));
+	op = conv_fwd_op(g, n, p->bf16, &p->b_md);
 	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch);
 	e->w_fwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
 			      &e->w_to_fwd, &p->w_fwd, 1);
@@ -398,37 +434,22 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 
 static void conv_make_bwd_weights(struct conv_plan *p, struct conv_entry *e)
 {
-	const struct dt_conv_geom *g = &p->g;
-	struct conv_mds md = conv_mds(g, e->s.n, p->bf16);
-	dnnl_memory_desc_t dw_any = conv_weights_md(g, dnnl_f32, dnnl_format_tag_any);
-	struct conv_dims d = conv_dims(g);
-	dnnl_convolution_desc_t op;
+	dnnl_convolution_desc_t op = conv_bwd_weights_op(&p->g, e->s.n, p->bf16, &p->b_md);
 	dnnl_primitive_desc_t pd;
 
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&op, dnnl_convolution_direct, &md.x_in,
-									  &dw_any, &p->b_md, &md.dy_in, d.strides,
-									  d.dilates, d.pad_l, d.pad_r));
 	pd = prim_make_op(&e->bwd_weights, &op, e->fwd_pd, &p->base.scratch);
 	e->dw_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0),
 			       &e->dw_from_bwd, &p->dw_bwd, 0);
 	pd_free(&pd);
 }
 
-/* Backward data in the layouts oneDNN chooses for dy and dx too (see the top). */
+/* Backward data, with the reorders of dy in and dx out where its layouts are oneDNN's own. */
 static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 {
-	const struct dt_conv_geom *g = &p->g;
-	struct conv_mds md = conv_mds(g, e->s.n, p->bf16);
-	dnnl_memory_desc_t dx_any = md_4d(e->s.n, g->in_c, g->in_h, g->in_w, dnnl_f32, dnnl_format_tag_any);
-	dnnl_memory_desc_t dy_any = md_4d(e->s.n, g->out_c, g->out_h, g->out_w, md.dy_in.data_type,
-					  dnnl_format_tag_any);
-	struct conv_dims d = conv_dims(g);
-	dnnl_convolution_desc_t op;
+	struct conv_mds md = conv_mds(&p->g, e->s.n, p->bf16);
+	dnnl_convolution_desc_t op = conv_bwd_data_op(&p->g, e->s.n, p->bf16);
 	dnnl_primitive_desc_t pd;
 
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &dx_any, &md.w_in,
-								       &dy_any, d.strides, d.dilates, d.pad_l,
-								       d.pad_r));
 	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch);
 	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
 			      &e->w_to_bwd, &p->w_bwd, 1);
@@ -453,24 +474,12 @@ static int64_t out_size(int in, int k, int stride, int dil, int pad_lo, int pad_
  */
 static int conv_bf16_runs(const struct dt_conv_geom *g, int n)
 {
-	struct conv_mds md = conv_mds(g, n, 1);
-	dnnl_memory_desc_t dw_any = conv_weights_md(g, dnnl_f32, dnnl_format_tag_any), b_md = md_vec(g->out_c);
-	dnnl_memory_desc_t dx_any = md_4d(n, g->in_c, g->in_h, g->in_w, dnnl_f32, dnnl_format_tag_any);
-	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, dnnl_bf16, dnnl_format_tag_any);
-	struct conv_dims d = conv_dims(g);
-	dnnl_convolution_desc_t fwd, bwd_w, bwd_d;
+	dnnl_memory_desc_t b_md = md_vec(g->out_c);
+	dnnl_convolution_desc_t fwd = conv_fwd_op(g, n, 1, &b_md), bwd_w = conv_bwd_weights_op(g, n, 1, &b_md);
+	dnnl_convolution_desc_t bwd_d = conv_bwd_data_op(g, n, 1);
 	dnnl_primitive_desc_t fpd = NULL, pd = NULL;
 	int ok;
 
-	DT_DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&fwd, dnnl_forward_training, dnnl_convolution_direct,
-								 &md.x_in, &md.w_in, &b_md, &md.y, d.strides,
-								 d.dilates, d.pad_l, d.pad_r));
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&bwd_w, dnnl_convolution_direct, &md.x_in,
-									  &dw_any, &b_md, &md.dy_in, d.strides,
-									  d.dilates, d.pad_l, d.pad_r));
-	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&bwd_d, dnnl_convolution_direct, &dx_any,
-								       &md.w_in, &dy_any, d.strides, d.dilates,
-								       d.pad_l, d.pad_r));
 	ok = dnnl_primitive_desc_create(&fpd, &fwd, attr, engine, NULL) == dnnl_success;
 	ok = ok && dnnl_primitive_desc_create(&pd, &bwd_w, attr, engine, fpd) == dnnl_success;
 	pd_free(&pd);
