@@ -29,6 +29,9 @@
 # the slow netlib BLAS. The header of each table names OpenBLAS's kernel:
 # on a CPU it does not recognize it falls back to Prescott (generic SSE3),
 # and OPENBLAS_CORETYPE=SkylakeX (or Haswell) makes the reference fair.
+# Keras 3 on TensorFlow (tests/bench/keras_fashion.py) joins the MLP and CNN
+# tables when KERAS_PY (default build/venv/bin/python; `make keras-venv` makes
+# it) imports keras; the other tables are PyTorch's only.
 # Not part of `make check`: it takes a few minutes.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -37,6 +40,9 @@ CNN_STEPS=${CNN_STEPS:-100}
 LSTM_STEPS=${LSTM_STEPS:-100}
 DTRAIN=${DTRAIN:-build/dtrain}
 PY=/usr/bin/python3
+KERAS_PY=${KERAS_PY:-build/venv/bin/python}
+KERAS=0
+[ -x "$KERAS_PY" ] && "$KERAS_PY" -c 'import keras' 2>/dev/null && KERAS=1
 [ -x "$DTRAIN" ] || { echo "bench: build dtrain first (make)"; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench: needs /usr/bin/time (Debian package time)"; exit 1; }
 
@@ -56,7 +62,7 @@ declare -A FP32=() # dtrain's fp32 samples/s by "model thread count", for the bf
 # table under TITLE. Returns 1 after printing why when PyTorch cannot run.
 bench() {
 	local model=$1 yaml=$2 steps=$3 title=$4 prec=${5:-fp32} t line tb db blas torch_acc dtrain_acc length
-	local -A torch=() dtrain=()
+	local -A torch=() dtrain=() keras=()
 	local -a dset=() tsteps=()
 	if [ "$steps" -gt 0 ]; then
 		dset=(--set fit.steps_per_epoch="$steps")
@@ -72,6 +78,11 @@ bench() {
 		torch[$t]=$(jq -r .samples_per_sec <<<"$line")
 		torch_acc=$(jq -r .test_accuracy <<<"$line")
 		blas=$(jq -r .blas <<<"$line")
+		if [ "$KERAS" = 1 ] && [[ $model == mlp || $model == cnn ]]; then
+			line=$("$KERAS_PY" tests/bench/keras_fashion.py --model "$model" --threads "$t" --epochs "$EPOCHS" \
+				--precision "$prec" "${tsteps[@]}" | tail -1)
+			case "$line" in SKIP*) echo "bench: keras: $line" ;; *) keras[$t]=$(jq -r .samples_per_sec <<<"$line") ;; esac
+		fi
 		OMP_NUM_THREADS=$t /usr/bin/time -v -o "$tmp/dtrain-$model$t.time" "$DTRAIN" fit "$yaml" \
 			--set fit.epochs="$EPOCHS" "${dset[@]}" --set checkpoint.enabled=false --set compile.precision="$prec" \
 			--json -q >"$tmp/dtrain-$model$t.json"
@@ -88,6 +99,13 @@ bench() {
 		printf '  %7d   %17.0f   %16.0f   %13.2fx\n' "$t" "${torch[$t]}" "${dtrain[$t]}" \
 			"$(jq -n "${dtrain[$t]} / ${torch[$t]}")"
 	done
+	if [ -n "${keras[1]:-}" ] && [ -n "${keras[2]:-}" ]; then
+		printf '  threads     keras samples/s   dtrain samples/s     dtrain/keras\n'
+		for t in 1 2; do
+			printf '  %7d   %17.0f   %16.0f   %13.2fx\n' "$t" "${keras[$t]}" "${dtrain[$t]}" \
+				"$(jq -n "${dtrain[$t]} / ${keras[$t]}")"
+		done
+	fi
 	printf '  best vs best: dtrain (%d thread(s)) / pytorch (%d thread(s)) = %.2fx\n' "$db" "$tb" \
 		"$(jq -n "${dtrain[$db]} / ${torch[$tb]}")"
 	printf '  test accuracy after %s: pytorch %.4f, dtrain %.4f\n' "$length" "$torch_acc" "$dtrain_acc"
