@@ -86,6 +86,17 @@ model() {
 	done
 }
 
+@test "bf16: the same file and seed give the same weights twice" {
+	need_bf16
+	for run in a b; do
+		run "$DTRAIN" fit "$MODELS/tiny_cnn.yaml" -q --set compile.precision=bf16 --set fit.epochs=2 \
+			--set checkpoint.dir="$TMP/$run"
+		status_is 0
+	done
+	run "$(ckpt_diff_bin)" "$TMP/a/latest.safetensors" "$TMP/b/latest.safetensors" 0
+	status_is 0
+}
+
 @test "dtrain time under bf16 names the precision of its peak" {
 	need_bf16
 	run "$DTRAIN" time "$MODELS/tiny_cnn.yaml" --iterations 3 --warmup 1 --set compile.precision=bf16
