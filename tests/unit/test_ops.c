@@ -18,18 +18,22 @@ static void fill_random(float *x, int n, uint64_t seed)
 		x[i] = (float)(2 * dt_rng_uniform(&r) - 1);
 }
 
+/* t (cols x rows) = the transpose of x (rows x cols). */
+static void transpose(const float *x, int rows, int cols, float *t)
+{
+	for (int i = 0; i < rows; i++)
+		for (int j = 0; j < cols; j++)
+			t[j * rows + i] = x[i * cols + j];
+}
+
 static void test_gemm_all_transposes(void **state)
 {
 	enum { M = 7, K = 5, N = 3 };
 	float a[M * K], b[K * N], at[K * M], bt[N * K], c[M * N], ref[M * N];
 	fill_random(a, M * K, 1);
 	fill_random(b, K * N, 2);
-	for (int i = 0; i < M; i++)
-		for (int k = 0; k < K; k++)
-			at[k * M + i] = a[i * K + k];
-	for (int k = 0; k < K; k++)
-		for (int j = 0; j < N; j++)
-			bt[j * K + k] = b[k * N + j];
+	transpose(a, M, K, at);
+	transpose(b, K, N, bt);
 	for (int i = 0; i < M; i++)
 		for (int j = 0; j < N; j++) {
 			double s = 0;
@@ -71,12 +75,8 @@ static void test_gemm_bf16(void **state)
 	}
 	fill_random(a, M * K, 3);
 	fill_random(b, K * N, 4);
-	for (int i = 0; i < M; i++)
-		for (int k = 0; k < K; k++)
-			at[k * M + i] = a[i * K + k];
-	for (int k = 0; k < K; k++)
-		for (int j = 0; j < N; j++)
-			bt[j * K + k] = b[k * N + j];
+	transpose(a, M, K, at);
+	transpose(b, K, N, bt);
 	for (int i = 0; i < M; i++)
 		for (int j = 0; j < N; j++) {
 			double s = 0;
