@@ -26,6 +26,19 @@ static void transpose(const float *x, int rows, int cols, float *t)
 			t[j * rows + i] = x[i * cols + j];
 }
 
+/* ref (m x n) = a (m x k) b (k x n) in double, of the operands rounded to bfloat16 when bf16. */
+static void product(const float *a, const float *b, int m, int k, int n, int bf16, float *ref)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			double s = 0;
+			for (int l = 0; l < k; l++)
+				s += (double)(bf16 ? dt_test_bf16(a[i * k + l]) : a[i * k + l]) *
+				     (bf16 ? dt_test_bf16(b[l * n + j]) : b[l * n + j]);
+			ref[i * n + j] = (float)s;
+		}
+}
+
 static void test_gemm_all_transposes(void **state)
 {
 	enum { M = 7, K = 5, N = 3 };
@@ -34,13 +47,7 @@ static void test_gemm_all_transposes(void **state)
 	fill_random(b, K * N, 2);
 	transpose(a, M, K, at);
 	transpose(b, K, N, bt);
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			double s = 0;
-			for (int k = 0; k < K; k++)
-				s += (double)a[i * K + k] * b[k * N + j];
-			ref[i * N + j] = (float)s;
-		}
+	product(a, b, M, K, N, 0, ref);
 	for (int ta = 0; ta < 2; ta++)
 		for (int tb = 0; tb < 2; tb++) {
 			struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K), B = tb ? mat(bt, N, K) : mat(b, K, N);
@@ -77,13 +84,7 @@ static void test_gemm_bf16(void **state)
 	fill_random(b, K * N, 4);
 	transpose(a, M, K, at);
 	transpose(b, K, N, bt);
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			double s = 0;
-			for (int k = 0; k < K; k++)
-				s += (double)dt_test_bf16(a[i * K + k]) * dt_test_bf16(b[k * N + j]);
-			ref[i * N + j] = (float)s;
-		}
+	product(a, b, M, K, N, 1, ref);
 	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
 	for (int ta = 0; ta < 2; ta++)
 		for (int tb = 0; tb < 2; tb++)
