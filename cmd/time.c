@@ -11,6 +11,7 @@
  * backend will need a device sync before each reading.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ struct report {
 	struct layer_time *layers;
 	double forward_ms, loss_ms, backward_ms, update_ms, step_ms;
 	int64_t flops;        /* forward and backward, per sample */
-	double peak_gflops;
+	double peak_gflops, peak_before; /* measured after the steps, and before them */
 	const char *precision; /* compile.precision: the peak GEMM's too */
 	/* --data */
 	int data;
@@ -319,6 +320,7 @@ static void print_json(const struct report *r, const struct dt_model *m)
 	cJSON_AddNumberToObject(j, "flops_per_sample", (double)r->flops);
 	cJSON_AddNumberToObject(j, "gflops", gflops(r->flops, r->batch, r->step_ms));
 	cJSON_AddNumberToObject(j, "peak_gflops", r->peak_gflops);
+	cJSON_AddNumberToObject(j, "peak_gflops_before", r->peak_before);
 	cJSON_AddNumberToObject(j, "peak_gemm", DT_PEAK_GEMM_SIZE);
 	cJSON_AddStringToObject(j, "precision", r->precision);
 	cJSON_AddNumberToObject(j, "peak_fraction",
@@ -461,8 +463,17 @@ int cmd_time(int argc, char **argv)
 	dt_op_from_host(&y, host);
 	free(host);
 
+	/*
+	 * The peak before and after the steps: on a shared or throttled machine
+	 * they differ, and so do the steps' figures from one run to the next.
+	 */
+	r.peak_before = dt_ops_peak_gflops();
 	run_steps(&a, &y, &r);
 	r.peak_gflops = dt_ops_peak_gflops();
+	if (!o.json && fabs(r.peak_gflops / r.peak_before - 1) > 0.1) /* --json: both peaks are in the object */
+		dt_note("the peak was %.1f GFLOP/s before the steps and %.1f after: this machine's speed changed "
+			"during the run (other load, frequency scaling), so these figures may not repeat",
+			r.peak_before, r.peak_gflops);
 	/* dt_ops_peak_gflops is the CPU's: in bf16 when the model runs there in bf16. */
 	r.precision = dt_precision_names[m->dev.kind == DT_DEVICE_CPU ? a.cfg.precision : DT_PRECISION_FP32];
 	if (o.data && (rc = time_data(&a, &r)))

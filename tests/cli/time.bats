@@ -58,7 +58,7 @@ quick() { "$DTRAIN" time --iterations 3 --warmup 1 "$@"; }
 		([.layers[].type] == ["Flatten", "Dense", "Dropout", "Dense", "Dropout", "Dense"]) and
 		(all(.layers[]; (.forward_ms | type == "number" and . >= 0) and (.backward_ms | . >= 0))) and
 		(.forward_ms > 0 and .loss_ms >= 0 and .backward_ms > 0 and .update_ms > 0 and .step_ms > 0) and
-		(.samples_per_sec > 0 and .gflops > 0 and .peak_gflops > 0 and .peak_gemm == 2048) and
+		(.samples_per_sec > 0 and .gflops > 0 and .peak_gflops > 0 and .peak_gflops_before > 0 and .peak_gemm == 2048) and
 		(.peak_fraction > 0) and .flops_per_sample == 3209216' <<<"$output" >/dev/null
 }
 
