@@ -11,7 +11,6 @@
  * backend will need a device sync before each reading.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,8 +398,9 @@ static void print_table(const struct report *r, const struct dt_model *m)
 	printf(" Work:     %.3f MFLOP per sample, %.3f GFLOP per step\n", r->flops * 1e-6,
 	       (double)r->flops * r->batch * 1e-9);
 	printf(" Achieved: %.1f GFLOP/s\n", achieved);
-	printf(" Peak:     %.1f GFLOP/s (%s GEMM %dx%dx%d, %d thread%s)\n", r->peak_gflops, r->precision,
-	       DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, r->threads, r->threads == 1 ? "" : "s");
+	printf(" Peak:     %.1f GFLOP/s (%s GEMM %dx%dx%d, %d thread%s; %.1f before the steps)\n", r->peak_gflops,
+	       r->precision, DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, r->threads,
+	       r->threads == 1 ? "" : "s", r->peak_before);
 	printf(" Fraction: %.1f%% of peak\n", r->peak_gflops > 0 ? 100 * achieved / r->peak_gflops : 0);
 	if (r->data) {
 		printf(" Data:     %.0f samples/s (%lld samples in %.3f s, prefetch %d, no training)\n", data_rate(r),
@@ -470,10 +470,6 @@ int cmd_time(int argc, char **argv)
 	r.peak_before = dt_ops_peak_gflops();
 	run_steps(&a, &y, &r);
 	r.peak_gflops = dt_ops_peak_gflops();
-	if (!o.json && fabs(r.peak_gflops / r.peak_before - 1) > 0.1) /* --json: both peaks are in the object */
-		dt_note("the peak was %.1f GFLOP/s before the steps and %.1f after: this machine's speed changed "
-			"during the run (other load, frequency scaling), so these figures may not repeat",
-			r.peak_before, r.peak_gflops);
 	/* dt_ops_peak_gflops is the CPU's: in bf16 when the model runs there in bf16. */
 	r.precision = dt_precision_names[m->dev.kind == DT_DEVICE_CPU ? a.cfg.precision : DT_PRECISION_FP32];
 	if (o.data && (rc = time_data(&a, &r)))
