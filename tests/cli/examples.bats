@@ -27,7 +27,8 @@
 # the next block) or `<!-- example: KIND -->` before a fenced block in
 # README.md. KIND is gpu (a GPU), hosts (mpirun across named hosts), make
 # (make targets: CI runs them anyway), slow (over a minute here: run with
-# DT_EXAMPLES=all) or placeholder (files the documentation never defines).
+# DT_EXAMPLES=all), placeholder (files the documentation never defines) or
+# bf16 (run only where `dtrain devices` lists bf16 for the CPU).
 # A skipped example is a TAP comment line, `# skip (gpu) README.md:406: ...`.
 # Other tags: `exit N`, `output of COMMAND` (the next block is what COMMAND
 # prints: checked the same way), `file NAME` (the next block is a file the
@@ -44,7 +45,7 @@
 load helpers
 
 # The examples each document holds (doc_examples.py list).
-COUNTS='README.md 45
+COUNTS='README.md 47
 man/dtrain-config.1 4
 man/dtrain-devices.1 3
 man/dtrain-evaluate.1 7
@@ -169,6 +170,8 @@ skip_reason() {
 	for tag in $(jq -r '.tags[]' <<<"$ex"); do
 		[ "$tag" = slow ] && [ "${DT_EXAMPLES:-}" = all ] && continue
 		[ "$tag" = slow ] && { echo "slow, over a minute: DT_EXAMPLES=all runs it"; return; }
+		[ "$tag" = bf16 ] && "$DTRAIN" devices --json | jq -e '.cpu_precisions | index("bf16")' >/dev/null && continue
+		[ "$tag" = bf16 ] && { echo "bf16: this CPU has no bfloat16 instructions"; return; }
 		echo "$tag"
 		return
 	done
@@ -274,7 +277,7 @@ document() {
 	has '.exit == 2'
 	has '.kind == "file" and .command == "spirals.yaml"'
 	has '.kind == "python"'
-	for k in gpu hosts make slow; do
+	for k in gpu hosts make slow bf16; do
 		has ".tags | index(\"$k\")"
 	done
 }

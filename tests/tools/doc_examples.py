@@ -33,10 +33,12 @@ comment line, `.\\" example: TAG, TAG`, which covers the commands after it to
 the end of its block (or of the next block, when it stands outside one), or
 in README in an HTML comment line, `<!-- example: TAG, TAG -->`, which covers
 the next fenced block. Readers of the rendered page do not see them.
-  gpu, hosts, make, slow, placeholder
+  gpu, hosts, make, slow, placeholder, bf16
                    the commands need a GPU, mpirun on named hosts, make, over
-                   a minute here, or files the documentation never defines:
-                   they are skipped (the slow ones run with DT_EXAMPLES=all)
+                   a minute here, files the documentation never defines, or
+                   a CPU with bfloat16 instructions: they are skipped (the
+                   slow ones run with DT_EXAMPLES=all, the bf16 ones where
+                   `dtrain devices` lists bf16)
   exit N           the commands end with exit status N (by default 0)
   run              a man page block outside EXAMPLES holds commands to run
   text             the next block holds no commands (a part of a file)
@@ -54,7 +56,7 @@ import sys
 PROGRAMS = {"dtrain", "mpirun", "srun", "make", "python3", "cut", "zcat",
             "find", "cat", "jq", "head", "man", "bats", "cp", "mv", "rm", "mkdir",
             "ls", "sort", "tail", "gzip"}
-KINDS = ("gpu", "hosts", "make", "slow", "placeholder")
+KINDS = ("gpu", "hosts", "make", "slow", "placeholder", "bf16")
 
 
 class DocError(Exception):
