@@ -8,6 +8,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <omp.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 #include <string.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -495,10 +498,25 @@ static double cpu_regularize(const struct dt_tensor *wt, struct dt_tensor *gt, f
 	return penalty;
 }
 
+/* This thread's SSE/AVX arithmetic flushes denormal results and operands to zero. */
+static void flush_denormals(void)
+{
+#if defined(__SSE2__)
+	_mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) and DAZ (bit 6) */
+#endif
+}
+
 void dt_ops_set_threads(int n)
 {
 	if (n > 0)
 		omp_set_num_threads(n);
+	/*
+	 * The caller and the OpenMP team (threads made later inherit the
+	 * caller's floating-point environment, as POSIX has it).
+	 */
+	flush_denormals();
+#pragma omp parallel
+	flush_denormals();
 }
 
 int dt_ops_get_threads(void) { return omp_get_max_threads(); }

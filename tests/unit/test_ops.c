@@ -108,6 +108,27 @@ static void test_gemm_bf16(void **state)
 	}
 }
 
+/*
+ * dt_ops_set_threads makes the caller and the OpenMP team flush denormals
+ * to zero (x86's FTZ and DAZ): a product below FLT_MIN comes out 0, and a
+ * denormal operand counts as 0.
+ */
+static void test_threads_flush_denormals(void **state)
+{
+#if defined(__SSE2__)
+	volatile float tiny = 1e-20f, denormal = 1e-40f;
+	int zero_everywhere = 1;
+	dt_ops_set_threads(2);
+	assert_true(tiny * tiny == 0.0f);
+	assert_true(denormal * 1e10f == 0.0f);
+#pragma omp parallel reduction(&& : zero_everywhere)
+	zero_everywhere = tiny * tiny == 0.0f && denormal + 0.0f == 0.0f;
+	assert_true(zero_everywhere);
+#else
+	skip();
+#endif
+}
+
 static void test_bias(void **state)
 {
 	float y[6] = { 1, 2, 3, 4, 5, 6 }, b[3] = { 10, 20, 30 }, db[3] = { 1, 1, 1 };
@@ -307,6 +328,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm_all_transposes),
 		cmocka_unit_test(test_gemm_bf16),
+		cmocka_unit_test(test_threads_flush_denormals),
 		cmocka_unit_test(test_bias),
 		cmocka_unit_test(test_bias_grad_wide),
 		cmocka_unit_test(test_activations),
