@@ -80,7 +80,7 @@ bench() {
 		blas=$(jq -r .blas <<<"$line")
 		if [ "$KERAS" = 1 ] && [[ $model == mlp || $model == cnn ]]; then
 			line=$("$KERAS_PY" tests/bench/keras_fashion.py --model "$model" --threads "$t" --epochs "$EPOCHS" \
-				--precision "$prec" "${tsteps[@]}" | tail -1)
+				--precision "$prec" "${tsteps[@]}" 2>"$tmp/keras-$model$t.err" | tail -1)
 			case "$line" in SKIP*) echo "bench: keras: $line" ;; *) keras[$t]=$(jq -r .samples_per_sec <<<"$line") ;; esac
 		fi
 		OMP_NUM_THREADS=$t /usr/bin/time -v -o "$tmp/dtrain-$model$t.time" "$DTRAIN" fit "$yaml" \
