@@ -123,7 +123,7 @@ static void cpu_gemm(int trans_a, int trans_b, float alpha, const struct dt_tens
 	int64_t k = trans_a ? dt_tensor_rows(a) : dt_tensor_cols(a);
 	if (m == 0 || n == 0)
 		return;
-	if (cpu_precision == DT_PRECISION_BF16)
+	if (cpu_precision == DT_PRECISION_BF16 && k > 0) /* k 0: sgemm's c = beta c */
 		dt_cpu_gemm_bf16(trans_a, trans_b, m, n, k, alpha, a->data, b->data, beta, c->data);
 	else
 		DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a->data,
