@@ -379,6 +379,19 @@ static dnnl_memory_t layout_for(struct cpu_plan *p, const dnnl_memory_desc_t *ha
 	return dt_dnnl_mem_new(want);
 }
 
+/*
+ * What a primitive reads for m: m itself when layout_for made no copy (copy
+ * NULL), else m reordered by r into copy, backed by b.
+ */
+static dnnl_memory_t in_layout(const struct prim *r, const struct buf *scratch, dnnl_memory_t m, dnnl_memory_t copy,
+			       const struct buf *b)
+{
+	if (!copy)
+		return m;
+	reorder_run(r, scratch, m, dt_dnnl_bind(copy, b->p));
+	return copy;
+}
+
 static void conv_entry_clear(struct conv_entry *e)
 {
 	prim_free(&e->fwd);
@@ -540,16 +553,8 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	if (n == 0)
 		return;
 	e = conv_entry(p, n);
-	wm = dt_dnnl_bind(p->w, w->data);
-	if (e->w_fwd) {
-		reorder_run(&e->w_to_fwd, &p->base.scratch, wm, dt_dnnl_bind(e->w_fwd, p->w_fwd.p));
-		wm = e->w_fwd;
-	}
-	xm = dt_dnnl_bind(e->x, x->data);
-	if (e->x_lo) {
-		reorder_run(&e->x_to_lo, &p->base.scratch, xm, dt_dnnl_bind(e->x_lo, p->x_lo.p));
-		xm = e->x_lo;
-	}
+	wm = in_layout(&e->w_to_fwd, &p->base.scratch, dt_dnnl_bind(p->w, w->data), e->w_fwd, &p->w_fwd);
+	xm = in_layout(&e->x_to_lo, &p->base.scratch, dt_dnnl_bind(e->x, x->data), e->x_lo, &p->x_lo);
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, xm };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, dt_dnnl_bind(p->b, b ? b->data : p->zero_bias.p) };
@@ -585,16 +590,8 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	if (dx && !e->bwd_data.p)
 		conv_make_bwd_data(p, e);
 
-	xm = dt_dnnl_bind(e->x, x->data);
-	dym = dt_dnnl_bind(e->dy, dy->data);
-	if (e->x_lo) {
-		reorder_run(&e->x_to_lo, &p->base.scratch, xm, dt_dnnl_bind(e->x_lo, p->x_lo.p));
-		xm = e->x_lo;
-	}
-	if (e->dy_lo) {
-		reorder_run(&e->dy_to_lo, &p->base.scratch, dym, dt_dnnl_bind(e->dy_lo, p->dy_lo.p));
-		dym = e->dy_lo;
-	}
+	xm = in_layout(&e->x_to_lo, &p->base.scratch, dt_dnnl_bind(e->x, x->data), e->x_lo, &p->x_lo);
+	dym = in_layout(&e->dy_to_lo, &p->base.scratch, dt_dnnl_bind(e->dy, dy->data), e->dy_lo, &p->dy_lo);
 	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd.p) : dt_dnnl_bind(p->dw, dw->data);
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, xm };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
@@ -605,16 +602,11 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, dt_dnnl_bind(p->dw, dw->data));
 
 	if (dx) {
-		dnnl_memory_t wm = dt_dnnl_bind(p->w, w->data), dxm = dt_dnnl_bind(e->dx, dx->data);
-		if (e->w_bwd) {
-			reorder_run(&e->w_to_bwd, &p->base.scratch, wm, dt_dnnl_bind(e->w_bwd, p->w_bwd.p));
-			wm = e->w_bwd;
-		}
-		if (e->dy_bwd) {
-			reorder_run(&e->dy_to_bwd, &p->base.scratch, dym, dt_dnnl_bind(e->dy_bwd, p->dy_bwd.p));
-			dym = e->dy_bwd;
-		}
-		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
+		dnnl_memory_t dxm = dt_dnnl_bind(e->dx, dx->data);
+		dnnl_memory_t wm = in_layout(&e->w_to_bwd, &p->base.scratch, dt_dnnl_bind(p->w, w->data), e->w_bwd,
+					     &p->w_bwd);
+		args[0] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST,
+					     in_layout(&e->dy_to_bwd, &p->base.scratch, dym, e->dy_bwd, &p->dy_bwd) };
 		args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
 		args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_SRC, e->dx_bwd ? dt_dnnl_bind(e->dx_bwd, p->dx_bwd.p) : dxm };
 		prim_run(&e->bwd_data, &p->base.scratch, 3, args);
