@@ -814,7 +814,14 @@ int dt_app_build(struct dt_app *a)
 		return dt_exit_status();
 	if ((rc = dt_app_precision(a)))
 		return rc;
-	/* Every rank reads the whole global batches: the chief alone names skipped records. */
+	/*
+	 * Each process reads and decodes its part of every global training
+	 * batch; every rank reads the whole validation and test batches. The
+	 * chief alone names skipped records (the trainer gathers the parts').
+	 */
+	if (a->have_train_src && a->strategy.global_replicas > a->strategy.nreplicas)
+		dt_pipeline_set_part(&a->train, a->strategy.first_replica, a->strategy.nreplicas,
+				     a->strategy.global_replicas);
 	a->train.quiet_skips = a->val.quiet_skips = a->test.quiet_skips = !a->strategy.is_chief;
 	a->nreplicas = a->strategy.nreplicas;
 	per_replica = (c->batch_size + a->nreplicas - 1) / a->nreplicas;

@@ -19,8 +19,8 @@
  * 0 or -1.
  */
 int dt_local_devices(struct dt_strategy *s, const struct dt_distribute *d);
-/* replicas[0].grads += replicas[r].grads for r = 1..n-1 (no-op for one replica). */
-void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas);
+/* replicas[0].grads[lo, hi) += replicas[r].grads[lo, hi) for r = 1..n-1 (no-op for one replica). */
+void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas, int64_t lo, int64_t hi);
 /* Every replica's parameters (all nparams) become replica 0's; opts[r] take its step count. */
 void dt_local_copy_params(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts);
 

@@ -22,11 +22,13 @@
 
 static struct dt_tensor host_flat(float *p, int64_t n) { return dt_tensor_flat(p, DT_CPU, n); }
 
-void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas)
+void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas, int64_t lo, int64_t hi)
 {
-	struct dt_tensor g0 = host_flat(replicas[0].grads, replicas[0].ntrainable);
+	struct dt_tensor g0 = host_flat(replicas[0].grads + lo, hi - lo);
+	if (hi <= lo)
+		return;
 	for (int r = 1; r < s->nreplicas; r++) {
-		struct dt_tensor g = host_flat(replicas[r].grads, replicas[r].ntrainable);
+		struct dt_tensor g = host_flat(replicas[r].grads + lo, hi - lo);
 		DT_ASSERT(replicas[r].dev.kind == DT_DEVICE_CPU);
 		dt_op_axpy(1, &g, &g0);
 	}
@@ -77,7 +79,7 @@ static void mirrored_apply(struct dt_strategy *s, struct dt_model *replicas, str
 			dt_optimizer_apply(&opts[r], &replicas[r]);
 		return;
 	}
-	dt_local_sum_grads(s, replicas);
+	dt_local_sum_grads(s, replicas, 0, replicas[0].ntrainable);
 	dt_optimizer_apply(&opts[0], &replicas[0]);
 	dt_local_copy_params(s, replicas, opts);
 }

@@ -301,7 +301,7 @@ static void step_text(char *buf, size_t size, int64_t step)
 		buf[0] = '\0';
 }
 
-static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *what, int64_t step)
+static void wait_group(struct dt_mpi_group *g, MPI_Request *req, int nreq, const char *what, int64_t step)
 {
 	/*
 	 * Rank 0 names the missing ranks (after g->grace, an observer's turn);
@@ -313,7 +313,7 @@ static void wait_group(struct dt_mpi_group *g, MPI_Request *req, const char *wha
 	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0, stops = dt_mpi_stops();
 
 	for (;;) {
-		MPI_Test(req, &done, MPI_STATUS_IGNORE);
+		MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
 		if (done)
 			return;
 		if (dt_mpi_stops() != stops) {
@@ -406,12 +406,34 @@ static void allreduce(struct dt_mpi_group *g, void *v, int64_t n, MPI_Datatype t
 	DT_ASSERT(n <= 0x7fffffff);
 	notice(g);
 	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, type, op, g->comm, &r);
-	wait_group(g, &r, what, step);
+	wait_group(g, &r, 1, what, step);
 }
 
 void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step)
 {
 	allreduce(g, v, n, MPI_FLOAT, MPI_SUM, what, step);
+}
+
+void dt_mpi_allreduce_float_start(struct dt_mpi_group *g, float *v, int64_t n, MPI_Request *r)
+{
+	*r = MPI_REQUEST_NULL;
+	if (g->size == 1)
+		return;
+	DT_ASSERT(n <= 0x7fffffff);
+	notice(g);
+	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, g->comm, r);
+}
+
+void dt_mpi_progress(MPI_Request *reqs, int n)
+{
+	int done;
+	MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+}
+
+void dt_mpi_wait_started(struct dt_mpi_group *g, MPI_Request *reqs, int n, const char *what, int64_t step)
+{
+	if (g->size > 1 && n > 0)
+		wait_group(g, reqs, n, what, step);
 }
 
 void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
@@ -432,7 +454,7 @@ void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *
 	DT_ASSERT(bytes <= 0x7fffffff);
 	notice(g);
 	MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, g->comm, &r);
-	wait_group(g, &r, what, step);
+	wait_group(g, &r, 1, what, step);
 }
 
 void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, double grace, const char *who, const char *what,

@@ -3,10 +3,20 @@
  * (tf.distribute.MultiWorkerMirroredStrategy without a cluster file). Rank 0
  * is the chief. The chief's parameters and optimizer state are broadcast at
  * start and after weights are loaded; each step the local replicas' gradients
- * are summed, then one MPI all-reduce sums the flat gradient buffer over the
- * ranks and every rank applies the same update. Rank k's replica r computes
- * slice k * R + r of the global batch's world * R slices. Every collective
- * gives up after distribute.timeout seconds, naming the ranks that did not
+ * are summed, then MPI all-reduces sum the flat gradient buffer over the
+ * ranks and every rank applies the same update. Rank k reads and decodes
+ * only its part of each global batch, which its R replicas share: the rows
+ * of slices k * R .. k * R + R - 1 of the global batch's world * R slices.
+ *
+ * The gradient all-reduce runs in buckets (distribute.bucket_mb, 1 MiB by
+ * default; PyTorch DDP's idea): the layers' gradients, from the last layer
+ * down, close a bucket at the first layer boundary past the size, so every
+ * rank has the same buckets. While the last local replica runs backward,
+ * each bucket whose layers are done is summed over the local replicas and
+ * posted (MPI_Iallreduce), and the posted ones progress between layers;
+ * apply_gradients posts what is left, waits for all, and updates.
+ *
+ * Every collective gives up after distribute.timeout seconds, naming the ranks that did not
  * arrive (mpi_coll.h).
  *
  * GPU replicas (`devices: [gpu:0, ...]`, or auto on a host with GPUs): rank
@@ -38,6 +48,13 @@ struct multi_worker {
 	struct dt_local_nccl nccl;
 	int64_t step;             /* gradient all-reduces done */
 	double t_allreduce, t_first, t_last; /* DTRAIN_STATS: all-reduce seconds, first and last step */
+	/* the gradient buckets (CPU replicas under MPI), planned on the first step */
+	int64_t bucket_floats;    /* distribute.bucket_mb */
+	int nbuckets;             /* -1: not planned yet */
+	int64_t *bucket_lo;       /* (nbuckets + 1): bucket b is [bucket_lo[b + 1], bucket_lo[b]), lo[0] = ntrainable */
+	MPI_Request *reqs;        /* (nbuckets) */
+	int posted;               /* buckets posted in this step */
+	int64_t early;            /* DTRAIN_STATS: buckets posted during backward */
 };
 
 static const char who[] = "multi_worker_mirrored";
@@ -76,6 +93,8 @@ static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 		return -1;
 	w = dt_calloc(1, sizeof(*w));
 	s->priv = w;
+	w->bucket_floats = (int64_t)(d.bucket_mb * 1024 * 1024 / sizeof(float));
+	w->nbuckets = -1;
 	s->is_chief = s->rank == 0;
 	s->first_replica = s->rank * s->nreplicas;
 	s->global_replicas = s->world * s->nreplicas;
@@ -133,6 +152,46 @@ static void multi_worker_broadcast(struct dt_strategy *s, struct dt_model *repli
 	dt_local_copy_params(s, replicas, opts);
 }
 
+/* The buckets of m's gradients: layer boundaries, from the end down, each bucket at least bucket_floats. */
+static void plan_buckets(struct multi_worker *w, const struct dt_model *m)
+{
+	int64_t hi = m->ntrainable;
+	w->bucket_lo = dt_malloc((size_t)(m->nlayers + 2) * sizeof(*w->bucket_lo));
+	w->bucket_lo[0] = hi;
+	w->nbuckets = 0;
+	for (int i = m->nlayers - 1; i >= 0; i--) {
+		int64_t lo = dt_model_grad_offset(m, i);
+		if (lo < hi && (hi - lo >= w->bucket_floats || lo == 0)) {
+			w->bucket_lo[++w->nbuckets] = lo;
+			hi = lo;
+		}
+	}
+	w->reqs = dt_calloc(w->nbuckets ? w->nbuckets : 1, sizeof(*w->reqs));
+}
+
+/* Sums bucket w->posted over the local replicas and posts its all-reduce. */
+static void post_bucket(struct dt_strategy *s, struct multi_worker *w, struct dt_model *replicas)
+{
+	int b = w->posted++;
+	int64_t lo = w->bucket_lo[b + 1], hi = w->bucket_lo[b];
+	dt_local_sum_grads(s, replicas, lo, hi);
+	dt_mpi_allreduce_float_start(&w->group, replicas[0].grads + lo, hi - lo, &w->reqs[b]);
+}
+
+static void multi_worker_grads_ready(struct dt_strategy *s, struct dt_model *replicas, int64_t lo)
+{
+	struct multi_worker *w = s->priv;
+	if (w->gpu || !w->mpi)
+		return;
+	if (w->nbuckets < 0)
+		plan_buckets(w, &replicas[0]);
+	while (w->posted < w->nbuckets && w->bucket_lo[w->posted + 1] >= lo) {
+		post_bucket(s, w, replicas);
+		w->early++;
+	}
+	dt_mpi_progress(w->reqs, w->posted);
+}
+
 static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {
 	struct multi_worker *w = s->priv;
@@ -146,11 +205,17 @@ static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas,
 			dt_optimizer_apply(&opts[r], &replicas[r]);
 		goto done;
 	}
-	dt_local_sum_grads(s, replicas);
-	if (w->mpi) {
+	if (!w->mpi) {
+		dt_local_sum_grads(s, replicas, 0, replicas[0].ntrainable);
+	} else {
+		/* What backward did not post (all of it under gradient accumulation), then the wait. */
 		double a = now();
-		dt_mpi_allreduce_float(&w->group, replicas[0].grads, replicas[0].ntrainable, "the gradient all-reduce",
-				       w->step + 1);
+		if (w->nbuckets < 0)
+			plan_buckets(w, &replicas[0]);
+		while (w->posted < w->nbuckets)
+			post_bucket(s, w, replicas);
+		dt_mpi_wait_started(&w->group, w->reqs, w->posted, "the gradient all-reduce", w->step + 1);
+		w->posted = 0;
 		w->t_allreduce += now() - a;
 	}
 	dt_optimizer_apply(&opts[0], &replicas[0]);
@@ -185,10 +250,13 @@ static void multi_worker_release(struct dt_strategy *s)
 	if (stats && *stats && strcmp(stats, "0") && s->is_chief && w->step > 1) {
 		double per_step = (w->t_last - w->t_first) / (double)(w->step - 1);
 		double ar = w->t_allreduce / (double)w->step;
-		fprintf(stderr, "%s: %d ranks, %lld steps, %.3f ms per step, all-reduce %.3f ms per step (%.1f%%)\n",
-			who, s->world, (long long)w->step, per_step * 1e3, ar * 1e3,
-			per_step > 0 ? 100 * ar / per_step : 0);
+		fprintf(stderr, "%s: %d ranks, %lld steps, %.3f ms per step, all-reduce %.3f ms per step after backward "
+			"(%.1f%%), %d bucket%s (%.2f per step posted during backward)\n", who, s->world,
+			(long long)w->step, per_step * 1e3, ar * 1e3, per_step > 0 ? 100 * ar / per_step : 0, w->nbuckets,
+			w->nbuckets == 1 ? "" : "s", (double)w->early / (double)w->step);
 	}
+	free(w->bucket_lo);
+	free(w->reqs);
 	if (w->gpu)
 		dt_local_nccl_release(&w->nccl);
 	if (w->mpi && s->failed > 0 && s->failed < 128)
@@ -207,6 +275,7 @@ const struct dt_strategy_type dt_multi_worker_strategy = {
 	.name = "multi_worker_mirrored",
 	.init = multi_worker_init,
 	.broadcast = multi_worker_broadcast,
+	.grads_ready = multi_worker_grads_ready,
 	.apply_gradients = multi_worker_apply,
 	.reduce_sum = multi_worker_reduce,
 	.agree = multi_worker_agree,

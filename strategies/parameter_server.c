@@ -476,6 +476,7 @@ const struct dt_strategy_type dt_parameter_server_strategy = {
 	.init = ps_init,
 	.broadcast = ps_broadcast,
 	.apply_gradients = ps_apply,
+	.asynchronous = 1,
 	.reduce_sum = ps_reduce,
 	.agree = ps_agree,
 	.epoch_end = ps_epoch_end,

@@ -35,7 +35,8 @@ extern const struct dt_strategy_type dt_parameter_server_strategy;
  * it needs. strategy: a name of the table or auto (its node for errors);
  * device: cpu:N or gpu:N (one_device); devices: `auto` (ndevices 0) or a
  * list of cpu:N or gpu:N (whether a GPU exists is dt_local_devices' check);
- * num_ps >= 1; timeout > 0 seconds (default 300).
+ * num_ps >= 1; timeout > 0 seconds (default 300); bucket_mb >= 0 (default
+ * 1): the gradient all-reduce's bucket size (multi_worker_mirrored).
  */
 struct dt_distribute {
 	int which;                  /* index in the names the config accepts; 0: auto */
@@ -49,6 +50,7 @@ struct dt_distribute {
 	int num_ps;
 	int has_num_ps;
 	double timeout;
+	double bucket_mb;
 };
 int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d);
 /* The keys `distribute:` allows and the names `strategy:` takes (auto first), NULL-terminated. */

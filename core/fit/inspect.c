@@ -195,7 +195,7 @@ static void replica_pass(struct dt_trainer *t, int r, const struct dt_batch *b, 
 
 	m->observe = observe;
 	m->observe_arg = &ob;
-	dt_trainer_replica_step(t, r, b, rp->begin, rp->end, 1, &ctx, sums, NULL, 1);
+	dt_trainer_replica_step(t, r, b, rp->begin - b->offset, rp->end - b->offset, 1, &ctx, sums, NULL, 1);
 	m->observe = NULL;
 	m->observe_arg = NULL;
 	rp->loss_sum = sums[DT_SUM_LOSS];
@@ -302,16 +302,19 @@ int dt_inspect_run(struct dt_trainer *t, int step, int dump_act, struct dt_inspe
 					o->replicas[g].params[p++] = (struct dt_inspect_param){ i, k, .update_norm = NAN };
 	}
 	uniform_loss(t, o);
-	if (dt_pipeline_read(t->train, 0, 0, b) < 0)
+	if (dt_trainer_read_batch(t, 0, 0) < 0)
 		return -1;
-	o->rows = b->n;
+	o->rows = b->total;
 	/* Activations and parameters in host[0..S), gradients in host[S..S + ntrainable). */
 	host = dt_malloc((size_t)(scratch_floats(m) + m->ntrainable + 1) * sizeof(float));
 	for (int r = 0; r < s->nreplicas; r++) {
 		struct dt_inspect_replica *rp = &o->replicas[s->first_replica + r];
 		rp->rank = s->rank;
 		rp->dev = s->devices[r];
-		dt_batch_slice(b->n, s->first_replica + r, s->global_replicas, &rp->begin, &rp->end);
+		/* Rows of the global batch: this process's part (b->offset on) sliced over its replicas. */
+		dt_batch_slice(b->n, r, s->nreplicas, &rp->begin, &rp->end);
+		rp->begin += b->offset;
+		rp->end += b->offset;
 	}
 	if (dump_act >= 0) {
 		int64_t per = dump_act ? dt_shape_count(&m->layers[dump_act - 1].out) : dt_shape_count(&m->input);
@@ -328,7 +331,7 @@ int dt_inspect_run(struct dt_trainer *t, int step, int dump_act, struct dt_inspe
 	gather(s, o);
 	for (int g = 0; g < o->nreplicas; g++)
 		loss += o->replicas[g].loss_sum;
-	o->loss = b->n > 0 ? loss / b->n : NAN;
+	o->loss = b->total > 0 ? loss / b->total : NAN;
 	free(host);
 	return 0;
 }

@@ -48,6 +48,11 @@ struct dt_strategy_type {
 	/* 1: trains in this one process (refused in an MPI job of several processes). */
 	int one_process;
 	/*
+	 * 1: each process's gradients are applied as they come (parameter
+	 * servers), so no step waits on another process; 0: synchronous.
+	 */
+	int asynchronous;
+	/*
 	 * Optional: the strategy's own rules on the `distribute:` keys d (read
 	 * and valid), without starting anything; with sys (not NULL), also those
 	 * on this job's processes. 0 or -1 after an error.
@@ -66,6 +71,16 @@ struct dt_strategy_type {
 	 * on every replica, leaving identical parameters everywhere.
 	 */
 	void (*apply_gradients)(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts);
+	/*
+	 * Optional: called while the last local replica runs the backward pass
+	 * of a batch that ends an update (without gradient accumulation), each
+	 * time the gradients [lo, ntrainable) of every local replica are final
+	 * (layers finish from the last down, so lo only falls; lo 0 at the
+	 * end, also for a replica without rows). The strategy may start
+	 * exchanging them, in buckets, while the layers below compute (as
+	 * PyTorch DDP and Horovod do); apply_gradients finishes the exchange.
+	 */
+	void (*grads_ready)(struct dt_strategy *s, struct dt_model *replicas, int64_t lo);
 	/* Sums v[0..n) over all training processes, in place. */
 	void (*reduce_sum)(struct dt_strategy *s, double *v, int n);
 	/*

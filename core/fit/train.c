@@ -100,6 +100,7 @@ void dt_trainer_init(struct dt_trainer *t)
 	struct dt_strategy *s = t->strategy;
 	int max = t->models[0].max_batch;
 	t->label = t->train->label;
+	t->ready_replica = -1;
 	dt_batch_alloc(&t->batch, t->train);
 	t->labels = dt_calloc(s->nreplicas, sizeof(float *));
 	for (int r = 0; r < s->nreplicas; r++)
@@ -245,11 +246,16 @@ void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch 
 	int R = t->strategy->global_replicas;
 	int64_t xs = dt_shape_count(&m->input), ys = dt_shape_count(&t->label);
 	struct dt_tensor x, y, pred, dpred;
+	/* The strategy's hook, on the replica whose backward finishes the local gradients of an update. */
+	void (*ready)(struct dt_strategy *, struct dt_model *, int64_t) =
+		train && r == t->ready_replica ? t->strategy->type->grads_ready : NULL;
 
 	if (n == 0) {
 		if (train) {
 			struct dt_tensor g = dt_model_grads(m);
 			dt_op_fill(&g, 0);
+			if (ready)
+				ready(t->strategy, t->models, 0);
 		}
 		return;
 	}
@@ -274,10 +280,10 @@ void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch 
 		sums[DT_SUM_LOSS] += dt_objective_loss_weighted(&t->objective, &pred, &y,
 								t->class_weights ? &cw : NULL,
 								t->sample_weights ? &sw : NULL, &dpred,
-								1.0f / ((float)b->n * group));
+								1.0f / ((float)b->total * group));
 	} else {
 		sums[DT_SUM_LOSS] += dt_objective_loss(&t->objective, &pred, &y, train ? &dpred : NULL,
-						       1.0f / ((float)b->n * group));
+						       1.0f / ((float)b->total * group));
 	}
 	if (t->accuracy)
 		sums[DT_SUM_CORRECT] += (double)dt_objective_correct(&t->objective, &pred, &y);
@@ -292,9 +298,16 @@ void dt_trainer_replica_step(struct dt_trainer *t, int r, const struct dt_batch 
 		dt_metric_accumulate(&t->metrics, &pred, &y, &scratch, t->metric_host[r], stats);
 	}
 	if (train) {
-		dt_model_backward(m, n);
 		/* Every replica adds 1/R of the penalty's gradient: the sum is one penalty. */
-		sums[DT_SUM_LOSS] += dt_model_regularize(m, 1.0f / ((float)R * group)) * b->n / R;
+		double penalty = 0;
+		for (int i = m->nlayers - 1, first = dt_model_first_trainable(m); i >= 0; i--) {
+			if (i >= first)
+				dt_model_backward_layer(m, i, n);
+			penalty += dt_model_regularize_layer(m, i, 1.0f / ((float)R * group));
+			if (ready)
+				ready(t->strategy, t->models, dt_model_grad_offset(m, i));
+		}
+		sums[DT_SUM_LOSS] += penalty * b->total / R;
 	}
 }
 
@@ -399,6 +412,70 @@ static int accumulate(struct dt_trainer *t, int64_t step, int64_t steps)
 	return last;
 }
 
+int dt_trainer_read_batch(struct dt_trainer *t, int epoch, int64_t step)
+{
+	struct dt_strategy *s = t->strategy;
+	struct dt_batch *b = &t->batch;
+	double *rows;
+	if (dt_pipeline_read(t->train, epoch, step, b) < 0)
+		return -1;
+	if (t->train->part_total == 0 || t->train->on_error != DT_ON_ERROR_SKIP || s->type->asynchronous)
+		return 0;
+	rows = dt_calloc((size_t)s->global_replicas, sizeof(*rows));
+	rows[s->first_replica] = b->n;
+	s->type->reduce_sum(s, rows, s->global_replicas);
+	b->offset = b->total = 0;
+	for (int g = 0; g < s->global_replicas; g++) {
+		b->offset += g < s->first_replica ? (int)rows[g] : 0;
+		b->total += (int)rows[g];
+	}
+	free(rows);
+	return 0;
+}
+
+static int cmp_record(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * The epoch's skipped training records, warned of by the chief: with parts,
+ * every process's count and first DT_SKIP_LIST records are summed into its
+ * slot of one vector, and the chief names the lowest records of them all.
+ * The count of all processes.
+ */
+static int64_t report_skipped(struct dt_trainer *t, int epoch)
+{
+	struct dt_strategy *s = t->strategy;
+	struct dt_pipeline *p = t->train;
+	const int slot = 1 + DT_SKIP_LIST;
+	int64_t all = 0;
+	double *v, *list;
+	int nlist = 0;
+
+	if (p->part_total == 0)
+		return dt_pipeline_report_skipped(p, epoch);
+	v = dt_calloc((size_t)s->global_replicas * slot, sizeof(*v));
+	list = dt_calloc((size_t)s->global_replicas * DT_SKIP_LIST, sizeof(*list));
+	v[s->first_replica * slot] = (double)p->skipped;
+	for (int i = 0; i < p->skipped && i < DT_SKIP_LIST; i++)
+		v[s->first_replica * slot + 1 + i] = (double)p->skipped_list[i];
+	s->type->reduce_sum(s, v, s->global_replicas * slot);
+	for (int g = 0; g < s->global_replicas; g++) {
+		all += (int64_t)v[g * slot];
+		for (int i = 0; i < v[g * slot] && i < DT_SKIP_LIST; i++)
+			list[nlist++] = v[g * slot + 1 + i];
+	}
+	qsort(list, (size_t)nlist, sizeof(*list), cmp_record);
+	p->skipped = all;
+	for (int i = 0; i < nlist && i < DT_SKIP_LIST; i++)
+		p->skipped_list[i] = (int64_t)list[i];
+	free(v);
+	free(list);
+	return dt_pipeline_report_skipped(p, epoch);
+}
+
 /*
  * Steps pos->step.. of epoch pos->epoch, updating pos. 0 at the epoch's end
  * (logs has its training metrics), 1 when a stop signal ended it early after
@@ -423,18 +500,21 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	fill_logs(t, logs, sums, stats);
 	pos->logs = logs;
 	for (int64_t step = pos->step; step < steps; step++) {
-		if (dt_pipeline_read(t->train, epoch, step, &t->batch) < 0)
+		if (dt_trainer_read_batch(t, epoch, step) < 0)
 			return -1;
+		/* An update's gradients may be exchanged as the last replica's backward makes them. */
+		t->ready_replica = t->accumulate_steps <= 1 ? s->nreplicas - 1 : -1;
 		for (int r = 0; r < s->nreplicas; r++) {
-			int g = s->first_replica + r;
 			/*
-			 * One key for all replicas, and each its first row in the
-			 * global batch: a sample's dropout mask is the same for any
-			 * replica count.
+			 * This process's rows (its part of the global batch) in
+			 * slices over its replicas. One key for all replicas, and
+			 * each its first row in the global batch: a sample's
+			 * dropout mask is the same for any replica count.
 			 */
 			int begin, end;
-			dt_batch_slice(t->batch.n, g, s->global_replicas, &begin, &end);
-			struct dt_step_ctx ctx = { .training = 1, .key = dt_trainer_step_key(t, epoch, step), .first_row = begin };
+			dt_batch_slice(t->batch.n, r, s->nreplicas, &begin, &end);
+			struct dt_step_ctx ctx = { .training = 1, .key = dt_trainer_step_key(t, epoch, step),
+						   .first_row = t->batch.offset + begin };
 			dt_trainer_replica_step(t, r, &t->batch, begin, end, 1, &ctx, sums, stats,
 						group_size(t, step, steps));
 			sums[DT_SUM_SAMPLES] += end - begin;
@@ -442,8 +522,9 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 				for (int i = begin; i < end; i++)
 					fprintf(t->trace, "%d %lld\n", epoch, (long long)t->batch.records[i]);
 		}
+		t->ready_replica = -1;
 		/* A batch whose every record was unreadable (data.on_error: skip) adds no gradient; alone, no update. */
-		if (accumulate(t, step, steps) && (t->batch.n > 0 || t->accumulate_steps > 1))
+		if (accumulate(t, step, steps) && (t->batch.total > 0 || t->accumulate_steps > 1))
 			s->type->apply_gradients(s, t->models, t->opts);
 		logs->step = step + 1;
 		logs->seconds = dt_now() - start;
@@ -491,7 +572,7 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 		memcpy(pos->all_stats, stats, (size_t)nstats * sizeof(double));
 		s->type->reduce_sum(s, pos->all_stats, (int)nstats);
 	}
-	logs->skipped = dt_pipeline_report_skipped(t->train, epoch);
+	logs->skipped = report_skipped(t, epoch);
 	fill_logs(t, logs, total, pos->all_stats);
 	logs->seconds = dt_now() - start;
 	logs->samples_per_sec = logs->seconds > 0 ? total[DT_SUM_SAMPLES] / logs->seconds : 0;

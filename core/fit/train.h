@@ -153,6 +153,11 @@ struct dt_trainer {
 	 * The optimizer's iterations count applied updates.
 	 */
 	int accumulate_steps;
+	/*
+	 * The replica whose backward pass calls the strategy's grads_ready
+	 * (set by the loop for each batch that ends an update; -1: none).
+	 */
+	int ready_replica;
 	float **class_weights;            /* per replica, on its device, num_classes floats; NULL: none */
 	int num_classes;                  /* entries of class_weights */
 	/*
@@ -228,6 +233,17 @@ void dt_trainer_set_class_weights(struct dt_trainer *t, const float *w, int num_
  * accumulate_steps is 1). A checkpoint between steps is exact only there.
  */
 int dt_trainer_ends_update(const struct dt_trainer *t, int64_t step, int64_t steps);
+/*
+ * Reads training batch `step` of `epoch` into t->batch: this process's part
+ * of it when the pipeline has one (dt_pipeline_set_part), the other parts'
+ * rows counted as read in full. Under on_error: skip they may have dropped
+ * some: a synchronous strategy then learns every part's rows (one small sum
+ * over the processes), so that the loss is the mean over the global batch
+ * and the dropout keys are global rows everywhere; an asynchronous one (a
+ * parameter server's workers) keeps its own count, so that no step waits
+ * for another worker. 0, or -1 after a read error.
+ */
+int dt_trainer_read_batch(struct dt_trainer *t, int epoch, int64_t step);
 /*
  * Forward (and with train, backward and the regularizers) of replica r on
  * rows [begin, end) of the host batch b; adds its loss sum (with its share

@@ -512,16 +512,32 @@ void dt_model_init_params(struct dt_model *m, uint64_t seed)
 	}
 }
 
+double dt_model_regularize_layer(struct dt_model *m, int i, float scale)
+{
+	double penalty = 0;
+	for (int p = 0; p < m->layers[i].nparams; p++) {
+		struct dt_param *pr = &m->layers[i].params[p];
+		if (pr->l1 > 0 || pr->l2 > 0)
+			penalty += dt_op_regularize(&pr->value, &pr->grad, pr->l1, pr->l2, scale);
+	}
+	return penalty;
+}
+
 double dt_model_regularize(struct dt_model *m, float scale)
 {
 	double penalty = 0;
 	for (int i = 0; i < m->nlayers; i++)
-		for (int p = 0; p < m->layers[i].nparams; p++) {
-			struct dt_param *pr = &m->layers[i].params[p];
-			if (pr->l1 > 0 || pr->l2 > 0)
-				penalty += dt_op_regularize(&pr->value, &pr->grad, pr->l1, pr->l2, scale);
-		}
+		penalty += dt_model_regularize_layer(m, i, scale);
 	return penalty;
+}
+
+int64_t dt_model_grad_offset(const struct dt_model *m, int i)
+{
+	for (; i < m->nlayers; i++)
+		for (int p = 0; p < m->layers[i].nparams; p++)
+			if (m->layers[i].params[p].trainable)
+				return m->layers[i].params[p].offset;
+	return m->ntrainable;
 }
 
 void dt_model_release(struct dt_model *m)

@@ -96,6 +96,14 @@ struct dt_tensor dt_model_grads(const struct dt_model *m);
  * returns the penalty they add to the loss (0 without regularizers).
  */
 double dt_model_regularize(struct dt_model *m, float scale);
+/* The same for layer i's parameters alone: the sum over i is dt_model_regularize. */
+double dt_model_regularize_layer(struct dt_model *m, int i, float scale);
+/*
+ * Where layer i's trainable parameters start in the flat buffers: the
+ * gradients of layers i.. are [dt_model_grad_offset(m, i), ntrainable)
+ * (parameters are laid out in layer order). ntrainable for i = nlayers.
+ */
+int64_t dt_model_grad_offset(const struct dt_model *m, int i);
 /* The input view for a batch of n: write the batch here before forward. */
 struct dt_tensor dt_model_input(const struct dt_model *m, int n);
 /* Runs every layer on the batch in the input view; returns the output view (n, output). */

@@ -117,13 +117,20 @@ int dt_pipeline_fill_batch(struct dt_pipeline *p, struct dt_pipeline_worker *w, 
 {
 	int64_t first = step * p->batch_size, xs = dt_shape_count(&p->sample), ys = dt_shape_count(&p->src->label);
 	float *y;
-	int n, k = 0;
+	int n, k = 0, all, lo = 0, hi;
 
 	*nskipped = 0;
 	if (epoch != w->epoch)
 		permute(p, w, epoch);
-	n = (int)(dt_pipeline_size(p) - first < p->batch_size ? dt_pipeline_size(p) - first : p->batch_size);
-	memcpy(w->idx, w->perm + first, (size_t)n * sizeof(*w->idx));
+	all = (int)(dt_pipeline_size(p) - first < p->batch_size ? dt_pipeline_size(p) - first : p->batch_size);
+	hi = all;
+	if (p->part_total > 0) {
+		int unused;
+		dt_batch_slice(all, p->part_first, p->part_total, &lo, &unused);
+		dt_batch_slice(all, p->part_first + p->part_count - 1, p->part_total, &unused, &hi);
+	}
+	n = hi - lo;
+	memcpy(w->idx, w->perm + first + lo, (size_t)n * sizeof(*w->idx));
 	y = p->one_hot > 0 ? w->yraw : b->y;
 	if (dt_pipeline_read_records(p, w, w->idx, n, b->x, y, w->bad) < 0)
 		return -1;
@@ -149,6 +156,8 @@ int dt_pipeline_fill_batch(struct dt_pipeline *p, struct dt_pipeline_worker *w, 
 		return -1;
 	memcpy(b->records, w->idx, (size_t)k * sizeof(*b->records));
 	b->n = k;
+	b->offset = lo;
+	b->total = all - (n - k);
 	return 0;
 }
 
@@ -342,6 +351,14 @@ int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 			p->src->name, n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
 	p->skipped = 0;
 	return n;
+}
+
+void dt_pipeline_set_part(struct dt_pipeline *p, int first, int count, int total)
+{
+	DT_ASSERT(!p->sync && !p->pf && total > 0 && count > 0 && first >= 0 && first + count <= total);
+	p->part_first = first;
+	p->part_count = count;
+	p->part_total = total;
 }
 
 void dt_batch_slice(int n, int r, int R, int *begin, int *end)

@@ -140,15 +140,28 @@ struct dt_pipeline {
 	/* records skipped (on_error: skip) in the batches returned since the last report */
 	int64_t skipped;
 	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which reads the same batches) */
+	/* this process's part of each global batch (dt_pipeline_set_part): replicas [first, first + count) of total; total 0: all */
+	int part_first, part_count, part_total;
 	int64_t skipped_list[DT_SKIP_LIST];
 	/* token indices (dt_pipeline_set_index_limit): 0, or every x value must be a whole number below it */
 	int64_t index_limit;
 	char index_layer[64];
 };
 
-/* Host batch, owned by the caller: x (B, sample) and y (B, label). */
+/*
+ * Host batch, owned by the caller: x (B, sample) and y (B, label). Without
+ * a part it is the whole global batch (offset 0, total n); with one
+ * (dt_pipeline_set_part) it is this process's rows of it.
+ */
 struct dt_batch {
 	int n;   /* samples in this batch (< B for the last one, or after skipped records) */
+	/*
+	 * The global batch's rows before this batch's first row, and its rows
+	 * in all, as this process knows them: the other parts' rows are counted
+	 * as read, without skips. Under on_error: skip with a part, the
+	 * trainer learns the true ones from the other processes.
+	 */
+	int offset, total;
 	float *x;
 	float *y;
 	int64_t *records; /* (B) the source record of each row */
@@ -225,6 +238,14 @@ int dt_pipeline_read(struct dt_pipeline *p, int epoch, int64_t step, struct dt_b
  * count. Returns the count.
  */
 int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch);
+
+/*
+ * From now on p reads only the rows of each global batch that replicas
+ * [first, first + count) of `total` compute (dt_batch_slice of the batch as
+ * read, before unreadable records are dropped): each process of a job reads
+ * and decodes its own slice. Call before the first read.
+ */
+void dt_pipeline_set_part(struct dt_pipeline *p, int first, int count, int total);
 
 /*
  * Rows [begin, end) of a global batch of n rows that replica r of R

@@ -149,6 +149,8 @@ void dt_prefetch_stop(struct dt_pipeline *p)
 static void copy_batch(const struct dt_pipeline *p, struct dt_batch *to, const struct dt_batch *from)
 {
 	to->n = from->n;
+	to->offset = from->offset;
+	to->total = from->total;
 	memcpy(to->x, from->x, (size_t)from->n * dt_shape_count(&p->sample) * sizeof(float));
 	memcpy(to->y, from->y, (size_t)from->n * dt_shape_count(&p->label) * sizeof(float));
 	memcpy(to->records, from->records, (size_t)from->n * sizeof(*to->records));

@@ -87,6 +87,25 @@ same() {
 	same one mw3
 }
 
+@test "multi_worker_mirrored: gradient buckets posted during backward (one per layer), and under accumulation" {
+	need_mpi
+	fit_blobs one --set "$DROPOUT"
+	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/b0" --set "$DROPOUT" \
+		--set distribute.bucket_mb=0 2>"$TMP/stats"
+	same one b0
+	# Three dense layers, a bucket each, every one posted while backward runs.
+	grep -q "^multi_worker_mirrored: 2 ranks, .* 3 buckets (3.00 per step posted during backward)$" "$TMP/stats"
+	# Under accumulation the last batch's backward adds to the kept gradients after it: apply posts them all.
+	fit_blobs acc --set "$DROPOUT" --set fit.accumulate_steps=2
+	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/bacc" \
+		--set "$DROPOUT" --set distribute.bucket_mb=0 --set fit.accumulate_steps=2 2>"$TMP/stats"
+	same acc bacc
+	grep -q " 3 buckets (0.00 per step posted during backward)$" "$TMP/stats"
+	# The default, 1 MiB: one bucket for blobs' 99 parameters.
+	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.enabled=false 2>"$TMP/stats"
+	grep -q " 1 bucket (1.00 per step posted during backward)$" "$TMP/stats"
+}
+
 # images_args DIR: sets args to the arguments of `dtrain fit` for 2 epochs of
 # 48 random 6x6 images (made once per test) with augmentation and dropout,
 # batch 12, checkpoints in $TMP/DIR.
@@ -465,6 +484,40 @@ killed_run() {
 	run --separate-stderr mpi 2 "$DTRAIN" fit "$TMP/m.yaml" -q
 	status_is 0
 	[ "$(grep -c "warning: skipped 1 unreadable record in epoch [12] of" <<<"$stderr")" -eq 2 ]
+}
+
+# skip_csv FILE: 40 rows of two features and a class, rows 7, 12 and 30 unreadable.
+skip_csv() {
+	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 3;
+		if (i == 7 || i == 12 || i == 30) print "1.0,oops,a";
+		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), substr("abc", c + 1, 1) } }' >"$1"
+}
+
+@test "on_error: skip with -np 2 and -np 3 (each rank reads its part), with dropout: the weights of one_device" {
+	need_mpi
+	skip_csv "$TMP/t.csv"
+	# Every rank learns the others' rows: the loss is the global batch's mean, the dropout masks follow the sample.
+	local args=(fit "$MODELS/blobs.yaml" -q --set fit.epochs=3 --set "$DROPOUT" --set data.batch_size=8
+		--set data.on_error=skip --set "data.train={format: csv, path: $TMP/t.csv, label: kind}" --set data.test=null
+		--set data.validation_split=0)
+	"$DTRAIN" "${args[@]}" --set checkpoint.dir="$TMP/one" 2>/dev/null
+	mpi 2 "$DTRAIN" "${args[@]}" --set checkpoint.dir="$TMP/mw2" 2>/dev/null
+	same one mw2
+	mpi 3 "$DTRAIN" "${args[@]}" --set checkpoint.dir="$TMP/mw3" 2>/dev/null
+	same one mw3
+}
+
+@test "multi_worker_mirrored: each rank reads only its part of a batch (a bad record fails the rank that reads it)" {
+	need_mpi
+	skip_csv "$TMP/t.csv"
+	# Unshuffled batches of 8: record 7 is in rank 1's rows 4..7 of the first batch, and in no row of rank 0.
+	run --separate-stderr mpi 2 "$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=1 --set data.batch_size=8 \
+		--set data.shuffle=false --set "data.train={format: csv, path: $TMP/t.csv, label: kind}" \
+		--set data.test=null --set data.validation_split=0 --set checkpoint.enabled=false
+	[ "$status" -ne 0 ]
+	[ "$(grep -c "t.csv', row 9, column 'f2'" <<<"$stderr")" -eq 1 ]
+	grep -q "rank 1 failed" <<<"$stderr"
+	! grep -q "rank 0 failed" <<<"$stderr"
 }
 
 @test "multi_worker_mirrored: ranks with different numbers of replicas fail at start, saying so" {

@@ -660,6 +660,85 @@ static void test_on_error_skip(void **state)
 	nfake_unreadable = 0;
 }
 
+/*
+ * Processes that read their parts (dt_pipeline_set_part): P processes of
+ * R replicas each read, together, every row of every global batch once, in
+ * order, each at the offset its rows have in the whole batch.
+ */
+static void test_parts_cover_the_batch(void **state)
+{
+	struct dt_source s = fake_source(101);
+	for (int P = 1; P <= 3; P++) {
+		for (int R = 1; R <= 2; R++) {
+			for (int prefetch = 0; prefetch <= 2; prefetch += 2) {
+				struct dt_pipeline whole, part[3];
+				struct dt_batch bw, bp[3];
+				struct dt_pipeline_options o = { prefetch, 0, DT_ON_ERROR_ERROR, NULL, 0 };
+				init_opts(&whole, &s, 13, 1, 0, &o);
+				dt_batch_alloc(&bw, &whole);
+				for (int k = 0; k < P; k++) {
+					init_opts(&part[k], &s, 13, 1, 0, &o);
+					dt_pipeline_set_part(&part[k], k * R, R, P * R);
+					dt_batch_alloc(&bp[k], &part[k]);
+				}
+				for (int64_t step = 0; step < dt_pipeline_steps(&whole); step++) {
+					int rows = 0;
+					assert_int_equal(dt_pipeline_read(&whole, 1, step, &bw), 0);
+					for (int k = 0; k < P; k++) {
+						int lo, hi, unused;
+						assert_int_equal(dt_pipeline_read(&part[k], 1, step, &bp[k]), 0);
+						/* its rows are those of its replicas' slices of the whole batch */
+						dt_batch_slice(bw.n, k * R, P * R, &lo, &unused);
+						dt_batch_slice(bw.n, k * R + R - 1, P * R, &unused, &hi);
+						assert_int_equal(bp[k].offset, lo);
+						assert_int_equal(bp[k].n, hi - lo);
+						assert_int_equal(bp[k].total, bw.n);
+						assert_int_equal(bp[k].offset, rows);
+						for (int i = 0; i < bp[k].n; i++) {
+							assert_true(bp[k].x[2 * i] == bw.x[2 * (lo + i)]);
+							assert_int_equal(bp[k].records[i], bw.records[lo + i]);
+						}
+						rows += bp[k].n;
+					}
+					assert_int_equal(rows, bw.n);
+				}
+				dt_batch_free(&bw);
+				dt_pipeline_release(&whole);
+				for (int k = 0; k < P; k++) {
+					dt_batch_free(&bp[k]);
+					dt_pipeline_release(&part[k]);
+				}
+			}
+		}
+	}
+}
+
+/* A part drops its own unreadable records: the total counts the other parts' rows as read. */
+static void test_part_skips_its_records(void **state)
+{
+	struct dt_source s = fake_source(12);
+	struct dt_pipeline p;
+	struct dt_batch b;
+	struct dt_pipeline_options o = { 0, 0, DT_ON_ERROR_SKIP, NULL, 0 };
+
+	nfake_unreadable = 2;
+	memcpy(fake_unreadable, (int64_t[]){ 1, 6 }, 2 * sizeof(int64_t));
+	init_opts(&p, &s, 8, 0, 0, &o);
+	dt_pipeline_set_part(&p, 1, 1, 2); /* rows 4..7 of each batch of 8 */
+	dt_batch_alloc(&b, &p);
+	assert_int_equal(dt_pipeline_read(&p, 0, 0, &b), 0);
+	assert_int_equal(b.n, 3); /* 4, 5, 7: record 1 is another part's */
+	assert_true(b.records[0] == 4 && b.records[1] == 5 && b.records[2] == 7);
+	assert_int_equal(b.offset, 4);
+	assert_int_equal(b.total, 7);
+	assert_int_equal(p.skipped, 1);
+	assert_int_equal(dt_pipeline_read(&p, 0, 1, &b), 0); /* the last batch, 4 rows: this part's are 10, 11 */
+	assert_true(b.n == 2 && b.offset == 2 && b.total == 4 && b.records[0] == 10);
+	dt_batch_free(&b);
+	dt_pipeline_release(&p);
+	nfake_unreadable = 0;
+}
+
 static void test_on_error_error(void **state)
 {
 	struct dt_source s = fake_source(12);
@@ -1179,6 +1258,8 @@ int main(void)
 		cmocka_unit_test(test_prefetch_steps_per_epoch),
 		cmocka_unit_test(test_prefetch_error_travels),
 		cmocka_unit_test(test_on_error_skip),
+		cmocka_unit_test(test_parts_cover_the_batch),
+		cmocka_unit_test(test_part_skips_its_records),
 		cmocka_unit_test(test_on_error_error),
 		cmocka_unit_test(test_cache_reads_once),
 		cmocka_unit_test(test_cache_too_big),

@@ -65,15 +65,17 @@ static void test_distribute_keys(void **state)
 	assert_int_equal(d.num_ps, 1);
 	assert_int_equal(d.has_num_ps, 0);
 	assert_float_equal(d.timeout, 300, 0);
+	assert_float_equal(d.bucket_mb, 1, 0);
 	dt_doc_free(doc);
 
-	doc = distribute("devices: [cpu:0, cpu:3]\nnum_ps: 2\ntimeout: 5\n");
+	doc = distribute("devices: [cpu:0, cpu:3]\nnum_ps: 2\ntimeout: 5\nbucket_mb: 0.25\n");
 	assert_int_equal(dt_distribute_read(dt_doc_root(doc), &d), 0);
 	assert_int_equal(d.ndevices, 2);
 	assert_int_equal(d.devices[1].index, 3);
 	assert_int_equal(d.num_ps, 2);
 	assert_int_equal(d.has_num_ps, 1);
 	assert_float_equal(d.timeout, 5, 0);
+	assert_float_equal(d.bucket_mb, 0.25, 0);
 	dt_doc_free(doc);
 
 	/* GPU names parse; whether the GPUs exist is the strategy's check (test_gpu_devices). */
@@ -98,6 +100,8 @@ static void test_distribute_keys(void **state)
 		{ "num_ps: 0\n", "num_ps" },
 		{ "timeout: 0\n", "timeout" },
 		{ "timout: 5\n", "did you mean 'timeout'" },
+		{ "bucket_mb: -1\n", "bucket_mb" },
+		{ "bucket_mb: big\n", "bucket_mb" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		doc = distribute(bad[i].yaml);
