@@ -442,8 +442,8 @@ static int cmp_record(const void *a, const void *b)
 /*
  * The epoch's skipped training records, warned of by the chief: with parts,
  * every process's count and first DT_SKIP_LIST records are summed into its
- * slot of one vector, and the chief names the lowest records of them all.
- * The count of all processes.
+ * slot of one vector, and the chief names the lowest of those records. The
+ * count of all processes.
  */
 static int64_t report_skipped(struct dt_trainer *t, int epoch)
 {
@@ -502,8 +502,12 @@ static int run_epoch(struct dt_trainer *t, struct dt_fit_pos *pos, struct dt_log
 	for (int64_t step = pos->step; step < steps; step++) {
 		if (dt_trainer_read_batch(t, epoch, step) < 0)
 			return -1;
-		/* An update's gradients may be exchanged as the last replica's backward makes them. */
-		t->ready_replica = t->accumulate_steps <= 1 ? s->nreplicas - 1 : -1;
+		/*
+		 * An update's gradients may be exchanged as the last replica's
+		 * backward makes them: each batch that is applied (below), unless
+		 * gradients accumulate over batches.
+		 */
+		t->ready_replica = t->accumulate_steps <= 1 && t->batch.total > 0 ? s->nreplicas - 1 : -1;
 		for (int r = 0; r < s->nreplicas; r++) {
 			/*
 			 * This process's rows (its part of the global batch) in

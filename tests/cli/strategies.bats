@@ -507,6 +507,19 @@ skip_csv() {
 	same one mw3
 }
 
+@test "on_error: skip under mpirun, a batch with no readable record: no update on any rank, the weights of one_device" {
+	need_mpi
+	awk 'BEGIN { srand(5); print "f1,f2,kind"; for (i = 0; i < 24; i++) { c = i % 3;
+		if (i < 8) print "1.0,oops,a";
+		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), substr("abc", c + 1, 1) } }' >"$TMP/t.csv"
+	local args=(fit "$MODELS/blobs.yaml" -q --set fit.epochs=2 --set data.batch_size=8 --set data.shuffle=false
+		--set data.on_error=skip --set "data.train={format: csv, path: $TMP/t.csv, label: kind}" --set data.test=null
+		--set data.validation_split=0 --set distribute.bucket_mb=0)
+	"$DTRAIN" "${args[@]}" --set checkpoint.dir="$TMP/one" 2>/dev/null
+	mpi 2 "$DTRAIN" "${args[@]}" --set checkpoint.dir="$TMP/mw2" 2>/dev/null
+	same one mw2
+}
+
 @test "multi_worker_mirrored: each rank reads only its part of a batch (a bad record fails the rank that reads it)" {
 	need_mpi
 	skip_csv "$TMP/t.csv"
