@@ -29,7 +29,8 @@ static const char usage[] =
 	"update on a batch of random data (data.batch_size samples), in training\n"
 	"mode, and compares the step's GFLOP/s with the machine's measured peak.\n"
 	"\n"
-	"  --iterations N         timed training steps, averaged (default 20)\n"
+	"  --iterations N         timed training steps, averaged (default: 20, or more\n"
+	"                         until they take a second)\n"
 	"  --warmup N             untimed steps first (default 5)\n"
 	"  --data                 also read one epoch of the training data through the\n"
 	"                         pipeline alone and print data/training throughput\n"
@@ -52,6 +53,7 @@ struct report {
 	const char *model;
 	const char *optimizer;
 	int batch, global_batch, replicas, threads, iterations, warmup;
+	double min_seconds;   /* without --iterations: more steps until they take this long */
 	int nlayers;
 	struct layer_time *layers;
 	double forward_ms, loss_ms, backward_ms, update_ms, step_ms;
@@ -171,18 +173,25 @@ static int build(struct dt_app *a, int *batch, struct dt_shape *label, int *clas
 	return 0;
 }
 
-/* Runs warmup + iterations training steps on the batch in the model, timing every part. */
+/*
+ * Runs warmup + iterations training steps on the batch in the model, timing
+ * every part; more timed steps until they take min_seconds (r->iterations
+ * becomes their count): a few milliseconds of steps on a shared machine
+ * repeat badly.
+ */
 static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct report *r)
 {
 	struct dt_model *m = &a->models[0];
-	int n = r->batch, first = dt_model_first_trainable(m);
+	int n = r->batch, first = dt_model_first_trainable(m), it;
 	double t0, t1, start = 0;
 
-	for (int it = 0; it < r->warmup + r->iterations; it++) {
+	for (it = 0;; it++) {
 		struct dt_step_ctx ctx = { .training = 1, .key = dt_hash64(a->cfg.seed, (uint64_t)it) };
-		int timed = it >= r->warmup;
+		int timed = it >= r->warmup, done = it - r->warmup;
 		struct dt_tensor pred, dpred;
 
+		if (done >= r->iterations && (done >= MAX_STEPS || dt_now() - start >= r->min_seconds))
+			break;
 		if (it == r->warmup)
 			start = dt_now();
 		for (int i = 0; i < m->nlayers; i++) {
@@ -216,6 +225,7 @@ static void run_steps(struct dt_app *a, const struct dt_tensor *labels, struct r
 		if (timed)
 			r->update_ms += t1 - t0;
 	}
+	r->iterations = it - r->warmup;
 	r->step_ms = (dt_now() - start) * 1e3 / r->iterations;
 	r->loss_ms *= 1e3 / r->iterations;
 	r->update_ms *= 1e3 / r->iterations;
@@ -429,6 +439,7 @@ int cmd_time(int argc, char **argv)
 		rc = DT_EXIT_USAGE;
 		goto out_opts;
 	}
+	r.min_seconds = o.iterations ? 0 : 1;
 	if ((rc = dt_app_config(&a, &o, 1)) || (rc = build(&a, &r.batch, &label, &classes)))
 		goto out;
 

@@ -27,6 +27,13 @@ if [ ${#models[@]} -eq 0 ]; then
 	models=(models/fashion_mlp.yaml)
 	[ -f models/fashion_png.yaml ] && models+=(models/fashion_png.yaml)
 fi
+# models/fashion_png.yaml reads the PNG folders its script writes (once, about a minute).
+for yaml in "${models[@]}"; do
+	if [ "$(basename "$yaml")" = fashion_png.yaml ] && [ ! -d fashion-png/train ]; then
+		echo "data_bench: writing fashion-png/ (python3 models/fashion_png.py)"
+		/usr/bin/python3 models/fashion_png.py
+	fi
+done
 
 # fit_rate YAML ARGS...: the best epoch samples/s of a short fit.
 fit_rate() {

@@ -165,9 +165,13 @@ quick() { "$DTRAIN" time --iterations 3 --warmup 1 "$@"; }
 	run "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 7 --warmup 0 --json
 	status_is 0
 	jq -e '.iterations == 7 and .warmup == 0' <<<"$output" >/dev/null
-	run "$DTRAIN" time "$MODELS/blobs.yaml"
+	run "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 20
 	status_is 0
 	[[ ${lines[0]} == *"mean of 20 steps after 5 warm-up" ]]
+	# Without --iterations: 20 steps, or more until they take a second (blobs' steps take microseconds).
+	run "$DTRAIN" time "$MODELS/blobs.yaml" --json
+	status_is 0
+	jq -e '.iterations > 20 and .iterations * .step_ms >= 1000 and .warmup == 5' <<<"$output" >/dev/null
 }
 
 @test "--iterations 0, negative or non-numeric counts: a usage error" {
