@@ -409,11 +409,6 @@ static void allreduce(struct dt_mpi_group *g, void *v, int64_t n, MPI_Datatype t
 	wait_group(g, &r, 1, what, step);
 }
 
-void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step)
-{
-	allreduce(g, v, n, MPI_FLOAT, MPI_SUM, what, step);
-}
-
 void dt_mpi_allreduce_float_start(struct dt_mpi_group *g, float *v, int64_t n, MPI_Request *r)
 {
 	*r = MPI_REQUEST_NULL;

@@ -104,23 +104,22 @@ void dt_mpi_group_release(struct dt_mpi_group *g);
 
 /*
  * In-place sums and a broadcast from member 0 over the group; `what` names
- * the collective in a timeout message ("the gradient all-reduce"), step the
+ * the collective in a timeout message ("the metrics all-reduce"), step the
  * training step (-1: none). They return only on success: a timeout aborts.
  */
-void dt_mpi_allreduce_float(struct dt_mpi_group *g, float *v, int64_t n, const char *what, int64_t step);
 void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
+void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
 /*
- * The float sum in parts: _start posts it (an arrival notice, then
- * MPI_Iallreduce) and returns at once; dt_mpi_progress lets posted ones
- * advance (Open MPI moves a non-blocking collective only inside MPI calls);
- * dt_mpi_wait_started waits for reqs[0..n), watched as every collective,
- * the last one posted naming the missing ranks. Every member posts the same
- * sequence of sums.
+ * A float sum (the gradients), in parts: _start posts one (an arrival
+ * notice, then MPI_Iallreduce) and returns at once; dt_mpi_progress lets
+ * the posted ones advance (Open MPI moves a non-blocking collective only
+ * inside MPI calls); dt_mpi_wait_started waits for reqs[0..n), watched as
+ * every collective, the last one posted naming the missing ranks. Every
+ * member posts the same sequence of sums.
  */
 void dt_mpi_allreduce_float_start(struct dt_mpi_group *g, float *v, int64_t n, MPI_Request *r);
 void dt_mpi_progress(MPI_Request *reqs, int n);
 void dt_mpi_wait_started(struct dt_mpi_group *g, MPI_Request *reqs, int n, const char *what, int64_t step);
-void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
 /*
  * After every rank stopped on a signal at the same step: one last meeting of
  * the group, so that the chief has written its checkpoint and said how to

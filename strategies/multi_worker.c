@@ -16,8 +16,8 @@
  * posted (MPI_Iallreduce), and the posted ones progress between layers;
  * apply_gradients posts what is left, waits for all, and updates.
  *
- * Every collective gives up after distribute.timeout seconds, naming the ranks that did not
- * arrive (mpi_coll.h).
+ * Every collective gives up after distribute.timeout seconds, naming the
+ * ranks that did not arrive (mpi_coll.h).
  *
  * GPU replicas (`devices: [gpu:0, ...]`, or auto on a host with GPUs): rank
  * 0 makes an NCCL unique id and broadcasts it over MPI; local GPU l of rank k
