@@ -302,21 +302,23 @@ static dnnl_memory_desc_t conv_weights_md(const struct dt_conv_geom *g, dnnl_dat
 }
 
 /*
- * The descriptors of one batch size n: the activations as dtrain holds them
- * (float32 NHWC) and as the primitives read them (bfloat16 NHWC under bf16),
- * the weights in any layout of the primitives' type.
+ * The descriptors of one batch size n: the type the primitives read
+ * (bfloat16 under bf16), the activations as dtrain holds them (float32
+ * NHWC), the forward's x as it reads it (NHWC of that type), the weights in
+ * any layout of that type.
  */
 struct conv_mds {
-	dnnl_memory_desc_t x, y, x_in, dy_in, w_in;
+	dnnl_data_type_t in;
+	dnnl_memory_desc_t x, y, x_in, w_in;
 };
 
 static struct conv_mds conv_mds(const struct dt_conv_geom *g, int n, int bf16)
 {
 	dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
-	return (struct conv_mds){ .x = md_nhwc(n, g->in_c, g->in_h, g->in_w),
+	return (struct conv_mds){ .in = in,
+				  .x = md_nhwc(n, g->in_c, g->in_h, g->in_w),
 				  .y = md_nhwc(n, g->out_c, g->out_h, g->out_w),
 				  .x_in = md_4d(n, g->in_c, g->in_h, g->in_w, in, dnnl_nhwc),
-				  .dy_in = md_4d(n, g->out_c, g->out_h, g->out_w, in, dnnl_nhwc),
 				  .w_in = conv_weights_md(g, in, dnnl_format_tag_any) };
 }
 
@@ -347,10 +349,10 @@ static dnnl_convolution_desc_t conv_fwd_op(const struct dt_conv_geom *g, int n, 
 static dnnl_convolution_desc_t conv_bwd_weights_op(const struct dt_conv_geom *g, int n, int bf16,
 						   const dnnl_memory_desc_t *b_md, int blocked)
 {
-	dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+	struct conv_mds md = conv_mds(g, n, bf16);
 	dnnl_format_tag_t tag = blocked ? dnnl_format_tag_any : dnnl_nhwc;
-	dnnl_memory_desc_t x_any = md_4d(n, g->in_c, g->in_h, g->in_w, in, tag);
-	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, in, tag);
+	dnnl_memory_desc_t x_any = md_4d(n, g->in_c, g->in_h, g->in_w, md.in, tag);
+	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, md.in, tag);
 	dnnl_memory_desc_t dw_any = conv_weights_md(g, dnnl_f32, dnnl_format_tag_any);
 	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
@@ -365,7 +367,7 @@ static dnnl_convolution_desc_t conv_bwd_data_op(const struct dt_conv_geom *g, in
 {
 	struct conv_mds md = conv_mds(g, n, bf16);
 	dnnl_memory_desc_t dx_any = md_4d(n, g->in_c, g->in_h, g->in_w, dnnl_f32, dnnl_format_tag_any);
-	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, md.dy_in.data_type, dnnl_format_tag_any);
+	dnnl_memory_desc_t dy_any = md_4d(n, g->out_c, g->out_h, g->out_w, md.in, dnnl_format_tag_any);
 	struct conv_dims d = conv_dims(g);
 	dnnl_convolution_desc_t op;
 	DT_DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&op, dnnl_convolution_direct, &dx_any, &md.w_in,
@@ -487,14 +489,15 @@ static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 {
 	struct conv_mds md = conv_mds(&p->g, e->s.n, p->bf16);
 	dnnl_convolution_desc_t op = conv_bwd_data_op(&p->g, e->s.n, p->bf16);
-	dnnl_primitive_desc_t pd, wpd;
+	dnnl_primitive_desc_t pd;
+	const_dnnl_primitive_desc_t wpd;
 	const dnnl_memory_desc_t *dy_md;
 
 	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch);
 	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
 			      &e->w_to_bwd, &p->w_bwd, 1);
 	dy_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-	DT_DNNL_CHECK(dnnl_primitive_get_primitive_desc(e->bwd_weights.p, (const_dnnl_primitive_desc_t *)&wpd));
+	DT_DNNL_CHECK(dnnl_primitive_get_primitive_desc(e->bwd_weights.p, &wpd));
 	e->dy_shared = dnnl_memory_desc_equal(dy_md, dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_dst_md, 0));
 	if (!e->dy_shared)
 		e->dy_bwd = layout_for(&p->base, &md.y, dy_md, &e->dy_to_bwd, &p->dy_bwd, 1);
