@@ -24,9 +24,10 @@ static struct dt_tensor host_flat(float *p, int64_t n) { return dt_tensor_flat(p
 
 void dt_local_sum_grads(struct dt_strategy *s, struct dt_model *replicas, int64_t lo, int64_t hi)
 {
-	struct dt_tensor g0 = host_flat(replicas[0].grads + lo, hi - lo);
+	struct dt_tensor g0;
 	if (hi <= lo)
 		return;
+	g0 = host_flat(replicas[0].grads + lo, hi - lo);
 	for (int r = 1; r < s->nreplicas; r++) {
 		struct dt_tensor g = host_flat(replicas[r].grads + lo, hi - lo);
 		DT_ASSERT(replicas[r].dev.kind == DT_DEVICE_CPU);

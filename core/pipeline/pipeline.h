@@ -139,7 +139,7 @@ struct dt_pipeline {
 	struct dt_cache *cache;
 	/* records skipped (on_error: skip) in the batches returned since the last report */
 	int64_t skipped;
-	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which reads the same batches) */
+	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which warns for all) */
 	/* this process's part of each global batch (dt_pipeline_set_part): replicas [first, first + count) of total; total 0: all */
 	int part_first, part_count, part_total;
 	int64_t skipped_list[DT_SKIP_LIST];

@@ -486,16 +486,17 @@ killed_run() {
 	[ "$(grep -c "warning: skipped 1 unreadable record in epoch [12] of" <<<"$stderr")" -eq 2 ]
 }
 
-# skip_csv FILE: 40 rows of two features and a class, rows 7, 12 and 30 unreadable.
+# skip_csv FILE ROWS BAD: ROWS rows of two features and a class, those whose index i meets the
+# awk condition BAD unreadable.
 skip_csv() {
-	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 3;
-		if (i == 7 || i == 12 || i == 30) print "1.0,oops,a";
+	awk -v rows="$2" 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < rows; i++) { c = i % 3;
+		if ('"$3"') print "1.0,oops,a";
 		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), substr("abc", c + 1, 1) } }' >"$1"
 }
 
 @test "on_error: skip with -np 2 and -np 3 (each rank reads its part), with dropout: the weights of one_device" {
 	need_mpi
-	skip_csv "$TMP/t.csv"
+	skip_csv "$TMP/t.csv" 40 "i == 7 || i == 12 || i == 30"
 	# Every rank learns the others' rows: the loss is the global batch's mean, the dropout masks follow the sample.
 	local args=(fit "$MODELS/blobs.yaml" -q --set fit.epochs=3 --set "$DROPOUT" --set data.batch_size=8
 		--set data.on_error=skip --set "data.train={format: csv, path: $TMP/t.csv, label: kind}" --set data.test=null
@@ -509,9 +510,7 @@ skip_csv() {
 
 @test "on_error: skip under mpirun, a batch with no readable record: no update on any rank, the weights of one_device" {
 	need_mpi
-	awk 'BEGIN { srand(5); print "f1,f2,kind"; for (i = 0; i < 24; i++) { c = i % 3;
-		if (i < 8) print "1.0,oops,a";
-		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), substr("abc", c + 1, 1) } }' >"$TMP/t.csv"
+	skip_csv "$TMP/t.csv" 24 "i < 8"
 	local args=(fit "$MODELS/blobs.yaml" -q --set fit.epochs=2 --set data.batch_size=8 --set data.shuffle=false
 		--set data.on_error=skip --set "data.train={format: csv, path: $TMP/t.csv, label: kind}" --set data.test=null
 		--set data.validation_split=0 --set distribute.bucket_mb=0)
@@ -522,7 +521,7 @@ skip_csv() {
 
 @test "multi_worker_mirrored: each rank reads only its part of a batch (a bad record fails the rank that reads it)" {
 	need_mpi
-	skip_csv "$TMP/t.csv"
+	skip_csv "$TMP/t.csv" 40 "i == 7 || i == 12 || i == 30"
 	# Unshuffled batches of 8: record 7 is in rank 1's rows 4..7 of the first batch, and in no row of rank 0.
 	run --separate-stderr mpi 2 "$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=1 --set data.batch_size=8 \
 		--set data.shuffle=false --set "data.train={format: csv, path: $TMP/t.csv, label: kind}" \
