@@ -58,4 +58,5 @@ const struct dt_layer_type dt_activation_layer = {
 	.forward = activation_forward,
 	.backward = activation_backward,
 	.export = activation_export,
+	.mask = DT_MASK_PASS,
 };

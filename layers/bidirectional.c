@@ -8,6 +8,8 @@
  * Arguments: layer (required: `{lstm: {units: 64}}`), merge_mode.
  * Parameters: the two copies', named forward_NAME/... and backward_NAME/...
  * after the wrapped layer's name (forward_lstm/kernel, ...), as Keras.
+ * Under a mask both copies honour it, with zeros at the masked steps of
+ * sequences (Keras sets its copies' zero_output_for_mask to return_sequences).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +29,9 @@ struct bidir {
 	struct dt_layer dir[2]; /* forward, backward */
 	enum dt_rnn_merge mode;
 	int steps;              /* merged steps: the sequence's with return_sequences, else 1 */
+	int own;                /* the first of the buffers above: the copies' mask buffers come first */
 	char names[DT_LAYER_MAX_PARAMS][96];
+	char buf_names[DT_LAYER_MAX_BUFS][96];
 };
 
 static int is_recurrent(const struct dt_layer_type *t)
@@ -87,21 +91,31 @@ static int bidir_init(struct dt_layer *l, const struct dt_node *args)
 		s->node = l->node;
 		s->in = l->in;
 		s->act = DT_ACT_LINEAR;
+		s->mask_in = l->mask_in;
 		if (type->init(s, inner) < 0)
 			return -1;
-		DT_ASSERT(s->nbufs == 0 && l->nparams + s->nparams <= DT_LAYER_MAX_PARAMS);
+		DT_ASSERT(l->nparams + s->nparams <= DT_LAYER_MAX_PARAMS);
 		for (int p = 0; p < s->nparams; p++) {
 			snprintf(b->names[l->nparams], sizeof(b->names[0]), "%s/%s", s->name, s->params[p].name);
 			l->params[l->nparams] = s->params[p];
 			l->params[l->nparams].name = b->names[l->nparams];
 			l->nparams++;
 		}
+		/* the copy's buffers (a mask's) are the wrapper's, placed by the model */
+		for (int k = 0; k < s->nbufs; k++) {
+			snprintf(b->buf_names[l->nbufs], sizeof(b->buf_names[0]), "%s/%s", s->name, s->bufs[k].name);
+			dt_layer_buffer(l, b->buf_names[l->nbufs], s->bufs[k].per_sample);
+		}
 	}
 	{
-		struct dt_recurrent *bw = b->dir[1].priv;
+		struct dt_recurrent *fw = b->dir[0].priv, *bw = b->dir[1].priv;
 		const struct dt_shape *o = &b->dir[0].out;
 		bw->g.go_backwards = !bw->g.go_backwards;
 		b->steps = bw->g.return_sequences ? bw->g.steps : 1;
+		/* Keras' Bidirectional: zeros, not the last output, at masked steps of sequences */
+		fw->zero_masked = bw->zero_masked = bw->g.return_sequences;
+		l->mask_out = b->dir[0].mask_out;
+		b->own = l->nbufs;
 		l->out = *o;
 		if (b->mode == DT_RNN_MERGE_CONCAT)
 			l->out.dim[o->ndim - 1] *= 2;
@@ -118,7 +132,7 @@ static int bidir_init(struct dt_layer *l, const struct dt_node *args)
 static int bidir_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 {
 	struct bidir *b = l->priv;
-	int j = 0;
+	int j = 0, k = 0;
 	for (int d = 0; d < 2; d++) {
 		struct dt_layer *s = &b->dir[d];
 		for (int p = 0; p < s->nparams; p++, j++) {
@@ -126,6 +140,8 @@ static int bidir_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 			s->params[p].grad = l->params[j].grad;
 			s->params[p].offset = l->params[j].offset;
 		}
+		for (int i = 0; i < s->nbufs; i++, k++)
+			s->bufs[i].t = l->bufs[k].t;
 		if (s->type->alloc && s->type->alloc(s, dev, max_batch) < 0)
 			return -1;
 	}
@@ -137,7 +153,7 @@ static void bidir_forward(struct dt_layer *l, const struct dt_tensor *x, struct 
 {
 	struct bidir *b = l->priv;
 	int n = x->shape.dim[0];
-	struct dt_tensor yf = dt_layer_buf_view(l, FWD_Y, n), yb = dt_layer_buf_view(l, BWD_Y, n);
+	struct dt_tensor yf = dt_layer_buf_view(l, b->own + FWD_Y, n), yb = dt_layer_buf_view(l, b->own + BWD_Y, n);
 	b->dir[0].type->forward(&b->dir[0], x, &yf, ctx);
 	b->dir[1].type->forward(&b->dir[1], x, &yb, ctx);
 	dt_op_rnn_merge(b->mode, b->steps, &yf, &yb, y);
@@ -148,9 +164,10 @@ static void bidir_backward(struct dt_layer *l, const struct dt_tensor *x, const 
 {
 	struct bidir *b = l->priv;
 	int n = x->shape.dim[0];
-	struct dt_tensor yf = dt_layer_buf_view(l, FWD_Y, n), yb = dt_layer_buf_view(l, BWD_Y, n);
-	struct dt_tensor dyf = dt_layer_buf_view(l, FWD_DY, n), dyb = dt_layer_buf_view(l, BWD_DY, n);
-	struct dt_tensor dxb = dt_layer_buf_view(l, BWD_DX, n);
+	struct dt_tensor yf = dt_layer_buf_view(l, b->own + FWD_Y, n), yb = dt_layer_buf_view(l, b->own + BWD_Y, n);
+	struct dt_tensor dyf = dt_layer_buf_view(l, b->own + FWD_DY, n);
+	struct dt_tensor dyb = dt_layer_buf_view(l, b->own + BWD_DY, n);
+	struct dt_tensor dxb = dt_layer_buf_view(l, b->own + BWD_DX, n);
 	dt_op_rnn_merge_backward(b->mode, b->steps, dy, &yf, &yb, &dyf, &dyb);
 	b->dir[0].type->backward(&b->dir[0], x, &yf, &dyf, dx);
 	b->dir[1].type->backward(&b->dir[1], x, &yb, &dyb, dx ? &dxb : NULL);
@@ -224,4 +241,5 @@ const struct dt_layer_type dt_bidirectional_layer = {
 	.alloc = bidir_alloc,
 	.flops = bidir_flops,
 	.export = bidir_export,
+	.mask = DT_MASK_OWN,
 };

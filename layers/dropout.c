@@ -90,4 +90,5 @@ const struct dt_layer_type dt_dropout_layer = {
 	.backward = dropout_backward,
 	.export = dropout_export,
 	.release = dropout_release,
+	.mask = DT_MASK_PASS,
 };

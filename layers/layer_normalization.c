@@ -174,4 +174,5 @@ const struct dt_layer_type dt_layer_normalization_layer = {
 	.alloc = layernorm_alloc,
 	.flops = layernorm_flops,
 	.export = layernorm_export,
+	.mask = DT_MASK_PASS,
 };

@@ -32,4 +32,5 @@ const struct dt_layer_type dt_lstm_layer = {
 	.alloc = dt_recurrent_alloc,
 	.flops = dt_recurrent_flops,
 	.export = dt_recurrent_export,
+	.mask = DT_MASK_OWN,
 };

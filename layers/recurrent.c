@@ -117,8 +117,22 @@ int dt_recurrent_init(struct dt_layer *l, const struct dt_node *args, enum dt_rn
 	rc = dt_calloc(1, sizeof(*rc));
 	rc->g = g;
 	l->priv = rc;
+	if (l->mask_in) {
+		int outs = seqs ? g.steps : 1;
+		rc->mask = l->mask_in;
+		rc->buf = dt_layer_buffer(l, "masked_x", (int64_t)g.steps * g.in);
+		dt_layer_buffer(l, "masked_y", (int64_t)g.steps * g.units);
+		dt_layer_buffer(l, "masked_dy", (int64_t)g.steps * g.units);
+		dt_layer_buffer(l, "masked_dx", (int64_t)g.steps * g.in);
+		dt_layer_buffer(l, "mask_take", g.steps);
+		dt_layer_buffer(l, "mask_put", outs);
+		dt_layer_buffer(l, "mask_back", g.steps);
+		l->mask_out = seqs ? l->mask_in : NULL;
+	}
 	return 0;
 }
+
+enum { XC, YC, DYC, DXC, TAKE, PUT, BACK }; /* the mask buffers, from rc->buf */
 
 int dt_recurrent_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 {
@@ -126,32 +140,142 @@ int dt_recurrent_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 	if (dev.kind == DT_DEVICE_CUDA && rc->g.cell == DT_RNN_GRU)
 		return dt_node_error(l->node, "layer '%s': a GRU with reset_after: false has no cuDNN cell; use "
 				     "reset_after: true (Keras 3's default) on a GPU, or train on the CPU", l->name);
-	rc->plan = dt_plan_rnn(dev, &rc->g, max_batch);
+	if (rc->mask) { /* the plan reads the gathered steps forwards and returns them all */
+		struct dt_rnn_geom g = rc->g;
+		if ((int64_t)max_batch * g.steps >= 1 << 24)
+			return dt_error("layer '%s': a batch of %d sequences of %d steps is more than a masked "
+					"recurrent layer indexes (2^24 steps)", l->name, max_batch, g.steps);
+		g.go_backwards = 0;
+		g.return_sequences = 1;
+		free(rc->host);
+		rc->host = dt_malloc((size_t)max_batch * g.steps * 3 * sizeof(float));
+		rc->plan = dt_plan_rnn(dev, &g, max_batch);
+	} else {
+		rc->plan = dt_plan_rnn(dev, &rc->g, max_batch);
+	}
 	return rc->plan ? 0 : dt_error("layer '%s': the backend cannot make this recurrent layer", l->name);
+}
+
+/* A buffer's view for a batch of n as `rows` rows of `width` floats. */
+static struct dt_tensor rows_view(const struct dt_layer *l, int buf, int n, int64_t rows, int width)
+{
+	struct dt_tensor t = dt_layer_buf_view(l, buf, n);
+	return dt_tensor_batch(t.data, t.dev, (int)rows, &(struct dt_shape){ 1, { width } });
+}
+
+/*
+ * The batch's three index lists, as row numbers of (n * steps)-row tables
+ * (-1: a row of zeros): take[s, j] the input step that is the j-th one read
+ * of sample s, put[s, p] the gathered step whose output is the layer's at
+ * the p-th step read (or put[s] the last state's), back[s, t] the gathered
+ * step that input step t became.
+ */
+static void mask_indices(const struct dt_layer *l, struct dt_recurrent *rc, int n)
+{
+	const struct dt_rnn_geom *g = &rc->g;
+	const int T = g->steps, outs = g->return_sequences ? T : 1;
+	float *take = rc->host, *put = take + (int64_t)n * T, *back = put + (int64_t)n * outs;
+	struct dt_tensor t;
+
+	DT_ASSERT(rc->mask->n == n && rc->mask->steps == T);
+	for (int s = 0; s < n; s++) {
+		const unsigned char *valid = rc->mask->valid + (int64_t)s * T;
+		int64_t base = (int64_t)s * T;
+		int j = 0;
+		for (int p = 0; p < T; p++) {
+			int step = g->go_backwards ? T - 1 - p : p;
+			if (valid[step]) {
+				take[base + j] = (float)(base + step);
+				back[base + step] = (float)(base + j);
+				j++;
+			} else {
+				back[base + step] = -1;
+			}
+			if (g->return_sequences)
+				put[base + p] = j > 0 && (valid[step] || !rc->zero_masked) ? (float)(base + j - 1) : -1;
+		}
+		if (!g->return_sequences)
+			put[s] = j > 0 ? (float)(base + j - 1) : -1;
+		for (; j < T; j++)
+			take[base + j] = -1;
+	}
+	t = rows_view(l, rc->buf + TAKE, n, (int64_t)n * T, 1);
+	dt_op_from_host(&t, take);
+	t = rows_view(l, rc->buf + PUT, n, (int64_t)n * outs, 1);
+	dt_op_from_host(&t, put);
+	t = rows_view(l, rc->buf + BACK, n, (int64_t)n * T, 1);
+	dt_op_from_host(&t, back);
 }
 
 void dt_recurrent_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
 			  const struct dt_step_ctx *ctx)
 {
 	struct dt_recurrent *rc = l->priv;
-	dt_op_rnn_forward(rc->plan, ctx ? ctx->training : 0, x, &l->params[KERNEL].value, &l->params[RECURRENT].value,
-			  l->nparams > BIAS ? &l->params[BIAS].value : NULL, y);
+	const struct dt_tensor *b = l->nparams > BIAS ? &l->params[BIAS].value : NULL;
+	int n = x->shape.dim[0], T = rc->g.steps;
+	struct dt_tensor take, put, xt, xc, yc, yt;
+
+	if (!rc->mask) {
+		dt_op_rnn_forward(rc->plan, ctx ? ctx->training : 0, x, &l->params[KERNEL].value,
+				  &l->params[RECURRENT].value, b, y);
+		return;
+	}
+	mask_indices(l, rc, n);
+	take = rows_view(l, rc->buf + TAKE, n, (int64_t)n * T, 1);
+	put = rows_view(l, rc->buf + PUT, n, (int64_t)n * (rc->g.return_sequences ? T : 1), 1);
+	xt = dt_tensor_batch(x->data, x->dev, n * T, &(struct dt_shape){ 1, { rc->g.in } });
+	xc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + XC, n).data, x->dev, n,
+			     &(struct dt_shape){ 2, { T, rc->g.in } });
+	yc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + YC, n).data, x->dev, n,
+			     &(struct dt_shape){ 2, { T, rc->g.units } });
+	dt_op_gather(&take, &xt, &xc);
+	dt_op_rnn_forward(rc->plan, ctx ? ctx->training : 0, &xc, &l->params[KERNEL].value,
+			  &l->params[RECURRENT].value, b, &yc);
+	yt = rows_view(l, rc->buf + YC, n, (int64_t)n * T, rc->g.units);
+	dt_op_gather(&put, &yt, y);
 }
 
 void dt_recurrent_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,
 			   struct dt_tensor *dy, struct dt_tensor *dx)
 {
 	struct dt_recurrent *rc = l->priv;
-	dt_op_rnn_backward(rc->plan, x, &l->params[KERNEL].value, &l->params[RECURRENT].value,
-			   l->nparams > BIAS ? &l->params[BIAS].value : NULL, y, dy, &l->params[KERNEL].grad,
-			   &l->params[RECURRENT].grad, l->nparams > BIAS ? &l->params[BIAS].grad : NULL, dx);
+	const struct dt_tensor *b = l->nparams > BIAS ? &l->params[BIAS].value : NULL;
+	struct dt_tensor *db = l->nparams > BIAS ? &l->params[BIAS].grad : NULL;
+	int n = x->shape.dim[0], T = rc->g.steps;
+	struct dt_tensor put, back, xc, yc, dyc, dyt, dxc, dxt;
+
+	if (!rc->mask) {
+		dt_op_rnn_backward(rc->plan, x, &l->params[KERNEL].value, &l->params[RECURRENT].value, b, y, dy,
+				   &l->params[KERNEL].grad, &l->params[RECURRENT].grad, db, dx);
+		return;
+	}
+	put = rows_view(l, rc->buf + PUT, n, (int64_t)n * (rc->g.return_sequences ? T : 1), 1);
+	back = rows_view(l, rc->buf + BACK, n, (int64_t)n * T, 1);
+	xc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + XC, n).data, x->dev, n,
+			     &(struct dt_shape){ 2, { T, rc->g.in } });
+	yc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + YC, n).data, x->dev, n,
+			     &(struct dt_shape){ 2, { T, rc->g.units } });
+	dyc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + DYC, n).data, x->dev, n,
+			      &(struct dt_shape){ 2, { T, rc->g.units } });
+	dxc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + DXC, n).data, x->dev, n,
+			      &(struct dt_shape){ 2, { T, rc->g.in } });
+	dyt = rows_view(l, rc->buf + DYC, n, (int64_t)n * T, rc->g.units);
+	dxt = rows_view(l, rc->buf + DXC, n, (int64_t)n * T, rc->g.in);
+	dt_op_fill(&dyc, 0);
+	dt_op_scatter_add(&put, dy, &dyt);
+	dt_op_rnn_backward(rc->plan, &xc, &l->params[KERNEL].value, &l->params[RECURRENT].value, b, &yc, &dyc,
+			   &l->params[KERNEL].grad, &l->params[RECURRENT].grad, db, dx ? &dxc : NULL);
+	if (dx)
+		dt_op_gather(&back, &dxt, dx);
 }
 
 void dt_recurrent_release(struct dt_layer *l)
 {
 	struct dt_recurrent *rc = l->priv;
-	if (rc)
+	if (rc) {
 		dt_plan_free(rc->plan);
+		free(rc->host);
+	}
 	free(rc);
 	l->priv = NULL;
 }

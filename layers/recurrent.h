@@ -18,9 +18,25 @@
 
 #include "core/model/layer.h"
 
+/*
+ * Under a mask (mask_zero, issue 14) a recurrent layer runs as Keras: a
+ * masked step leaves the state as it was and outputs the last output (or
+ * zeros, zero_masked). oneDNN and cuDNN know no masks, so each sample's
+ * unmasked steps, in the order they are read, are gathered to the front of
+ * a sequence (xc; zeros after them) that the plan reads forwards, keeping
+ * every step (yc); the output gathers, for each step read, the last
+ * unmasked step's output, or for the last state the sample's last one. The
+ * steps after a sample's own are padding that only later padding reads: the
+ * scatter of dy into dyc gives them no gradient, so the plan's backward is
+ * exact, and dx gathers dxc back to the unmasked steps (zeros elsewhere).
+ */
 struct dt_recurrent {
 	struct dt_rnn_geom g;
 	struct dt_plan *plan;
+	const struct dt_mask *mask; /* l->mask_in; NULL: none */
+	int zero_masked;            /* Keras' zero_output_for_mask (Bidirectional's copies with return_sequences) */
+	int buf;                    /* the first of the layer's seven mask buffers */
+	float *host;                /* the three index lists of a batch, made on the host */
 };
 
 /* init for a cell: reads the arguments (keys, the cell's own ones included), declares the parameters. */

@@ -28,4 +28,5 @@ const struct dt_layer_type dt_spatial_dropout1d_layer = {
 	.release = dt_spatial_dropout_release,
 	.flops = dt_spatial_dropout_flops,
 	.export = dt_spatial_dropout_export,
+	.mask = DT_MASK_PASS,
 };

@@ -22,7 +22,7 @@
 struct dt_onnx; /* core/export/onnx.h */
 
 #define DT_LAYER_MAX_PARAMS 8 /* Bidirectional: two recurrent layers of 3 */
-#define DT_LAYER_MAX_BUFS 8
+#define DT_LAYER_MAX_BUFS 24 /* Bidirectional: its own 5 and its two masked copies' 7 each */
 
 /* Keras' initializers; the *_normal ones draw from a normal truncated at 2 stddev, as Keras. */
 enum dt_init {
@@ -70,6 +70,29 @@ struct dt_step_ctx {
 			       draws follow the sample, not the replica that computes it */
 };
 
+/*
+ * Embedding's mask_zero (issue 14), as Keras' masks: which steps of each
+ * sample of the batch hold a token other than 0. The embedding fills it on
+ * the host in every forward pass; the layers after it see it as mask_in
+ * until one that reads it (a recurrent layer, global_average_pooling1d)
+ * uses it up. Layers of a type whose mask is DT_MASK_PASS hand it on
+ * unchanged; any other layer that receives one must say what it does with
+ * it (its init sets mask_out or refuses the model), and the model refuses
+ * a layer that ignores a mask it is given, and a mask that reaches the output.
+ */
+struct dt_mask {
+	int steps;
+	int n;                /* samples of the last forward pass */
+	unsigned char *valid; /* (max_batch, steps) on the host: 1 where the step holds a token */
+	float *scratch;       /* (max_batch, steps) floats on the host for the layer that reads it, while it runs */
+};
+
+enum dt_mask_rule {
+	DT_MASK_NONE, /* the layer handles no mask: the model refuses it after a masked layer */
+	DT_MASK_PASS, /* elementwise over the steps (dense, dropout, ...): its output keeps its input's mask */
+	DT_MASK_OWN,  /* its init reads mask_in and sets mask_out (embedding, recurrent layers, ...) */
+};
+
 struct dt_layer {
 	const struct dt_layer_type *type;
 	char name[64];                /* "dense_1", unique in the model */
@@ -83,6 +106,8 @@ struct dt_layer {
 	struct dt_param params[DT_LAYER_MAX_PARAMS];
 	int nbufs;
 	struct dt_layer_buf bufs[DT_LAYER_MAX_BUFS];
+	const struct dt_mask *mask_in; /* the mask of its input, set before init; NULL: none */
+	const struct dt_mask *mask_out; /* its output's */
 	void *priv;                   /* the type's own state */
 };
 
@@ -132,6 +157,8 @@ struct dt_layer_type {
 	 * refused (cmd/app.c).
 	 */
 	int64_t (*index_limit)(const struct dt_layer *l);
+	/* What the layer does with a mask of mask_zero's (struct dt_mask above). */
+	enum dt_mask_rule mask;
 };
 
 /* Declares a trainable parameter; returns its index in l->params. */

@@ -147,8 +147,17 @@ static int add_layer(struct builder *b, const struct dt_layer_type *type, const 
 	m->shortcut[i] = -1;
 	m->depth[i] = depth;
 	m->nlayers = i + 1;
+	l->mask_in = from > 0 ? m->layers[from - 1].mask_out : NULL;
 	if (type->init(l, args) < 0)
 		return -1;
+	if (type->mask == DT_MASK_PASS)
+		l->mask_out = l->mask_in;
+	else if (type->mask == DT_MASK_NONE && l->mask_in)
+		return dt_node_error(item, "layer '%s' (%s) does not honour the mask of mask_zero: true, which reaches "
+				     "it through the layers before it (Keras would drop the mask here with a "
+				     "warning); put a layer that uses the mask up first (lstm, gru, simple_rnn, "
+				     "bidirectional, global_average_pooling1d), or leave mask_zero false",
+				     l->name, type->class_name);
 	for (int p = 0; p < l->nparams; p++)
 		if (l->params[p].init == DT_INIT_ORTHOGONAL && l->params[p].shape.ndim < 2)
 			return dt_node_error(item, "layer '%s': the orthogonal initializer needs a parameter of two or "
@@ -316,6 +325,15 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 	if (build_list(&b, layers, 0) < 0)
 		goto fail;
 	m->output = m->layers[m->nlayers - 1].out;
+	if (m->layers[m->nlayers - 1].mask_out) {
+		dt_node_error(m->layers[m->nlayers - 1].node,
+			      "the mask of mask_zero: true reaches the model's output at layer '%s': dtrain's losses "
+			      "and metrics take every step (Keras would skip the masked ones); end the model with a "
+			      "layer that uses the mask up (a recurrent layer without return_sequences, "
+			      "global_average_pooling1d), or leave mask_zero false",
+			      m->layers[m->nlayers - 1].name);
+		goto fail;
+	}
 	m->needs_grad = dt_calloc(m->nlayers + 1, 1);
 	for (int i = 0; i < m->nlayers; i++)
 		m->needs_grad[i + 1] = m->layers[i].nparams > 0 || m->needs_grad[m->from[i]] ||

@@ -184,7 +184,7 @@ npy("xf.npy", "<f4", "(8, 6)", struct.pack("<48f", *[float("nan") if i == 13 els
 	local M=$REPO/models/seq_pattern.yaml
 	run --separate-stderr "$DTRAIN" summary "$M" --set 'model.layers.0.embedding.mask_zero=true'
 	status_is 2
-	stderr_has "--set:1:" "mask_zero: true is not supported: no following layer honours a mask yet"
+	stderr_has "seq_pattern.yaml:" "layer 'conv1d' (Conv1D) does not honour the mask of mask_zero: true"
 	run --separate-stderr "$DTRAIN" summary "$M" --set 'model.layers.0.embedding={output_dim: 4}'
 	status_is 2
 	stderr_has "--set:1:" "input_dim"

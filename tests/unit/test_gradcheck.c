@@ -263,6 +263,7 @@ static void check_loss(const struct loss_case *k)
 struct model_case {
 	const char *input;
 	const char *layers; /* the YAML `layers:` list, flow style */
+	int vocab;          /* > 0: the input is token indices below it (an embedding first), 0 among them */
 };
 
 /* sum(y * r) of the model's forward pass on its input view. */
@@ -290,20 +291,27 @@ static void check_model(const struct model_case *k)
 	int adds = 0;
 
 	snprintf(text, sizeof(text), "layers: %s\n", k->layers);
-	doc = dt_doc_parse("residual", text, ".");
+	doc = dt_doc_parse("model", text, ".");
 	assert_non_null(doc);
 	if (dt_model_init(&m, "t", &in, dt_node_get(dt_doc_root(doc), "layers"), dt_layer_types) < 0)
 		fail_msg("%s: %s", k->layers, dt_error_last());
 	for (int i = 0; i < m.nlayers; i++)
 		adds += m.shortcut[i] >= 0;
-	assert_true(adds > 0);
+	assert_true(adds > 0 || k->vocab > 0);
 	assert_int_equal(dt_model_alloc(&m, DT_CPU, N), 0);
 	dt_rng_seed(&rng, 17, 0);
 	for (int64_t i = 0; i < m.nparams; i++)
 		m.params[i] = (float)(2 * dt_rng_uniform(&rng) - 1) * 0.7f;
 	x = dt_model_input(&m, N);
 	for (int64_t i = 0; i < dt_tensor_count(&x); i++)
-		x.data[i] = (float)(2 * dt_rng_uniform(&rng) - 1);
+		x.data[i] = k->vocab ? (float)(int)(dt_rng_uniform(&rng) * k->vocab) : (float)(2 * dt_rng_uniform(&rng) - 1);
+	if (k->vocab) { /* sample 0 all padding, sample 1 padded before its tokens, sample 2 as drawn */
+		int64_t steps = dt_tensor_count(&x) / N;
+		for (int64_t t = 0; t < steps; t++) {
+			x.data[t] = 0;
+			x.data[steps + t] = t < steps / 2 ? 0 : 1 + t % (k->vocab - 1);
+		}
+	}
 	ny = (int64_t)N * dt_shape_count(&m.output);
 	r = malloc(ny * sizeof(float));
 	for (int64_t i = 0; i < ny; i++)
@@ -345,25 +353,46 @@ static void test_residual_blocks(void **state)
 		{ "5,5,2", "[{conv2d: {filters: 2, kernel_size: 3, padding: same}},"
 			   " {residual: {layers: [{conv2d: {filters: 2, kernel_size: 3, padding: same, activation: tanh}},"
 			   " {conv2d: {filters: 2, kernel_size: 3, padding: same}}], activation: elu}}, flatten,"
-			   " {dense: {units: 3}}]" },
+			   " {dense: {units: 3}}]", 0 },
 		/* image, projection by a strided 1x1 convolution (the default when the shape changes) */
 		{ "6,5,2", "[{conv2d: {filters: 2, kernel_size: 1}},"
 			   " {residual: {layers: [{conv2d: {filters: 3, kernel_size: 3, strides: 2, padding: same}},"
-			   " batch_normalization], shortcut: projection, activation: tanh}}, global_average_pooling2d]" },
+			   " batch_normalization], shortcut: projection, activation: tanh}}, global_average_pooling2d]", 0 },
 		/* image, projection asked for though the shape stays */
 		{ "4,4,2", "[{conv2d: {filters: 2, kernel_size: 1}},"
 			   " {residual: {layers: [{conv2d: {filters: 2, kernel_size: 3, padding: same}}],"
-			   " shortcut: projection}}, flatten]" },
+			   " shortcut: projection}}, flatten]", 0 },
 		/* flat, identity and projection (dense) */
 		{ "4", "[{dense: {units: 3, activation: tanh}},"
 		       " {residual: {layers: [{dense: {units: 3, activation: tanh}}, {dense: {units: 3}}], shortcut: identity}},"
-		       " {residual: {layers: [{dense: {units: 2, activation: swish}}], activation: tanh}}]" },
+		       " {residual: {layers: [{dense: {units: 2, activation: swish}}], activation: tanh}}]", 0 },
 		/* a block first: nothing before it needs a gradient, its input gets none */
-		{ "4", "[{residual: {layers: [{dense: {units: 4, activation: tanh}}], activation: tanh}}, {dense: {units: 2}}]" },
+		{ "4", "[{residual: {layers: [{dense: {units: 4, activation: tanh}}], activation: tanh}}, {dense: {units: 2}}]", 0 },
 		/* nested blocks, the inner one first in the outer */
 		{ "4", "[{dense: {units: 3}},"
 		       " {residual: {layers: [{residual: {layers: [{dense: {units: 3, activation: tanh}}]}},"
-		       " {dense: {units: 3}}], activation: tanh}}, {dense: {units: 2}}]" },
+		       " {dense: {units: 3}}], activation: tanh}}, {dense: {units: 2}}]", 0 },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_model(&cases[i]);
+}
+
+/* ---- mask_zero's masks (issue 14): through recurrent layers, the layers that pass them, the masked mean ---- */
+
+static void test_masks(void **state)
+{
+	static const struct model_case cases[] = {
+		{ "6", "[{embedding: {input_dim: 4, output_dim: 3, mask_zero: true}},"
+		       " {lstm: {units: 3, return_sequences: true}}, {dropout: {rate: 0.3}},"
+		       " {gru: {units: 2, go_backwards: true}}]", 4 },
+		{ "5", "[{embedding: {input_dim: 3, output_dim: 2, mask_zero: true}},"
+		       " {bidirectional: {layer: {simple_rnn: {units: 2, return_sequences: true}}, merge_mode: mul}},"
+		       " {spatial_dropout1d: {rate: 0.3}}, global_average_pooling1d]", 3 },
+		{ "5", "[{embedding: {input_dim: 4, output_dim: 3, mask_zero: true}}, layer_normalization,"
+		       " {activation: {activation: tanh}}, {gru: {units: 2, reset_after: false}}]", 4 },
+		{ "6", "[{embedding: {input_dim: 4, output_dim: 2, mask_zero: true}},"
+		       " {bidirectional: {layer: {lstm: {units: 2, go_backwards: true}}}}]", 4 },
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -445,6 +474,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_layer_type),
 		cmocka_unit_test(test_residual_blocks),
+		cmocka_unit_test(test_masks),
 		cmocka_unit_test(test_every_loss),
 		cmocka_unit_test(test_logits_match_probs),
 	};

@@ -15,6 +15,11 @@
  * step's weights and slots must agree within OPT_RTOL (see
  * optimizer_fixture).
  *
+ * Models against Keras: a fixture with a "model" metadata entry, written by
+ * tests/ref/make_keras_fixtures.py, holds a whole small model's parameters,
+ * x, y, dy and every parameter's gradient (model_fixture): for semantics
+ * that are Keras' own, such as Embedding's mask_zero.
+ *
  * A fixture added to tests/ref/ is tested without another line here; one
  * whose layer type dtrain lacks fails. DT_REF_DIR overrides the directory;
  * DT_REF_VERBOSE=1 prints the worst error of every comparison.
@@ -314,6 +319,98 @@ static void optimizer_fixture(const char *name, const struct dt_ckpt *c)
 		fail_msg("%s (%s): %d of %d comparisons with PyTorch failed", name, optimizer, failed, checks);
 }
 
+/* "layer/param" of a model fixture: the parameter of that name of the model's layer of that name, or NULL. */
+static struct dt_param *model_param(struct dt_model *m, const char *path)
+{
+	const char *slash = strchr(path, '/');
+	if (!slash)
+		return NULL;
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		if (strlen(l->name) != (size_t)(slash - path) || strncmp(l->name, path, slash - path))
+			continue;
+		for (int p = 0; p < l->nparams; p++)
+			if (!strcmp(l->params[p].name, slash + 1))
+				return &l->params[p];
+	}
+	return NULL;
+}
+
+/*
+ * A model fixture (tests/ref/make_keras_fixtures.py: Keras' own semantics,
+ * such as mask_zero's masks): the model of the "model" metadata, every
+ * parameter loaded from <layer>/<param>, one training forward of x compared
+ * with y, then the model's backward from dy and every grad/<layer>/<param>.
+ */
+static void model_fixture(const char *name, const struct dt_ckpt *c)
+{
+	const char *layers = dt_checkpoint_meta(c, "model"), *shape = dt_checkpoint_meta(c, "input_shape");
+	const struct dt_ckpt_tensor *x = need(c, name, "x"), *y = need(c, name, "y"), *dy = need(c, name, "dy");
+	struct dt_step_ctx ctx = { .training = 1, .key = 0x5eed };
+	struct dt_model *m = &held.m;
+	struct dt_shape in, xs;
+	struct dt_tensor xin, yout, dyv;
+	char yaml[2048];
+	int n, failed = 0, checks = 0, grads = 0;
+
+	if (!shape || parse_shape(shape, &in) < 0)
+		fail_msg("%s: bad input_shape '%s'", name, shape ? shape : "");
+	snprintf(yaml, sizeof(yaml), "layers: %s\n", layers);
+	if (!(held.doc = dt_doc_parse(name, yaml, ".")))
+		fail_msg("%s: cannot parse the model '%s': %s", name, layers, dt_error_last());
+	if (dt_model_init(m, "ref", &in, dt_node_get(dt_doc_root(held.doc), "layers"), dt_layer_types) < 0)
+		fail_msg("%s: cannot build '%s': %s", name, layers, dt_error_last());
+	held.built = 1;
+	xs = sample_of(&x->shape);
+	n = x->shape.dim[0];
+	if (!dt_shape_equal(&xs, &in) || !dt_shape_equal(&y->shape, &dy->shape) || y->shape.dim[0] != n ||
+	    dt_shape_count(&y->shape) != (int64_t)n * dt_shape_count(&m->output))
+		fail_msg("%s: x, y and dy do not fit the model's input and output", name);
+	for (int i = 0; i < dt_checkpoint_count(c); i++) {
+		struct dt_ckpt_tensor at = dt_checkpoint_at(c, i);
+		const char *t = at.name;
+		struct dt_param *p = strncmp(t, "grad/", 5) ? model_param(m, t) : model_param(m, t + 5);
+		if (!strcmp(t, "x") || !strcmp(t, "y") || !strcmp(t, "dy"))
+			continue;
+		if (!p || !dt_shape_equal(&p->shape, &at.shape))
+			fail_msg("%s: tensor '%s' matches no parameter of that shape in the model", name, t);
+		grads += !strncmp(t, "grad/", 5);
+	}
+	if (dt_model_alloc(m, DT_CPU, n) < 0)
+		fail_msg("%s: %s", name, dt_error_last());
+	for (int i = 0; i < m->nlayers; i++)
+		for (int p = 0; p < m->layers[i].nparams; p++) {
+			struct dt_param *pr = &m->layers[i].params[p];
+			char what[160];
+			snprintf(what, sizeof(what), "%s/%s", m->layers[i].name, pr->name);
+			dt_op_from_host(&pr->value, need(c, name, what)->data);
+		}
+	held.got = malloc((size_t)(m->nparams + dt_shape_count(&y->shape)) * sizeof(float));
+	xin = dt_model_input(m, n);
+	dt_op_from_host(&xin, x->data);
+	yout = dt_model_forward(m, n, &ctx);
+	dt_op_to_host(&yout, held.got);
+	checks++;
+	failed += compare(name, "y", held.got, y) < 0;
+	dyv = dt_model_output_grad(m, n);
+	dt_op_from_host(&dyv, dy->data);
+	dt_model_backward(m, n);
+	for (int i = 0; i < m->nlayers; i++)
+		for (int p = 0; p < m->layers[i].nparams; p++) {
+			struct dt_param *pr = &m->layers[i].params[p];
+			char what[160];
+			if (!pr->trainable)
+				continue;
+			snprintf(what, sizeof(what), "grad/%s/%s", m->layers[i].name, pr->name);
+			dt_op_to_host(&pr->grad, held.got);
+			checks++;
+			failed += compare(name, what, held.got, need(c, name, what)) < 0;
+		}
+	assert_int_equal(checks - 1, grads);
+	if (failed)
+		fail_msg("%s (%s): %d of %d comparisons with Keras failed", name, layers, failed, checks);
+}
+
 static void test_fixture(void **state)
 {
 	const char *path = *state;
@@ -336,6 +433,10 @@ static void test_fixture(void **state)
 		fail_msg("%s", dt_error_last());
 	if (dt_checkpoint_meta(c, "optimizer")) {
 		optimizer_fixture(name, c);
+		return;
+	}
+	if (dt_checkpoint_meta(c, "model")) {
+		model_fixture(name, c);
 		return;
 	}
 	layer = dt_checkpoint_meta(c, "layer");
