@@ -389,13 +389,14 @@ static void warn_forward(struct dt_inspect *o, const struct dt_model *m)
 {
 	struct dt_stats in = pooled(o, -1);
 	int zero_before = 0, bad_before = 0;
+	int indices = m->nlayers && m->layers[0].type->index_limit; /* token indices: their scale is the vocabulary */
 
 	if (in.nonfinite)
 		warn(o, "the input batch holds %lld non-finite values (NaN or inf): check the data", (long long)in.nonfinite);
-	else if (fabs(in.mean) > DT_INSPECT_INPUT_MEAN || in.std > DT_INSPECT_INPUT_STD_HI)
+	else if (!indices && (fabs(in.mean) > DT_INSPECT_INPUT_MEAN || in.std > DT_INSPECT_INPUT_STD_HI))
 		warn(o, "the input is not normalized: mean %.4g, std %.4g (data.rescale or data.normalize: auto "
 		     "bring it near mean 0 and std 1)", in.mean, in.std);
-	else if (in.std < DT_INSPECT_INPUT_STD_LO)
+	else if (!indices && in.std < DT_INSPECT_INPUT_STD_LO)
 		warn(o, "the input is (nearly) constant: std %.4g over the batch", in.std);
 	bad_before = in.nonfinite > 0;
 	zero_before = in.count > 0 && in.zeros == in.count;

@@ -137,6 +137,10 @@ EOF
 	run --separate-stderr "$DTRAIN" inspect "$TMP/m.yaml"
 	status_is 0
 	[[ $output == *"the input is not normalized: mean 1"* ]]
+	# token indices (an embedding first) are not data to normalize: rescale and normalize are refused for them
+	run --separate-stderr "$DTRAIN" inspect "$REPO/models/seq_pattern.yaml"
+	status_is 0
+	[[ $output != *"normalized"* ]]
 	run --separate-stderr "$DTRAIN" inspect "$BLOBS" --set 'model.layers=[{dense: {units: 16, activation: relu}},
 		{dense: {units: 16, activation: relu, kernel_initializer: zeros}}, {dense: {units: 3, activation: softmax}}]'
 	status_is 0
