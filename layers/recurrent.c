@@ -163,6 +163,13 @@ static struct dt_tensor rows_view(const struct dt_layer *l, int buf, int n, int6
 	return dt_tensor_batch(t.data, t.dev, (int)rows, &(struct dt_shape){ 1, { width } });
 }
 
+/* A buffer's view for a batch of n sequences: (n, steps, width). */
+static struct dt_tensor seq_view(const struct dt_layer *l, int buf, int n, int steps, int width)
+{
+	struct dt_tensor t = dt_layer_buf_view(l, buf, n);
+	return dt_tensor_batch(t.data, t.dev, n, &(struct dt_shape){ 2, { steps, width } });
+}
+
 /*
  * The batch's three index lists, as row numbers of (n * steps)-row tables
  * (-1: a row of zeros): take[s, j] the input step that is the j-th one read
@@ -224,10 +231,8 @@ void dt_recurrent_forward(struct dt_layer *l, const struct dt_tensor *x, struct 
 	take = rows_view(l, rc->buf + TAKE, n, (int64_t)n * T, 1);
 	put = rows_view(l, rc->buf + PUT, n, (int64_t)n * (rc->g.return_sequences ? T : 1), 1);
 	xt = dt_tensor_batch(x->data, x->dev, n * T, &(struct dt_shape){ 1, { rc->g.in } });
-	xc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + XC, n).data, x->dev, n,
-			     &(struct dt_shape){ 2, { T, rc->g.in } });
-	yc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + YC, n).data, x->dev, n,
-			     &(struct dt_shape){ 2, { T, rc->g.units } });
+	xc = seq_view(l, rc->buf + XC, n, T, rc->g.in);
+	yc = seq_view(l, rc->buf + YC, n, T, rc->g.units);
 	dt_op_gather(&take, &xt, &xc);
 	dt_op_rnn_forward(rc->plan, ctx ? ctx->training : 0, &xc, &l->params[KERNEL].value,
 			  &l->params[RECURRENT].value, b, &yc);
@@ -251,14 +256,10 @@ void dt_recurrent_backward(struct dt_layer *l, const struct dt_tensor *x, const 
 	}
 	put = rows_view(l, rc->buf + PUT, n, (int64_t)n * (rc->g.return_sequences ? T : 1), 1);
 	back = rows_view(l, rc->buf + BACK, n, (int64_t)n * T, 1);
-	xc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + XC, n).data, x->dev, n,
-			     &(struct dt_shape){ 2, { T, rc->g.in } });
-	yc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + YC, n).data, x->dev, n,
-			     &(struct dt_shape){ 2, { T, rc->g.units } });
-	dyc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + DYC, n).data, x->dev, n,
-			      &(struct dt_shape){ 2, { T, rc->g.units } });
-	dxc = dt_tensor_batch(dt_layer_buf_view(l, rc->buf + DXC, n).data, x->dev, n,
-			      &(struct dt_shape){ 2, { T, rc->g.in } });
+	xc = seq_view(l, rc->buf + XC, n, T, rc->g.in);
+	yc = seq_view(l, rc->buf + YC, n, T, rc->g.units);
+	dyc = seq_view(l, rc->buf + DYC, n, T, rc->g.units);
+	dxc = seq_view(l, rc->buf + DXC, n, T, rc->g.in);
 	dyt = rows_view(l, rc->buf + DYC, n, (int64_t)n * T, rc->g.units);
 	dxt = rows_view(l, rc->buf + DXC, n, (int64_t)n * T, rc->g.in);
 	dt_op_fill(&dyc, 0);
