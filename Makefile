@@ -30,7 +30,8 @@ CC ?= cc
 # Debian packages the build, the tests and the demo need.
 DEPS_BUILD := gcc make pkg-config libdnnl-dev libyaml-dev zlib1g-dev libpng-dev \
 	libcjson-dev libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler python3-onnx
-DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn python3-yaml iproute2 zsh
+DEPS_TEST := libcmocka-dev bats jq groff-base python3 python3-numpy python3-sklearn python3-yaml iproute2 zsh \
+	python3-vega-datasets
 DEPS_DATA := dataset-fashion-mnist
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_DATA)
 # Only for `make bench` (the PyTorch reference and peak-RSS measurement).
