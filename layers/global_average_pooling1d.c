@@ -42,7 +42,6 @@ static void gap1d_forward(struct dt_layer *l, const struct dt_tensor *x, struct 
 	const struct dt_mask *m = l->mask_in;
 	int n = x->shape.dim[0], T = l->in.dim[0], c = l->in.dim[1];
 	struct dt_tensor w, wt, xw, xr, xwr;
-	float *host = m ? m->scratch : NULL;
 
 	if (!m) {
 		dt_pool2d_forward(l, x, y, ctx);
@@ -55,10 +54,10 @@ static void gap1d_forward(struct dt_layer *l, const struct dt_tensor *x, struct 
 		for (int t = 0; t < T; t++)
 			count += valid[t];
 		for (int t = 0; t < T; t++)
-			host[(int64_t)s * T + t] = valid[t] ? (float)T / (float)count : 0.0f;
+			m->scratch[(int64_t)s * T + t] = valid[t] ? (float)T / (float)count : 0.0f;
 	}
 	w = dt_layer_buf_view(l, WEIGHT, n);
-	dt_op_from_host(&w, host);
+	dt_op_from_host(&w, m->scratch);
 	wt = dt_tensor_batch(w.data, w.dev, n * T, &(struct dt_shape){ 1, { 1 } });
 	xw = dt_layer_buf_view(l, WEIGHTED, n);
 	xr = step_rows(x->data, x->dev, (int64_t)n * T, c);

@@ -89,7 +89,7 @@ struct dt_mask {
 
 enum dt_mask_rule {
 	DT_MASK_NONE, /* the layer handles no mask: the model refuses it after a masked layer */
-	DT_MASK_PASS, /* elementwise over the steps (dense, dropout, ...): its output keeps its input's mask */
+	DT_MASK_PASS, /* step by step (activation, dropout, ...): its output keeps its input's mask */
 	DT_MASK_OWN,  /* its init reads mask_in and sets mask_out (embedding, recurrent layers, ...) */
 };
 
