@@ -71,7 +71,8 @@ int cmd_devices(int argc, char **argv)
 	char *ranks = NULL;
 	struct gpus g;
 	char note[1024], why[160];
-	int rc;
+	int rc, slowest;
+	double round_trip;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "json", usage)) >= 0) {
 		dt_opts_release(&o);
@@ -96,6 +97,7 @@ int cmd_devices(int argc, char **argv)
 		ranks = all;
 	}
 	gpus_find(&g, s.gpus);
+	round_trip = dt_ops_thread_round_trip_ns(&slowest);
 	gpus_note(&g, s.gpus, note, sizeof(note));
 	if (o.json) {
 		cJSON *j = cJSON_CreateObject();
@@ -110,6 +112,7 @@ int cmd_devices(int argc, char **argv)
 		if (dt_ops_cpu_has_bf16())
 			cJSON_AddItemToArray(prec, cJSON_CreateString("bf16"));
 		cJSON_AddNumberToObject(j, "threads", dt_ops_get_threads());
+		cJSON_AddNumberToObject(j, "thread_round_trip_ns", round_trip);
 		cJSON_AddNumberToObject(j, "gpus", s.gpus);
 		cJSON_AddBoolToObject(j, "cuda_backend", dt_cuda_built());
 		if (g.api) {
@@ -143,8 +146,11 @@ int cmd_devices(int argc, char **argv)
 		cJSON_Delete(j);
 	} else {
 		printf("CPU:       %s, %d cores\n", s.cpu_model, s.cpu_cores);
-		printf("oneDNN:    %d.%d.%d, dispatching to %s, %d thread%s\n", v->major, v->minor, v->patch,
+		printf("oneDNN:    %d.%d.%d, dispatching to %s, %d thread%s", v->major, v->minor, v->patch,
 		       dt_ops_cpu_isa(), dt_ops_get_threads(), dt_ops_get_threads() == 1 ? "" : "s");
+		if (dt_ops_get_threads() > 1)
+			printf(" (a cache line from thread 0 to thread %d and back: %.0f ns)", slowest, round_trip);
+		printf("\n");
 		printf("Precision: fp32%s on the CPU (compile.precision)\n", dt_ops_cpu_has_bf16() ? ", bf16" : "");
 		printf("GPUs:      %d (%s)\n", s.gpus, note);
 		for (int i = 0; i < g.n; i++)

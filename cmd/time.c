@@ -59,6 +59,8 @@ struct report {
 	double forward_ms, loss_ms, backward_ms, update_ms, step_ms;
 	int64_t flops;        /* forward and backward, per sample */
 	double peak_gflops, peak_before; /* measured after the steps, and before them */
+	double round_trip_ns, round_trip_before; /* dt_ops_thread_round_trip_ns, after and before the steps */
+	int round_trip_thread;			 /* the thread of the slowest pair with thread 0 */
 	const char *precision; /* compile.precision: the peak GEMM's too */
 	/* --data */
 	int data;
@@ -334,6 +336,8 @@ static void print_json(const struct report *r, const struct dt_model *m)
 	cJSON_AddStringToObject(j, "precision", r->precision);
 	cJSON_AddNumberToObject(j, "peak_fraction",
 				r->peak_gflops > 0 ? gflops(r->flops, r->batch, r->step_ms) / r->peak_gflops : 0);
+	cJSON_AddNumberToObject(j, "thread_round_trip_ns", r->round_trip_ns);
+	cJSON_AddNumberToObject(j, "thread_round_trip_ns_before", r->round_trip_before);
 	if (r->data) {
 		cJSON_AddNumberToObject(j, "data_samples", (double)r->data_samples);
 		cJSON_AddNumberToObject(j, "data_seconds", r->data_seconds);
@@ -412,6 +416,9 @@ static void print_table(const struct report *r, const struct dt_model *m)
 	       r->precision, DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, DT_PEAK_GEMM_SIZE, r->threads,
 	       r->threads == 1 ? "" : "s", r->peak_before);
 	printf(" Fraction: %.1f%% of peak\n", r->peak_gflops > 0 ? 100 * achieved / r->peak_gflops : 0);
+	if (r->threads > 1)
+		printf(" Threads:  a cache line from thread 0 to thread %d and back in %.0f ns (%.0f before the steps)\n",
+		       r->round_trip_thread, r->round_trip_ns, r->round_trip_before);
 	if (r->data) {
 		printf(" Data:     %.0f samples/s (%lld samples in %.3f s, prefetch %d, no training)\n", data_rate(r),
 		       (long long)r->data_samples, r->data_seconds, r->prefetch);
@@ -429,7 +436,7 @@ int cmd_time(int argc, char **argv)
 	struct dt_rng rng;
 	float *labels = NULL, *host = NULL;
 	struct dt_model *m;
-	int rc, classes;
+	int rc, classes = 0;
 
 	if ((rc = dt_opts_parse(&o, argc, argv, "config set json iterations warmup data", usage)) >= 0)
 		goto out_opts;
@@ -479,8 +486,10 @@ int cmd_time(int argc, char **argv)
 	 * they differ, and so do the steps' figures from one run to the next.
 	 */
 	r.peak_before = dt_ops_peak_gflops();
+	r.round_trip_before = dt_ops_thread_round_trip_ns(&r.round_trip_thread);
 	run_steps(&a, &y, &r);
 	r.peak_gflops = dt_ops_peak_gflops();
+	r.round_trip_ns = dt_ops_thread_round_trip_ns(&r.round_trip_thread);
 	/* dt_ops_peak_gflops is the CPU's: in bf16 when the model runs there in bf16. */
 	r.precision = dt_precision_names[m->dev.kind == DT_DEVICE_CPU ? a.cfg.precision : DT_PRECISION_FP32];
 	if (o.data && (rc = time_data(&a, &r)))

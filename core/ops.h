@@ -298,6 +298,17 @@ int dt_ops_cpu_has_bf16(void);
  */
 int dt_ops_set_cpu_precision(enum dt_precision p, char *err, size_t errsize);
 /*
+ * How far apart the CPU backend's threads run: the mean time in ns for one
+ * cache line to go from thread 0 to another thread and back, for the
+ * slowest such pair (its thread's number in *slowest); 0 with one thread.
+ * Tens of ns where the cores share a cache (one die, one L3), hundreds where
+ * they do not (two dies or sockets, or a virtual machine whose host put
+ * its virtual CPUs there): then every line one thread writes and another
+ * reads crosses between them, and memory-bound steps slow down. Takes
+ * 1-50 ms per thread.
+ */
+double dt_ops_thread_round_trip_ns(int *slowest);
+/*
  * The CPU's measured peak in GFLOP/s: the best of a few GEMMs of
  * DT_PEAK_GEMM_SIZE cubed (core/op_types.h; the backend's own sgemm, or its
  * bfloat16 matmul under precision bf16) with the current thread count. Allocates and frees 48 MiB; takes

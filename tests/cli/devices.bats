@@ -16,7 +16,12 @@ setup() {
 	# One line more per GPU, after the GPUs line.
 	[ "${#lines[@]}" -eq $((6 + gpus)) ]
 	[[ ${lines[0]} =~ ^CPU:\ +.+,\ [0-9]+\ cores$ ]]
-	[[ ${lines[1]} =~ ^oneDNN:\ +[0-9]+\.[0-9]+\.[0-9]+,\ dispatching\ to\ [^,]+,\ [0-9]+\ threads$ ]]
+	[[ ${lines[1]} =~ ^oneDNN:\ +[0-9]+\.[0-9]+\.[0-9]+,\ dispatching\ to\ [^,]+,\ ([0-9]+)\ threads?(.*)$ ]]
+	if [ "${BASH_REMATCH[1]}" -gt 1 ]; then
+		[[ ${BASH_REMATCH[2]} =~ ^\ \(a\ cache\ line\ from\ thread\ 0\ to\ thread\ [1-9][0-9]*\ and\ back:\ [1-9][0-9]*\ ns\)$ ]]
+	else
+		[ -z "${BASH_REMATCH[2]}" ]
+	fi
 	[[ ${lines[2]} =~ ^Precision:\ fp32(,\ bf16)?\ on\ the\ CPU\ \(compile\.precision\)$ ]]
 	[[ ${lines[-2]} =~ ^MPI:\ +world\ size\ 1,\ rank\ 0$ ]]
 	# One process and at most one GPU: one_device.
@@ -57,6 +62,18 @@ setup() {
 	[[ ${lines[2]} == "Precision: $(jq -r '.cpu_precisions | join(", ")' <<<"$json") on the CPU"* ]]
 	[[ ${lines[3]} == "GPUs:      $(jq -r '.gpus' <<<"$json")"* ]]
 	[[ ${lines[-1]} == "Strategy:  $(jq -r '.strategy' <<<"$json") "* ]]
+}
+
+@test "the threads' round trip: a positive time between two threads, none with one" {
+	OMP_NUM_THREADS=2 run --separate-stderr "$DTRAIN" devices --json
+	status_is 0
+	jq -e '.threads == 2 and .thread_round_trip_ns > 0' <<<"$output" >/dev/null
+	OMP_NUM_THREADS=2 run "$DTRAIN" devices
+	[[ ${lines[1]} == *", 2 threads (a cache line from thread 0 to thread 1 and back: "*" ns)" ]]
+	OMP_NUM_THREADS=1 run --separate-stderr "$DTRAIN" devices --json
+	jq -e '.threads == 1 and .thread_round_trip_ns == 0' <<<"$output" >/dev/null
+	OMP_NUM_THREADS=1 run "$DTRAIN" devices
+	[[ ${lines[1]} == *", 1 thread" ]]
 }
 
 @test "OMPI_COMM_WORLD_SIZE=4: the strategy is multi_worker_mirrored" {

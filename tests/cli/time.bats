@@ -227,6 +227,20 @@ quick() { "$DTRAIN" time --iterations 3 --warmup 1 "$@"; }
 	[[ $output == *"Peak: "*"(fp32 GEMM 2048x2048x2048, 1 thread; "* ]]
 }
 
+@test "with two threads a Threads line gives the cache line's round trip between them, before and after the steps" {
+	OMP_NUM_THREADS=2 run --separate-stderr "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 1 --json
+	status_is 0
+	jq -e '.threads == 2 and .thread_round_trip_ns > 0 and .thread_round_trip_ns_before > 0' <<<"$output" >/dev/null
+	OMP_NUM_THREADS=2 run --separate-stderr "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 1
+	status_is 0
+	[[ ${lines[-1]} =~ ^\ Threads:\ +a\ cache\ line\ from\ thread\ 0\ to\ thread\ 1\ and\ back\ in\ [1-9][0-9]*\ ns\ \([1-9][0-9]*\ before\ the\ steps\)$ ]]
+	# One thread has nobody to hand a line to: 0 in the JSON, no line in the table.
+	OMP_NUM_THREADS=1 run --separate-stderr "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 1 --json
+	jq -e '.thread_round_trip_ns == 0 and .thread_round_trip_ns_before == 0' <<<"$output" >/dev/null
+	OMP_NUM_THREADS=1 run --separate-stderr "$DTRAIN" time "$MODELS/blobs.yaml" --iterations 1
+	[[ $output != *Threads:* ]]
+}
+
 @test "a model file without data: model.input_shape is enough" {
 	sed '/^data:/,/^[a-z]/{/^data:/d;/^  /d}' "$FASHION" >"$TMP/nodata.yaml"
 	! grep -q '^data:' "$TMP/nodata.yaml"

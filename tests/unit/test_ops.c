@@ -129,6 +129,61 @@ static void test_threads_flush_denormals(void **state)
 #endif
 }
 
+/*
+ * Every optimizer's update with two threads (each its tiles, non-temporal
+ * stores) gives the bits of one thread's plain loop, over a range that is
+ * neither a multiple of the tile nor aligned to a cache line, in three steps.
+ */
+static void test_optimizer_threads_agree(void **state)
+{
+	enum { N = 100003 };
+	static const struct {
+		enum dt_opt_kind kind;
+		float momentum;
+		int nesterov, slots, amsgrad;
+		float clipvalue;
+	} cases[] = {
+		{ DT_OPT_SGD, 0, 0, 0, 0, 0 },	     { DT_OPT_SGD, 0.9f, 1, 1, 0, 0 },	 { DT_OPT_ADAM, 0, 0, 2, 0, 0 },
+		{ DT_OPT_ADAMW, 0, 0, 2, 0, 0 },     { DT_OPT_ADAM, 0, 0, 3, 1, 0.3f }, { DT_OPT_RMSPROP, 0.5f, 0, 2, 0, 0 },
+		{ DT_OPT_ADAGRAD, 0, 0, 1, 0, 0 },   { DT_OPT_ADADELTA, 0, 0, 2, 0, 0 }, { DT_OPT_ADAMAX, 0, 0, 2, 0, 0 },
+		{ DT_OPT_NADAM, 0, 0, 2, 0, 0.5f }, { DT_OPT_LION, 0, 0, 1, 0, 0 },
+	};
+	int threads = dt_ops_get_threads();
+	float *buf[2][4], *grad = dt_malloc((N + 1) * sizeof(float));
+	fill_random(grad, N + 1, 7);
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		for (int run = 0; run < 2; run++) {
+			struct dt_shape s = { 1, { N } };
+			struct dt_tensor t[4];
+			for (int b = 0; b < 4; b++) {
+				buf[run][b] = dt_calloc(N + 1, sizeof(float));
+				t[b] = (struct dt_tensor){ buf[run][b] + 1, s, DT_CPU }; /* off a line's start */
+			}
+			fill_random(buf[run][0], N + 1, 3);
+			struct dt_tensor g = { grad + 1, s, DT_CPU };
+			dt_ops_set_threads(run ? 2 : 1);
+			for (int step = 1; step <= 3; step++) {
+				struct dt_opt_step st = { .kind = cases[k].kind, .lr = 0.01f, .momentum = cases[k].momentum,
+							  .rho = 0.9, .nesterov = cases[k].nesterov, .beta_1 = 0.9,
+							  .beta_2 = 0.999, .epsilon = 1e-7f, .t = step, .weight_decay = 0.004,
+							  .grad_scale = 0.8f, .clipvalue = cases[k].clipvalue,
+							  .amsgrad = cases[k].amsgrad, .nadam_product = 0.5 };
+				int has1 = cases[k].slots >= 1 && (cases[k].kind != DT_OPT_RMSPROP || cases[k].momentum > 0);
+				dt_op_optimizer_update(&st, &t[0], &g, has1 ? &t[1] : NULL,
+						       cases[k].slots >= 2 ? &t[2] : NULL, cases[k].slots == 3 ? &t[3] : NULL);
+			}
+		}
+		for (int b = 0; b < 4; b++) {
+			if (memcmp(buf[0][b], buf[1][b], (N + 1) * sizeof(float)))
+				fail_msg("%s: buffer %d differs between 1 and 2 threads", dt_optimizer_names[cases[k].kind], b);
+			free(buf[0][b]);
+			free(buf[1][b]);
+		}
+	}
+	free(grad);
+	dt_ops_set_threads(threads);
+}
+
 static void test_bias(void **state)
 {
 	float y[6] = { 1, 2, 3, 4, 5, 6 }, b[3] = { 10, 20, 30 }, db[3] = { 1, 1, 1 };
@@ -329,6 +384,7 @@ int main(void)
 		cmocka_unit_test(test_gemm_all_transposes),
 		cmocka_unit_test(test_gemm_bf16),
 		cmocka_unit_test(test_threads_flush_denormals),
+		cmocka_unit_test(test_optimizer_threads_agree),
 		cmocka_unit_test(test_bias),
 		cmocka_unit_test(test_bias_grad_wide),
 		cmocka_unit_test(test_activations),
