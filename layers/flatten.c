@@ -46,4 +46,5 @@ const struct dt_layer_type dt_flatten_layer = {
 	.forward = flatten_forward,
 	.backward = flatten_backward,
 	.export = flatten_export,
+	.view = 1,
 };

@@ -88,4 +88,5 @@ const struct dt_layer_type dt_reshape_layer = {
 	.forward = reshape_forward,
 	.backward = reshape_backward,
 	.export = reshape_export,
+	.view = 1,
 };

@@ -159,6 +159,13 @@ struct dt_layer_type {
 	int64_t (*index_limit)(const struct dt_layer *l);
 	/* What the layer does with a mask of mask_zero's (struct dt_mask above). */
 	enum dt_mask_rule mask;
+	/*
+	 * 1: y holds x's values in x's order (flatten, reshape). Where nothing
+	 * else reads x, the model hands the layer x's buffers as y and dy
+	 * (dt_model_alloc), and its forward and backward copies are no-ops
+	 * (dt_op_copy of a buffer onto itself).
+	 */
+	int view;
 };
 
 /* Declares a trainable parameter; returns its index in l->params. */

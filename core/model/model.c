@@ -385,6 +385,23 @@ int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas,
 			     budget_what);
 }
 
+/*
+ * Whether layer i, a view (dt_layer_type.view), takes its input's buffers as
+ * its output's: when it is the only reader of that input (no other layer,
+ * no shortcut). The gradient's buffer too, except for the model's input,
+ * which has none (dacts[0]).
+ */
+static int shares_input(const struct dt_model *m, int i)
+{
+	int j = m->from[i];
+	if (!m->layers[i].type->view || m->shortcut[i] >= 0)
+		return 0;
+	for (int k = 0; k < m->nlayers; k++)
+		if (k != i && (m->from[k] == j || m->shortcut[k] == j))
+			return 0;
+	return 1;
+}
+
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 {
 	m->dev = dev;
@@ -401,8 +418,9 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 	for (int i = 0; i < m->nlayers; i++) {
 		struct dt_layer *l = &m->layers[i];
 		int64_t out = dt_count_mul(max_batch, dt_shape_count(&l->out));
-		if (!(m->acts[i + 1] = dt_device_try_alloc(dev, out)) ||
-		    !(m->dacts[i + 1] = dt_device_try_alloc(dev, out)))
+		int view = shares_input(m, i), j = m->from[i];
+		if (!(m->acts[i + 1] = view ? m->acts[j] : dt_device_try_alloc(dev, out)) ||
+		    !(m->dacts[i + 1] = view && j > 0 ? m->dacts[j] : dt_device_try_alloc(dev, out)))
 			return -1;
 		for (int p = 0; p < l->nparams; p++) {
 			struct dt_param *pr = &l->params[p];
@@ -570,8 +588,11 @@ void dt_model_release(struct dt_model *m)
 	}
 	if (m->acts) {
 		for (int i = 0; i <= m->nlayers; i++) {
-			dt_device_free(m->dev, m->acts[i]);
-			dt_device_free(m->dev, m->dacts[i]);
+			int view = i > 0 && shares_input(m, i - 1);
+			if (!view)
+				dt_device_free(m->dev, m->acts[i]);
+			if (!view || m->from[i - 1] == 0)
+				dt_device_free(m->dev, m->dacts[i]);
 		}
 	}
 	free(m->acts);

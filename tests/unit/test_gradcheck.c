@@ -296,8 +296,8 @@ static void check_model(const struct model_case *k)
 	if (dt_model_init(&m, "t", &in, dt_node_get(dt_doc_root(doc), "layers"), dt_layer_types) < 0)
 		fail_msg("%s: %s", k->layers, dt_error_last());
 	for (int i = 0; i < m.nlayers; i++)
-		adds += m.shortcut[i] >= 0;
-	assert_true(adds > 0 || k->vocab > 0);
+		adds += m.shortcut[i] >= 0 || m.layers[i].type->view;
+	assert_true(adds > 0 || k->vocab > 0); /* what the plain layer checks do not cover */
 	assert_int_equal(dt_model_alloc(&m, DT_CPU, N), 0);
 	dt_rng_seed(&rng, 17, 0);
 	for (int64_t i = 0; i < m.nparams; i++)
@@ -372,6 +372,19 @@ static void test_residual_blocks(void **state)
 		{ "4", "[{dense: {units: 3}},"
 		       " {residual: {layers: [{residual: {layers: [{dense: {units: 3, activation: tanh}}]}},"
 		       " {dense: {units: 3}}], activation: tanh}}, {dense: {units: 2}}]", 0 },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_model(&cases[i]);
+}
+
+/* Views (flatten, reshape) that share their input's buffers: the gradient reaches the layers before them. */
+static void test_views(void **state)
+{
+	static const struct model_case cases[] = {
+		{ "4,4,1", "[{conv2d: {filters: 2, kernel_size: 3}}, flatten, {dense: {units: 3}}]", 0 },
+		{ "5", "[{dense: {units: 6, activation: tanh}}, {reshape: {target_shape: [3, 2]}},"
+		       " {conv1d: {filters: 2, kernel_size: 2}}, flatten]", 0 },
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -474,6 +487,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_layer_type),
 		cmocka_unit_test(test_residual_blocks),
+		cmocka_unit_test(test_views),
 		cmocka_unit_test(test_masks),
 		cmocka_unit_test(test_every_loss),
 		cmocka_unit_test(test_logits_match_probs),

@@ -66,6 +66,35 @@ static void test_shapes_and_names(void **state)
 	release(&b);
 }
 
+/*
+ * Flatten and reshape hand their input's buffers on as their output's where
+ * nothing else reads that input; a residual block's shortcut that reads it
+ * keeps a copy.
+ */
+static void test_views_share_buffers(void **state)
+{
+	struct built b;
+	assert_int_equal(build(&b, "layers:\n  - flatten\n  - dense: {units: 6}\n  - reshape: {target_shape: [2, 3]}\n"
+				   "  - conv1d: {filters: 2, kernel_size: 1}\n  - flatten\n",
+			       2, (int[]){ 2, 2 }),
+			 0);
+	assert_ptr_equal(b.m.acts[1], b.m.acts[0]); /* the model's input: no gradient buffer to share */
+	assert_ptr_not_equal(b.m.dacts[1], NULL);
+	assert_ptr_equal(b.m.acts[3], b.m.acts[2]);
+	assert_ptr_equal(b.m.dacts[3], b.m.dacts[2]);
+	assert_ptr_equal(b.m.acts[5], b.m.acts[4]); /* the model's output */
+	assert_ptr_equal(b.m.dacts[5], b.m.dacts[4]);
+	assert_ptr_not_equal(b.m.acts[2], b.m.acts[1]); /* dense is no view */
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 4}\n"
+				   "  - residual: {layers: [flatten, {dense: {units: 4}}]}\n",
+			       1, (int[]){ 3 }),
+			 0);
+	assert_string_equal(b.m.layers[1].type->name, "flatten");
+	assert_ptr_not_equal(b.m.acts[2], b.m.acts[1]); /* the shortcut reads acts[1] too */
+	release(&b);
+}
+
 static void test_errors(void **state)
 {
 	struct built b;
@@ -376,6 +405,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shapes_and_names),
+		cmocka_unit_test(test_views_share_buffers),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_init_is_seeded),
