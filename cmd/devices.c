@@ -62,6 +62,17 @@ static void gpus_note(const struct gpus *g, int count, char *buf, size_t size)
 		snprintf(buf, size, "CUDA %s, cuDNN %s, NCCL %s", g->runtime, g->cudnn, g->nccl);
 }
 
+/* This rank's line of the Ranks list: a JSON object, or text. */
+static void rank_line(const struct dt_system *s, int json, char *buf, size_t size)
+{
+	const char *role = s->mpi_rank == 0 ? "chief" : "worker";
+	if (json)
+		snprintf(buf, size, "{\"rank\":%d,\"host\":\"%s\",\"devices\":[\"cpu:0\"],\"gpus\":%d,\"role\":\"%s\"}",
+			 s->mpi_rank, s->host, s->gpus, role);
+	else
+		snprintf(buf, size, "  rank %d: host %s, devices cpu:0, role %s", s->mpi_rank, s->host, role);
+}
+
 int cmd_devices(int argc, char **argv)
 {
 	struct dt_opts o;
@@ -83,12 +94,7 @@ int cmd_devices(int argc, char **argv)
 	if (dt_strategy_mpi_launched() && s.mpi_world > 1) {
 		/* Every rank's host, devices and role, gathered on rank 0, which alone prints. */
 		char mine[512], *all;
-		if (o.json)
-			snprintf(mine, sizeof(mine), "{\"rank\":%d,\"host\":\"%s\",\"devices\":[\"cpu:0\"],\"gpus\":%d,\"role\":\"%s\"}",
-				 s.mpi_rank, s.host, s.gpus, s.mpi_rank == 0 ? "chief" : "worker");
-		else
-			snprintf(mine, sizeof(mine), "  rank %d: host %s, devices cpu:0, role %s", s.mpi_rank, s.host,
-				 s.mpi_rank == 0 ? "chief" : "worker");
+		rank_line(&s, o.json, mine, sizeof(mine));
 		all = dt_strategy_gather_lines(mine);
 		if (!all) {
 			dt_opts_release(&o);
