@@ -61,7 +61,7 @@ echo
 # PRECISION (fp32, the default, or bf16: PyTorch under CPU autocast), and prints its
 # table under TITLE. Returns 1 after printing why when PyTorch cannot run.
 bench() {
-	local model=$1 yaml=$2 steps=$3 title=$4 prec=${5:-fp32} t line tb db blas torch_acc dtrain_acc length
+	local model=$1 yaml=$2 steps=$3 title=$4 prec=${5:-fp32} t line tb db blas torch_acc dtrain_acc length rt
 	local -A torch=() dtrain=() keras=() fp32=()
 	local -a dset=() tsteps=()
 	if [ "$steps" -gt 0 ]; then
@@ -83,6 +83,8 @@ bench() {
 				--precision "$prec" "${tsteps[@]}" 2>"$tmp/keras-$model$t.err" | tail -1)
 			case "$line" in SKIP*) echo "bench: keras: $line" ;; *) keras[$t]=$(jq -r .samples_per_sec <<<"$line") ;; esac
 		fi
+		# How far apart the 2 threads run just before (dtrain devices): hundreds of ns slow everything.
+		[ "$t" = 2 ] && rt=$(OMP_NUM_THREADS=2 "$DTRAIN" devices --json | jq '.thread_round_trip_ns | floor')
 		OMP_NUM_THREADS=$t /usr/bin/time -v -o "$tmp/dtrain-$model$t.time" "$DTRAIN" fit "$yaml" \
 			--set fit.epochs="$EPOCHS" "${dset[@]}" --set checkpoint.enabled=false --set compile.precision="$prec" \
 			--json -q >"$tmp/dtrain-$model$t.json"
@@ -114,6 +116,7 @@ bench() {
 	printf '  best vs best: dtrain (%d thread(s)) / pytorch (%d thread(s)) = %.2fx\n' "$db" "$tb" \
 		"$(jq -n "${dtrain[$db]} / ${torch[$tb]}")"
 	printf '  test accuracy after %s: pytorch %.4f, dtrain %.4f\n' "$length" "$torch_acc" "$dtrain_acc"
+	printf "  dtrain's 2 threads just before its run: a cache line from one to the other and back in %d ns\n" "$rt"
 	printf '  peak RSS: pytorch %d MB, dtrain %d MB (whole fit run: load, train, validate, test)\n' \
 		"$(rss_mb "$tmp/torch-$model$tb.time")" "$(rss_mb "$tmp/dtrain-$model$db.time")"
 	if [ "$prec" = bf16 ]; then
