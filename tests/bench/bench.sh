@@ -78,6 +78,12 @@ bench() {
 		torch[$t]=$(jq -r .samples_per_sec <<<"$line")
 		torch_acc=$(jq -r .test_accuracy <<<"$line")
 		blas=$(jq -r .blas <<<"$line")
+		case "$blas" in */blas/libblas.so*)
+			# A ratio against the netlib reference BLAS (~20x slower for the MLP) would mean nothing.
+			echo "bench: PyTorch runs on the netlib reference BLAS ($blas): install libopenblas0-pthread" \
+				"(make bench does) and run again"
+			return 1 ;;
+		esac
 		if [ "$KERAS" = 1 ] && [[ $model == mlp || $model == cnn ]]; then
 			line=$("$KERAS_PY" tests/bench/keras_fashion.py --model "$model" --threads "$t" --epochs "$EPOCHS" \
 				--precision "$prec" "${tsteps[@]}" 2>"$tmp/keras-$model$t.err" | tail -1)
