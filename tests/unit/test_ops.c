@@ -269,6 +269,22 @@ static void test_dropout(void **state)
 	assert_memory_equal(y + 1234, y2, (N - 1234) * sizeof(float));
 	dt_op_dropout(&Xs, &Ys, &Ms, 0.3f, 42, 0);
 	assert_memory_not_equal(y + 1234, y2, (N - 1234) * sizeof(float));
+	/* Two threads (streamed tiles) give one thread's y and mask, also off a cache line's start. */
+	{
+		int threads = dt_ops_get_threads();
+		float *m2 = malloc(N * sizeof(float));
+		struct dt_tensor Xo = mat(x + 1, 1, N - 1), Yo = mat(y + 1, 1, N - 1), Mo = mat(m + 1, 1, N - 1);
+		struct dt_tensor Yo2 = mat(y2 + 1, 1, N - 1), Mo2 = mat(m2 + 1, 1, N - 1);
+		fill_random(x, N, 5);
+		dt_ops_set_threads(1);
+		dt_op_dropout(&Xo, &Yo, &Mo, 0.3f, 7, 99);
+		dt_ops_set_threads(2);
+		dt_op_dropout(&Xo, &Yo2, &Mo2, 0.3f, 7, 99);
+		assert_memory_equal(y + 1, y2 + 1, (N - 1) * sizeof(float));
+		assert_memory_equal(m + 1, m2 + 1, (N - 1) * sizeof(float));
+		dt_ops_set_threads(threads);
+		free(m2);
+	}
 	free(x);
 	free(y);
 	free(y2);
