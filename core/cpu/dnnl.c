@@ -158,43 +158,81 @@ static void prim_run(const struct prim *pr, const struct buf *scratch, int nargs
 }
 
 /*
- * A reorder between two layouts of one tensor. Between float32 NHWC and
- * oneDNN's channel blocks (nChw16c, nChw8c: blocks of 16 or 8 channels, each
- * block's pixels in a row) it is a loop of ours: oneDNN 2.6's jit:uni reorder
- * ran at a third of a copy's speed there (fashion_cnn's dy, 128x64x24x24, 1
- * thread, Zen 4: 5.5 ms, the loop 1.6 ms, a memcpy 1.3 ms). Every other pair
- * of layouts (weights, bfloat16, padded channels) is oneDNN's.
+ * A reorder between two layouts of one tensor. From float32 NHWC to oneDNN's
+ * channel blocks (nChw16c, nChw8c: blocks of 16 or 8 channels, each block's
+ * pixels in a row), float32 or bfloat16, to bfloat16 NHWC, and from float32
+ * channel blocks back to NHWC, it is a loop of ours: oneDNN 2.6's jit:uni
+ * reorder ran at a third of a copy's speed there (fashion_cnn's dy,
+ * 128x64x24x24, 1 thread, Zen 4: 5.5 ms, the loop 1.6 ms, a memcpy 1.3 ms).
+ * Every other pair of layouts (the weights', padded channels) is oneDNN's.
  */
 struct reorder {
 	struct prim prim;      /* oneDNN's; p NULL when the loop does it */
 	int64_t n, c, hw;      /* the loop's tensor: n images of hw pixels of c channels */
-	int block, to_blocked; /* block 0: no loop */
+	int block;             /* channels per block (c itself: NHWC to NHWC); 0: oneDNN's reorder */
+	int to_blocked, bf16;  /* the direction; bf16: the blocks are bfloat16 (to_blocked only) */
 };
 
-/* b floats, b 16 or 8: constant sizes, which the compiler copies in one or two vector moves. */
-static inline void copy_block(float *restrict dst, const float *restrict src, int b)
+/*
+ * float32 to bfloat16 as the avx512_bf16 instruction (vcvtneps2bf16) and so
+ * oneDNN there round: to nearest even, denormals to a zero of their sign, NaN
+ * kept quiet.
+ */
+static inline uint16_t bf16_round(float f)
 {
-	if (b == 16)
-		memcpy(dst, src, 16 * sizeof(float));
-	else
-		memcpy(dst, src, 8 * sizeof(float));
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	if ((u & 0x7f800000u) == 0)
+		return (uint16_t)((u >> 16) & 0x8000u);
+	if ((u & 0x7f800000u) == 0x7f800000u)
+		return (uint16_t)((u >> 16) | ((u & 0x7fffffu) ? 0x40u : 0));
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
-/* Copies between NHWC rows and blocks of b channels; the direction is to_blocked's. */
-static void channel_blocks(float *restrict nhwc, float *restrict blocked, int64_t n, int64_t c, int64_t hw, int b,
-			   int to_blocked)
+/*
+ * b floats from src to dst, or to bfloat16 at dst (bf16). Float32 blocks are
+ * 16 or 8: constant sizes, which the compiler copies in one or two vector
+ * moves.
+ */
+static inline void move_block(void *restrict dst, const float *restrict src, int b, int bf16)
 {
-	int64_t nb = c / b;
-#pragma omp parallel for if (parallel: n * hw * c > (1 << 15))
-	for (int64_t ip = 0; ip < n * hw; ip++) {
+	if (bf16) {
+		uint16_t *d = dst;
+#pragma omp simd
+		for (int j = 0; j < b; j++)
+			d[j] = bf16_round(src[j]);
+	} else if (b == 16) {
+		memcpy(dst, src, 16 * sizeof(float));
+	} else {
+		memcpy(dst, src, 8 * sizeof(float));
+	}
+}
+
+/* The loop: NHWC rows to blocks of b channels (to_blocked) or back. */
+static void channel_blocks(const struct reorder *r, float *nhwc, void *blocked)
+{
+	const int64_t hw = r->hw, c = r->c, nb = c / r->block;
+	const int b = r->block, bf16 = r->bf16, to_blocked = r->to_blocked;
+	const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+	const int64_t count = r->n * hw * c;
+
+	if (nb == 1 && bf16) { /* one block of every channel: NHWC itself, converted */
+		uint16_t *d = blocked;
+#pragma omp parallel for simd if (parallel: count > (1 << 15))
+		for (int64_t i = 0; i < count; i++)
+			d[i] = bf16_round(nhwc[i]);
+		return;
+	}
+#pragma omp parallel for if (parallel: count > (1 << 15))
+	for (int64_t ip = 0; ip < r->n * hw; ip++) {
 		int64_t i = ip / hw, px = ip % hw;
 		float *row = nhwc + ip * c;
 		for (int64_t k = 0; k < nb; k++) {
-			float *blk = blocked + ((i * nb + k) * hw + px) * b;
+			char *blk = (char *)blocked + (size_t)((i * nb + k) * hw + px) * (size_t)b * elem;
 			if (to_blocked)
-				copy_block(blk, row + k * b, b);
+				move_block(blk, row + k * b, b, bf16);
 			else
-				copy_block(row + k * b, blk, b);
+				move_block(row + k * b, (const float *)blk, b, 0);
 		}
 	}
 }
@@ -212,28 +250,37 @@ static void reorder_run(const struct reorder *r, const struct buf *scratch, dnnl
 	DT_DNNL_CHECK(dnnl_memory_get_data_handle(from, &src));
 	DT_DNNL_CHECK(dnnl_memory_get_data_handle(to, &dst));
 	if (r->to_blocked)
-		channel_blocks(src, dst, r->n, r->c, r->hw, r->block, 1);
+		channel_blocks(r, src, dst);
 	else
-		channel_blocks(dst, src, r->n, r->c, r->hw, r->block, 0);
+		channel_blocks(r, dst, src);
 }
 
-/* The block of channels (16 or 8) when blocked is float32 NHWC's md in nChw16c or nChw8c, unpadded; else 0. */
-static int channel_block(const dnnl_memory_desc_t *nhwc, const dnnl_memory_desc_t *blocked)
+/*
+ * The loop's block for a reorder between nhwc, which must be float32 NHWC,
+ * and other: 16 or 8 where other is nChw16c or nChw8c without padded
+ * channels, in float32 or (bf16 allowed) bfloat16; c for bfloat16 NHWC
+ * (bf16 allowed); else 0.
+ */
+static int channel_block(const dnnl_memory_desc_t *nhwc, const dnnl_memory_desc_t *other, int bf16_allowed)
 {
 	static const dnnl_format_tag_t tags[] = { dnnl_aBcd16b, dnnl_aBcd8b };
 	static const int sizes[] = { 16, 8 };
+	dnnl_data_type_t type = other->data_type;
 	dnnl_memory_desc_t md;
 
-	if (nhwc->ndims != 4 || nhwc->data_type != dnnl_f32 || blocked->data_type != dnnl_f32)
+	if (nhwc->ndims != 4 || nhwc->data_type != dnnl_f32 || !(type == dnnl_f32 || (bf16_allowed && type == dnnl_bf16)))
 		return 0;
 	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, nhwc->dims, dnnl_f32, dnnl_nhwc));
 	if (!dnnl_memory_desc_equal(&md, nhwc))
 		return 0;
+	DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, nhwc->dims, type, dnnl_nhwc));
+	if (type == dnnl_bf16 && dnnl_memory_desc_equal(&md, other))
+		return (int)nhwc->dims[1];
 	for (int i = 0; i < 2; i++) {
 		if (nhwc->dims[1] % sizes[i])
 			continue;
-		DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, nhwc->dims, dnnl_f32, tags[i]));
-		if (dnnl_memory_desc_equal(&md, blocked))
+		DT_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, nhwc->dims, type, tags[i]));
+		if (dnnl_memory_desc_equal(&md, other))
 			return sizes[i];
 	}
 	return 0;
@@ -246,13 +293,14 @@ static void reorder_make(struct reorder *r, const dnnl_memory_desc_t *from, cons
 	const dnnl_memory_desc_t *nhwc = from;
 
 	r->to_blocked = 1;
-	r->block = channel_block(from, to);
+	r->block = channel_block(from, to, 1);
 	if (!r->block) {
 		r->to_blocked = 0;
-		r->block = channel_block(to, from);
+		r->block = channel_block(to, from, 0);
 		nhwc = to;
 	}
 	if (r->block) {
+		r->bf16 = r->to_blocked && to->data_type == dnnl_bf16;
 		r->n = nhwc->dims[0];
 		r->c = nhwc->dims[1];
 		r->hw = nhwc->dims[2] * nhwc->dims[3];
@@ -266,7 +314,7 @@ static void reorder_make(struct reorder *r, const dnnl_memory_desc_t *from, cons
 static void reorder_free(struct reorder *r)
 {
 	prim_free(&r->prim);
-	r->block = 0;
+	r->block = r->bf16 = 0;
 }
 
 /* Logical (N, C, H, W) dims of one type, in layout tag. */
@@ -347,7 +395,7 @@ struct conv_entry {
 	struct slot s;
 	dnnl_primitive_desc_t fwd_pd; /* the hint of the backward ones */
 	struct prim fwd, bwd_data, bwd_weights;
-	/* reorders to and from the primitives' layouts; p NULL when dtrain's is taken as is */
+	/* reorders to and from the primitives' layouts, made only where layout_for returned a copy */
 	struct reorder w_to_fwd, w_to_bwd, dw_from_bwd, dy_to_bwd, dx_from_bwd, x_to_bww, dy_to_bww;
 	struct reorder x_to_lo;                                 /* precision bf16: x to bfloat16 NHWC */
 	dnnl_memory_t x, y, dy, dx;                          /* NHWC at this n */
