@@ -67,6 +67,23 @@ static int parse_item(const struct dt_node *item, const struct dt_layer_type *co
  * are 1-d, so it holds at most DT_MAX_COUNT floats: the error names the layer
  * that goes past it.
  */
+/*
+ * Whether layer i, a view (dt_layer_type.view), takes its input's buffers as
+ * its output's: when it is the only reader of that input (no other layer,
+ * no shortcut). The gradient's buffer too, except for the model's input,
+ * which has none (dacts[0]).
+ */
+static int shares_input(const struct dt_model *m, int i)
+{
+	int j = m->from[i];
+	if (!m->layers[i].type->view || m->shortcut[i] >= 0)
+		return 0;
+	for (int k = 0; k < m->nlayers; k++)
+		if (k != i && (m->from[k] == j || m->shortcut[k] == j))
+			return 0;
+	return 1;
+}
+
 static int layout(struct dt_model *m)
 {
 	char a[32], b[32];
@@ -335,9 +352,12 @@ int dt_model_init(struct dt_model *m, const char *name, const struct dt_shape *i
 		goto fail;
 	}
 	m->needs_grad = dt_calloc(m->nlayers + 1, 1);
-	for (int i = 0; i < m->nlayers; i++)
+	m->shares = dt_calloc(m->nlayers, 1);
+	for (int i = 0; i < m->nlayers; i++) {
 		m->needs_grad[i + 1] = m->layers[i].nparams > 0 || m->needs_grad[m->from[i]] ||
 				       (m->shortcut[i] >= 0 && m->needs_grad[m->shortcut[i]]);
+		m->shares[i] = (char)shares_input(m, i);
+	}
 	if (layout(m) < 0)
 		goto fail;
 	return 0;
@@ -352,6 +372,9 @@ int64_t dt_model_bytes(const struct dt_model *m, int max_batch, int state, int *
 	int64_t most = -1;
 	for (int i = 0; i < m->nlayers; i++) {
 		int64_t b = dt_layer_bytes(&m->layers[i], max_batch, state);
+		if (m->shares[i] && b < INT64_MAX) /* its output and (but at the model's input) its gradient are its input's */
+			b -= dt_count_mul(dt_count_mul(max_batch, dt_shape_count(&m->layers[i].out)),
+					  (m->from[i] > 0 ? 2 : 1) * (int64_t)sizeof(float));
 		total = dt_count_add(total, b);
 		if (b > most) {
 			most = b;
@@ -385,23 +408,6 @@ int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas,
 			     budget_what);
 }
 
-/*
- * Whether layer i, a view (dt_layer_type.view), takes its input's buffers as
- * its output's: when it is the only reader of that input (no other layer,
- * no shortcut). The gradient's buffer too, except for the model's input,
- * which has none (dacts[0]).
- */
-static int shares_input(const struct dt_model *m, int i)
-{
-	int j = m->from[i];
-	if (!m->layers[i].type->view || m->shortcut[i] >= 0)
-		return 0;
-	for (int k = 0; k < m->nlayers; k++)
-		if (k != i && (m->from[k] == j || m->shortcut[k] == j))
-			return 0;
-	return 1;
-}
-
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 {
 	m->dev = dev;
@@ -418,7 +424,7 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 	for (int i = 0; i < m->nlayers; i++) {
 		struct dt_layer *l = &m->layers[i];
 		int64_t out = dt_count_mul(max_batch, dt_shape_count(&l->out));
-		int view = shares_input(m, i), j = m->from[i];
+		int view = m->shares[i], j = m->from[i];
 		if (!(m->acts[i + 1] = view ? m->acts[j] : dt_device_try_alloc(dev, out)) ||
 		    !(m->dacts[i + 1] = view && j > 0 ? m->dacts[j] : dt_device_try_alloc(dev, out)))
 			return -1;
@@ -588,7 +594,7 @@ void dt_model_release(struct dt_model *m)
 	}
 	if (m->acts) {
 		for (int i = 0; i <= m->nlayers; i++) {
-			int view = i > 0 && shares_input(m, i - 1);
+			int view = i > 0 && m->shares[i - 1];
 			if (!view)
 				dt_device_free(m->dev, m->acts[i]);
 			if (!view || m->from[i - 1] == 0)
@@ -604,6 +610,7 @@ void dt_model_release(struct dt_model *m)
 	free(m->docs);
 	free(m->written);
 	free(m->needs_grad);
+	free(m->shares);
 	free(m->from);
 	free(m->shortcut);
 	free(m->depth);

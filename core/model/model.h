@@ -29,6 +29,7 @@ struct dt_model {
 	 */
 	int *from, *shortcut, *depth;
 	char *needs_grad;             /* needs_grad[j]: backward computes dacts[j] (a layer before has parameters) */
+	char *shares;                 /* shares[i]: layer i, a view, takes its input's buffers (acts, and dacts but at the input) */
 	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
 	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
 	/* after dt_model_alloc: */

@@ -157,6 +157,19 @@ static void test_sizes(void **state)
 	assert_error_contains("480 bytes) in all with its 2 replicas, more than the 479.00 B (479 bytes) of the "
 			      "test's budget");
 	release(&b);
+	/*
+	 * Views count no buffers they share: flatten at the model's input takes
+	 * its output (not its gradient) from the input, 12 floats a sample of
+	 * its 24; a reshape after dense takes both. Batch 4, 2 slots.
+	 */
+	assert_int_equal(build(&b, "layers:\n  - flatten\n  - dense: {units: 2}\n", 2, (int[]){ 4, 3 }), 0);
+	assert_true(dt_model_bytes(&b.m, 4, 2, NULL) == (4 * 12 + 4 * 12 + 26 * 4 + 4 * 2 * 2) * 4);
+	release(&b);
+	assert_int_equal(build(&b, "layers:\n  - dense: {units: 6}\n  - reshape: {target_shape: [2, 3]}\n", 1,
+			       (int[]){ 3 }),
+			 0);
+	assert_true(dt_model_bytes(&b.m, 4, 2, NULL) == (4 * 3 + 24 * 4 + 4 * 6 * 2) * 4);
+	release(&b);
 }
 
 static void test_init_is_seeded(void **state)
