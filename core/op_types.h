@@ -154,6 +154,12 @@ struct dt_conv_geom {
 	 * in_c * multiplier) has the memory of Keras' (kh, kw, in_c, multiplier).
 	 */
 	int groups;
+	/*
+	 * The activation the forward applies to its output itself, so that a
+	 * backend may fuse it (the CPU's: a oneDNN post-op): DT_ACT_LINEAR (none)
+	 * or DT_ACT_RELU. Backward's dy is still the gradient before it.
+	 */
+	enum dt_activation act;
 };
 
 /* The groups of g: 1 for an ordinary convolution (groups 0 or 1). */

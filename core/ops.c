@@ -258,6 +258,7 @@ struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g,
 {
 	const struct dt_backend *b = backend_of(dev);
 	DT_ASSERT(b->plan_conv);
+	DT_ASSERT(g->act == DT_ACT_LINEAR || g->act == DT_ACT_RELU);
 	return b->plan_conv(dev, g, max_batch);
 }
 
@@ -384,6 +385,7 @@ struct dt_plan *dt_plan_deconv(struct dt_device dev, const struct dt_conv_geom *
 {
 	const struct dt_backend *b = backend_of(dev);
 	DT_ASSERT(b->plan_deconv);
+	DT_ASSERT(g->act == DT_ACT_LINEAR); /* the transposed convolution's layer applies its own */
 	return b->plan_deconv(dev, g, max_batch);
 }
 

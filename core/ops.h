@@ -175,10 +175,17 @@ struct dt_plan;
 void dt_plan_free(struct dt_plan *p);
 
 struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
-/* y (N, out_h, out_w, out_c) = x (N, in_h, in_w, in_c) * w (kh, kw, in_c, out_c) + b (out_c) or no bias. */
+/*
+ * y (N, out_h, out_w, out_c) = act(x (N, in_h, in_w, in_c) * w (kh, kw, in_c,
+ * out_c) + b (out_c) or no bias), act the geometry's (linear: none).
+ */
 void dt_op_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 			const struct dt_tensor *b, struct dt_tensor *y);
-/* From dy: dw (overwritten), db (when not NULL), dx (when not NULL). */
+/*
+ * From dy, the gradient of the convolution's output before act (the caller
+ * applies act's gradient, dt_op_act_backward): dw (overwritten), db (when not
+ * NULL), dx (when not NULL).
+ */
 void dt_op_conv_backward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 			 const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
 			 struct dt_tensor *dx);

@@ -91,6 +91,8 @@ static int conv1d_init(struct dt_layer *l, const struct dt_node *args)
 	dt_layer_act_buffer(l);
 	c = dt_calloc(1, sizeof(*c));
 	c->g = g;
+	/* relu goes to the plan's forward, which may fuse it (dt_conv_geom.act); every other activation stays here */
+	c->g.act = l->act == DT_ACT_RELU ? DT_ACT_RELU : DT_ACT_LINEAR;
 	l->priv = c;
 	return 0;
 }
@@ -108,7 +110,8 @@ static void conv1d_forward(struct dt_layer *l, const struct dt_tensor *x, struct
 	struct conv1d *c = l->priv;
 	dt_op_conv_forward(c->plan, x, &l->params[KERNEL].value, l->nparams > BIAS ? &l->params[BIAS].value : NULL,
 			   y);
-	dt_layer_act_forward(l, PREACT, y);
+	if (c->g.act == DT_ACT_LINEAR)
+		dt_layer_act_forward(l, PREACT, y);
 }
 
 static void conv1d_backward(struct dt_layer *l, const struct dt_tensor *x, const struct dt_tensor *y,

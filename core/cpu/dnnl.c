@@ -41,15 +41,23 @@
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
 static _Atomic uint64_t primitives_made;
-static dnnl_primitive_attr_t attr; /* user scratchpad */
+static dnnl_primitive_attr_t attr;      /* user scratchpad */
+static dnnl_primitive_attr_t attr_relu; /* and a relu after the primitive (a convolution's dt_conv_geom.act) */
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
 static void engine_init(void)
 {
+	dnnl_post_ops_t ops;
+
 	DT_DNNL_CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
 	DT_DNNL_CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
 	DT_DNNL_CHECK(dnnl_primitive_attr_create(&attr));
 	DT_DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+	DT_DNNL_CHECK(dnnl_primitive_attr_clone(&attr_relu, attr));
+	DT_DNNL_CHECK(dnnl_post_ops_create(&ops));
+	DT_DNNL_CHECK(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+	DT_DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr_relu, ops));
+	DT_DNNL_CHECK(dnnl_post_ops_destroy(ops));
 }
 
 void dt_dnnl_shared(dnnl_engine_t *e, dnnl_stream_t *st, dnnl_primitive_attr_t *a)
@@ -131,12 +139,12 @@ static void prim_make(struct prim *pr, const_dnnl_primitive_desc_t pd, struct bu
 	}
 }
 
-/* Makes pd from an operation descriptor, then its primitive. Returns pd. */
+/* Makes pd from an operation descriptor, then its primitive; relu: with attr_relu's post-op. Returns pd. */
 static dnnl_primitive_desc_t prim_make_op(struct prim *pr, const_dnnl_op_desc_t op, const_dnnl_primitive_desc_t hint,
-					  struct buf *scratch)
+					  struct buf *scratch, int relu)
 {
 	dnnl_primitive_desc_t pd;
-	DT_DNNL_CHECK(dnnl_primitive_desc_create(&pd, op, attr, engine, hint));
+	DT_DNNL_CHECK(dnnl_primitive_desc_create(&pd, op, relu ? attr_relu : attr, engine, hint));
 	prim_make(pr, pd, scratch);
 	return pd;
 }
@@ -596,7 +604,7 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 	e->s.n = n;
 	md = conv_mds(g, n, p->bf16);
 	op = conv_fwd_op(g, n, p->bf16, &p->b_md);
-	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch);
+	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch, g->act == DT_ACT_RELU);
 	e->w_fwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(e->fwd_pd, dnnl_query_weights_md, 0),
 			      &e->w_to_fwd, &p->w_fwd, 1);
 	e->x_lo = layout_for(&p->base, &md.x, &md.x_in, &e->x_to_lo, &p->x_lo, 1);
@@ -614,7 +622,7 @@ static void conv_make_bwd_weights(struct conv_plan *p, struct conv_entry *e, int
 	dnnl_convolution_desc_t op = conv_bwd_weights_op(&p->g, e->s.n, p->bf16, &p->b_md, blocked);
 	dnnl_primitive_desc_t pd;
 
-	pd = prim_make_op(&e->bwd_weights, &op, e->fwd_pd, &p->base.scratch);
+	pd = prim_make_op(&e->bwd_weights, &op, e->fwd_pd, &p->base.scratch, 0);
 	e->x_bww = layout_for(&p->base, &md.x, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &e->x_to_bww,
 			      &p->x_bww, 1);
 	e->dy_bww = layout_for(&p->base, &md.y, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0),
@@ -637,7 +645,7 @@ static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 	const_dnnl_primitive_desc_t wpd;
 	const dnnl_memory_desc_t *dy_md;
 
-	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch);
+	pd = prim_make_op(&e->bwd_data, &op, e->fwd_pd, &p->base.scratch, 0);
 	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
 			      &e->w_to_bwd, &p->w_bwd, 1);
 	dy_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
@@ -868,7 +876,7 @@ static struct bn_entry *bn_entry(struct bn_plan *p, int n)
 	e->s.n = n;
 	md = bn_data_md(p, n);
 	DT_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&op, dnnl_forward_training, &md, p->epsilon, bn_flags));
-	e->train_pd = prim_make_op(&e->train, &op, NULL, &p->base.scratch);
+	e->train_pd = prim_make_op(&e->train, &op, NULL, &p->base.scratch, 0);
 	e->x = dt_dnnl_mem_new(&md);
 	e->y = dt_dnnl_mem_new(&md);
 	e->dx = dt_dnnl_mem_new(&md);
@@ -939,7 +947,7 @@ void dt_cpu_batchnorm_forward(struct dt_plan *pl, int training, float momentum, 
 		dnnl_primitive_desc_t pd;
 		DT_DNNL_CHECK(dnnl_batch_normalization_forward_desc_init(&op, dnnl_forward_inference, &md, p->epsilon,
 									 bn_flags | dnnl_use_global_stats));
-		pd = prim_make_op(&e->infer, &op, NULL, &p->base.scratch);
+		pd = prim_make_op(&e->infer, &op, NULL, &p->base.scratch, 0);
 		pd_free(&pd);
 	}
 	pr = training ? &e->train : &e->infer;
@@ -991,7 +999,7 @@ void dt_cpu_batchnorm_backward(struct dt_plan *pl, const struct dt_tensor *x, co
 		dnnl_primitive_desc_t pd;
 		DT_DNNL_CHECK(dnnl_batch_normalization_backward_desc_init(&op, dnnl_backward, &md, &md, p->epsilon,
 									  bn_flags));
-		pd = prim_make_op(&e->bwd, &op, e->train_pd, &p->base.scratch);
+		pd = prim_make_op(&e->bwd, &op, e->train_pd, &p->base.scratch, 0);
 		pd_free(&pd);
 	}
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };

@@ -505,6 +505,8 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 		from_bf16(g, p->yb, y->data, t_count(y));
 	if (b)
 		dt_cuda_backend.bias_add(y, b);
+	if (c->act != DT_ACT_LINEAR) /* not fused here */
+		dt_cuda_backend.act_forward(c->act, y, y);
 }
 
 void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,

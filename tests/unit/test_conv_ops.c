@@ -147,12 +147,20 @@ static void ref_conv_backward(const struct dt_conv_geom *g, int n, const float *
 	});
 }
 
+/* A geometry's activation on reference outputs: relu, or none. */
+static void ref_relu(const struct dt_conv_geom *g, double *y, int64_t n)
+{
+	for (int64_t i = 0; g->act == DT_ACT_RELU && i < n; i++)
+		y[i] = y[i] > 0 ? y[i] : 0;
+}
+
 /*
  * Forward (with and without bias) and backward of one geometry at batch n of
  * a plan for max_batch. bf16: the plan was made under precision bf16, so the
  * references multiply x, w and dy rounded to bfloat16 (the plan gets them
  * unrounded: a plan that stayed float32 fails) and the plan's float32
- * accumulation must match them to TOL.
+ * accumulation must match them to TOL. A geometry with act relu: y is
+ * relu's, and backward gets dy masked by y, as a layer gives it.
  */
 static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, uint64_t seed, const char *name,
 		       int bf16)
@@ -172,12 +180,17 @@ static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, u
 	snprintf(what, sizeof what, "%s n=%d y", name, n);
 	dt_op_conv_forward(p, &X, &W, &B, &Y);
 	ref_conv_forward(g, n, xr, wr, b, ry);
+	ref_relu(g, ry, ny);
 	assert_close(y, ry, ny, what);
 	snprintf(what, sizeof what, "%s n=%d y (no bias)", name, n);
 	dt_op_conv_forward(p, &X, &W, NULL, &Y);
 	ref_conv_forward(g, n, xr, wr, NULL, ry);
+	ref_relu(g, ry, ny);
 	assert_close(y, ry, ny, what);
 
+	for (int64_t i = 0; i < ny; i++)
+		if (g->act == DT_ACT_RELU && !(y[i] > 0))
+			dy[i] = dyr[i] = 0;
 	ref_conv_backward(g, n, xr, wr, dyr, rdw, rdb, rdx);
 	dt_op_conv_backward(p, &X, &W, &DY, &DW, &DB, &DX);
 	snprintf(what, sizeof what, "%s n=%d dw", name, n);
@@ -199,14 +212,19 @@ static void check_conv(struct dt_plan *p, const struct dt_conv_geom *g, int n, u
 	free(ry), free(rdw), free(rdb), free(rdx);
 }
 
-/* Every geometry at batch 3, 1 and 3 again; bf16: plans made under precision bf16 (see check_conv). */
-static void conv_geometries(int bf16)
+/*
+ * Every geometry at batch 3, 1 and 3 again; bf16: plans made under precision
+ * bf16 (see check_conv); act: the plans' activation.
+ */
+static void conv_geometries(int bf16, enum dt_activation act)
 {
 	enum { MAX_BATCH = 3 };
 	for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
 		const struct conv_case *k = &conv_cases[i];
 		struct dt_conv_geom g = conv_geom(k);
-		struct dt_plan *p = dt_plan_conv(DT_CPU, &g, MAX_BATCH);
+		struct dt_plan *p;
+		g.act = act;
+		p = dt_plan_conv(DT_CPU, &g, MAX_BATCH);
 		char name[96];
 		snprintf(name, sizeof name, "conv %dx%dx%d->%dx%dx%d k%dx%d s%d,%d d%d,%d %s", k->h, k->w, k->c, g.out_h,
 			 g.out_w, k->oc, k->kh, k->kw, k->sh, k->sw, k->dh, k->dw, k->same ? "same" : "valid");
@@ -217,7 +235,19 @@ static void conv_geometries(int bf16)
 	}
 }
 
-static void test_conv_geometries(void **state) { conv_geometries(0); }
+static void test_conv_geometries(void **state) { conv_geometries(0, DT_ACT_LINEAR); }
+
+/* A plan's own relu (dt_conv_geom.act, oneDNN's post-op on the CPU), under bf16 too where the CPU has it. */
+static void test_conv_relu(void **state)
+{
+	char why[256];
+	conv_geometries(0, DT_ACT_RELU);
+	if (!dt_ops_cpu_has_bf16())
+		return;
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
+	conv_geometries(1, DT_ACT_RELU);
+	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
+}
 
 /*
  * Precision bf16: where oneDNN's ISA has bfloat16 instructions, every
@@ -234,7 +264,7 @@ static void test_conv_bf16(void **state)
 		return;
 	}
 	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
-	conv_geometries(1);
+	conv_geometries(1, DT_ACT_LINEAR);
 	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
 }
 
@@ -641,6 +671,7 @@ int main(void)
 		cmocka_unit_test(test_conv_by_hand),
 		cmocka_unit_test(test_conv_geometries),
 		cmocka_unit_test(test_conv_bf16),
+		cmocka_unit_test(test_conv_relu),
 		cmocka_unit_test(test_pool_geometries),
 		cmocka_unit_test(test_pool_inference_keeps_workspace),
 		cmocka_unit_test(test_batchnorm_by_hand),

@@ -560,9 +560,9 @@ static void pad1(int in, int k, int stride, int dil, int same, int *out, int *lo
 }
 
 static void conv_case(int n_max, int n, int h, int w, int cin, int cout, int k, int stride, int dil, int same,
-		      int bias, int want_dx)
+		      int bias, int want_dx, int relu)
 {
-	struct dt_conv_geom g = { 0 };
+	struct dt_conv_geom g = { .act = relu ? DT_ACT_RELU : DT_ACT_LINEAR };
 	struct dt_plan *pc, *pg;
 	g.in_h = h;
 	g.in_w = w;
@@ -582,8 +582,8 @@ static void conv_case(int n_max, int n, int h, int w, int cin, int cout, int k, 
 		struct pair dy = pair_rnd(sh(4, n, g.out_h, g.out_w, cout), 123, -1, 1);
 		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
 		char what[128];
-		snprintf(what, sizeof(what), "conv n=%d %dx%dx%d->%d k%d s%d d%d %s", n, h, w, cin, cout, k, stride, dil,
-			 same ? "same" : "valid");
+		snprintf(what, sizeof(what), "conv n=%d %dx%dx%d->%d k%d s%d d%d %s%s", n, h, w, cin, cout, k, stride,
+			 dil, same ? "same" : "valid", relu ? " relu" : "");
 		dt_op_conv_forward(pc, &x.c, &wt.c, bias ? &b.c : NULL, &y.c);
 		dt_op_conv_forward(pg, &x.g, &wt.g, bias ? &b.g : NULL, &y.g);
 		expect_close(what, &y, conv_tol);
@@ -610,13 +610,15 @@ static void conv_case(int n_max, int n, int h, int w, int cin, int cout, int k, 
 static void test_conv(void **state)
 {
 	need_gpu();
-	conv_case(8, 8, 28, 28, 1, 32, 3, 1, 1, 0, 1, 0);  /* Keras' MNIST CNN first layer */
-	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
-	conv_case(6, 6, 16, 16, 8, 16, 3, 1, 1, 1, 1, 1);  /* same, symmetric padding */
-	conv_case(6, 6, 15, 15, 8, 8, 2, 1, 1, 1, 0, 1);   /* same, even kernel: padding at the end */
-	conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1);  /* same, stride 2: asymmetric */
-	conv_case(4, 4, 17, 13, 5, 7, 3, 1, 2, 0, 1, 1);   /* dilation */
-	conv_case(16, 5, 12, 12, 3, 4, 5, 1, 1, 1, 1, 1);  /* a batch below the plan's largest */
+	conv_case(8, 8, 28, 28, 1, 32, 3, 1, 1, 0, 1, 0, 0);  /* Keras' MNIST CNN first layer */
+	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1, 0);
+	conv_case(6, 6, 16, 16, 8, 16, 3, 1, 1, 1, 1, 1, 0);  /* same, symmetric padding */
+	conv_case(6, 6, 15, 15, 8, 8, 2, 1, 1, 1, 0, 1, 0);   /* same, even kernel: padding at the end */
+	conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1, 0);  /* same, stride 2: asymmetric */
+	conv_case(4, 4, 17, 13, 5, 7, 3, 1, 2, 0, 1, 1, 0);   /* dilation */
+	conv_case(16, 5, 12, 12, 3, 4, 5, 1, 1, 1, 1, 1, 0);  /* a batch below the plan's largest */
+	conv_case(8, 8, 28, 28, 1, 32, 3, 1, 1, 0, 1, 0, 1);  /* with relu: the CPU fuses it, the GPU applies it */
+	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1, 1);
 }
 
 /* cuDNN's heuristic algorithms (no timing), TF32 tensor cores under tf32, bfloat16 under bf16. */
@@ -625,16 +627,16 @@ static void test_conv_heuristics_and_tf32(void **state)
 	char why[256];
 	need_gpu();
 	setenv("DTRAIN_CUDNN_FIND", "0", 1);
-	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
-	conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1);
+	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1, 0);
+	conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1, 0);
 	unsetenv("DTRAIN_CUDNN_FIND");
 	assert_int_equal(dt_set_precision(DT_PRECISION_TF32, why, sizeof(why)), 0);
 	conv_tol = 5e-3;
-	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
+	conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1, 0);
 	if (dt_set_precision(DT_PRECISION_BF16, why, sizeof(why)) == 0) {
 		conv_tol = 5e-2;
-		conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1);
-		conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1); /* asymmetric padding: the padded copy in bf16 */
+		conv_case(8, 8, 26, 26, 32, 64, 3, 1, 1, 0, 1, 1, 0);
+		conv_case(6, 6, 16, 16, 8, 12, 3, 2, 1, 1, 1, 1, 0); /* asymmetric padding: the padded copy in bf16 */
 	} else {
 		printf("# bf16 not tested: %s\n", why);
 	}
