@@ -307,12 +307,13 @@ int dt_ops_set_cpu_precision(enum dt_precision p, char *err, size_t errsize);
 /*
  * How far apart the CPU backend's threads run: the mean time in ns for one
  * cache line to go from thread 0 to another thread and back, for the
- * slowest such pair (its thread's number in *slowest); 0 with one thread.
+ * slowest such pair (its thread's number in *slowest; of at most 8 pairs,
+ * the partners spread over the threads); 0 with one thread.
  * Tens of ns where the cores share a cache (one die, one L3), hundreds where
  * they do not (two dies or sockets, or a virtual machine whose host put
  * its virtual CPUs there): then every line one thread writes and another
  * reads crosses between them, and memory-bound steps slow down. Takes
- * 1-50 ms per thread.
+ * 2-52 ms per pair.
  */
 double dt_ops_thread_round_trip_ns(int *slowest);
 /*
