@@ -62,16 +62,10 @@ static int parse_item(const struct dt_node *item, const struct dt_layer_type *co
 }
 
 /*
- * Places every parameter in the flat buffer: trainable ones first, then
- * state, so that the optimizer sees one contiguous block. The buffer's views
- * are 1-d, so it holds at most DT_MAX_COUNT floats: the error names the layer
- * that goes past it.
- */
-/*
- * Whether layer i, a view (dt_layer_type.view), takes its input's buffers as
- * its output's: when it is the only reader of that input (no other layer,
- * no shortcut). The gradient's buffer too, except for the model's input,
- * which has none (dacts[0]).
+ * How many of its input's buffers layer i, a view (dt_layer_type.view),
+ * takes as its output's: none unless it is the only reader of that input (no
+ * other layer, no shortcut); then the activation, and the gradient too (2)
+ * except at the model's input, which has none (dacts[0]).
  */
 static int shares_input(const struct dt_model *m, int i)
 {
@@ -81,9 +75,15 @@ static int shares_input(const struct dt_model *m, int i)
 	for (int k = 0; k < m->nlayers; k++)
 		if (k != i && (m->from[k] == j || m->shortcut[k] == j))
 			return 0;
-	return 1;
+	return j > 0 ? 2 : 1;
 }
 
+/*
+ * Places every parameter in the flat buffer: trainable ones first, then
+ * state, so that the optimizer sees one contiguous block. The buffer's views
+ * are 1-d, so it holds at most DT_MAX_COUNT floats: the error names the layer
+ * that goes past it.
+ */
 static int layout(struct dt_model *m)
 {
 	char a[32], b[32];
@@ -372,9 +372,9 @@ int64_t dt_model_bytes(const struct dt_model *m, int max_batch, int state, int *
 	int64_t most = -1;
 	for (int i = 0; i < m->nlayers; i++) {
 		int64_t b = dt_layer_bytes(&m->layers[i], max_batch, state);
-		if (m->shares[i] && b < INT64_MAX) /* its output and (but at the model's input) its gradient are its input's */
+		if (m->shares[i] && b < INT64_MAX) /* the buffers it shares with its input */
 			b -= dt_count_mul(dt_count_mul(max_batch, dt_shape_count(&m->layers[i].out)),
-					  (m->from[i] > 0 ? 2 : 1) * (int64_t)sizeof(float));
+					  m->shares[i] * (int64_t)sizeof(float));
 		total = dt_count_add(total, b);
 		if (b > most) {
 			most = b;
@@ -424,9 +424,9 @@ int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 	for (int i = 0; i < m->nlayers; i++) {
 		struct dt_layer *l = &m->layers[i];
 		int64_t out = dt_count_mul(max_batch, dt_shape_count(&l->out));
-		int view = m->shares[i], j = m->from[i];
-		if (!(m->acts[i + 1] = view ? m->acts[j] : dt_device_try_alloc(dev, out)) ||
-		    !(m->dacts[i + 1] = view && j > 0 ? m->dacts[j] : dt_device_try_alloc(dev, out)))
+		int shared = m->shares[i], j = m->from[i];
+		if (!(m->acts[i + 1] = shared >= 1 ? m->acts[j] : dt_device_try_alloc(dev, out)) ||
+		    !(m->dacts[i + 1] = shared == 2 ? m->dacts[j] : dt_device_try_alloc(dev, out)))
 			return -1;
 		for (int p = 0; p < l->nparams; p++) {
 			struct dt_param *pr = &l->params[p];
@@ -594,10 +594,10 @@ void dt_model_release(struct dt_model *m)
 	}
 	if (m->acts) {
 		for (int i = 0; i <= m->nlayers; i++) {
-			int view = i > 0 && m->shares[i - 1];
-			if (!view)
+			int shared = i > 0 ? m->shares[i - 1] : 0;
+			if (shared < 1)
 				dt_device_free(m->dev, m->acts[i]);
-			if (!view || m->from[i - 1] == 0)
+			if (shared < 2)
 				dt_device_free(m->dev, m->dacts[i]);
 		}
 	}

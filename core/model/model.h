@@ -29,7 +29,7 @@ struct dt_model {
 	 */
 	int *from, *shortcut, *depth;
 	char *needs_grad;             /* needs_grad[j]: backward computes dacts[j] (a layer before has parameters) */
-	char *shares;                 /* shares[i]: layer i, a view, takes its input's buffers (acts, and dacts but at the input) */
+	char *shares;                 /* shares[i]: how many of its input's buffers layer i, a view, takes: 0, 1 (acts), 2 (and dacts) */
 	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
 	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
 	/* after dt_model_alloc: */
