@@ -14,7 +14,11 @@
  * rank has the same buckets. While the last local replica runs backward,
  * each bucket whose layers are done is summed over the local replicas and
  * posted (MPI_Iallreduce), and the posted ones progress between layers;
- * apply_gradients posts what is left, waits for all, and updates.
+ * apply_gradients posts what is left, waits for all, and updates. When
+ * every rank runs on one host (distribute.communication auto, or
+ * shared_memory) apply_gradients sums in shared memory instead (shm_sum.h),
+ * after backward: each rank has one core or a few, so the sum has no core to
+ * overlap on, and it costs a fraction of MPI's.
  *
  * Every collective gives up after distribute.timeout seconds, naming the
  * ranks that did not arrive (mpi_coll.h).
@@ -40,6 +44,7 @@
 #include "core/error.h"
 #include "local.h"
 #include "mpi_coll.h"
+#include "shm_sum.h"
 
 struct multi_worker {
 	int mpi;                  /* MPI started (world > 1) */
@@ -55,6 +60,8 @@ struct multi_worker {
 	MPI_Request *reqs;        /* (nbuckets) */
 	int posted;               /* buckets posted in this step */
 	int64_t early;            /* DTRAIN_STATS: buckets posted during backward */
+	int shared;               /* CPU replicas, every rank on this host: the sum in shared memory */
+	struct dt_shm_sum shm;    /* made on the first step */
 };
 
 static const char who[] = "multi_worker_mirrored";
@@ -112,6 +119,13 @@ static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 		if (v[2] != -v[3])
 			return dt_error("strategy '%s': the ranks have from %d to %d replicas (rank %d: %d); every rank "
 					"needs the same number of devices", who, (int)-v[3], (int)v[2], s->rank, s->nreplicas);
+	}
+	if (w->mpi && !w->gpu && d.communication != DT_COMM_MPI) {
+		w->shared = dt_shm_one_host(MPI_COMM_WORLD);
+		if (!w->shared && d.communication == DT_COMM_SHARED_MEMORY)
+			return dt_node_error(d.communication_node, "communication: shared_memory needs every rank on one "
+					     "host (rank %d runs on %s, not with all the others); use auto or mpi",
+					     s->rank, dt_mpi_host());
 	}
 	if (w->gpu && !w->mpi)
 		return dt_local_nccl_init_all(&w->nccl, s, who);
@@ -181,7 +195,7 @@ static void post_bucket(struct dt_strategy *s, struct multi_worker *w, struct dt
 static void multi_worker_grads_ready(struct dt_strategy *s, struct dt_model *replicas, int64_t lo)
 {
 	struct multi_worker *w = s->priv;
-	if (w->gpu || !w->mpi)
+	if (w->gpu || !w->mpi || w->shared)
 		return;
 	if (w->nbuckets < 0)
 		plan_buckets(w, &replicas[0]);
@@ -207,6 +221,13 @@ static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas,
 	}
 	if (!w->mpi) {
 		dt_local_sum_grads(s, replicas, 0, replicas[0].ntrainable);
+	} else if (w->shared) {
+		double a = now();
+		dt_local_sum_grads(s, replicas, 0, replicas[0].ntrainable);
+		if (!w->shm.peer)
+			dt_shm_sum_init(&w->shm, &w->group, replicas[0].ntrainable, "the shared-memory set-up");
+		dt_shm_sum(&w->shm, &w->group, replicas[0].grads, "the gradient all-reduce", w->step + 1);
+		w->t_allreduce += now() - a;
 	} else {
 		/* What backward did not post (all of it under gradient accumulation), then the wait. */
 		double a = now();
@@ -251,12 +272,18 @@ static void multi_worker_release(struct dt_strategy *s)
 		double per_step = (w->t_last - w->t_first) / (double)(w->step - 1);
 		double ar = w->t_allreduce / (double)w->step;
 		fprintf(stderr, "%s: %d ranks, %lld steps, %.3f ms per step, all-reduce %.3f ms per step after backward "
-			"(%.1f%%), %d bucket%s (%.2f per step posted during backward)\n", who, s->world,
-			(long long)w->step, per_step * 1e3, ar * 1e3, per_step > 0 ? 100 * ar / per_step : 0, w->nbuckets,
-			w->nbuckets == 1 ? "" : "s", (double)w->early / (double)w->step);
+			"(%.1f%%), ", who, s->world, (long long)w->step, per_step * 1e3, ar * 1e3,
+			per_step > 0 ? 100 * ar / per_step : 0);
+		if (w->shared)
+			fprintf(stderr, "in shared memory\n");
+		else
+			fprintf(stderr, "%d bucket%s (%.2f per step posted during backward)\n", w->nbuckets,
+				w->nbuckets == 1 ? "" : "s", (double)w->early / (double)w->step);
 	}
 	free(w->bucket_lo);
 	free(w->reqs);
+	if (!s->failed)
+		dt_shm_sum_release(&w->shm); /* a collective: not after a failure (the job ends anyway) */
 	if (w->gpu)
 		dt_local_nccl_release(&w->nccl);
 	if (w->mpi && s->failed > 0 && s->failed < 128)

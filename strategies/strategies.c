@@ -214,7 +214,9 @@ static int parse_device(const struct dt_node *n, struct dt_device *d)
 	return 0;
 }
 
-const char *const dt_distribute_keys[] = { "strategy", "device", "devices", "num_ps", "timeout", "bucket_mb", NULL };
+const char *const dt_distribute_keys[] = { "strategy", "device", "devices", "num_ps", "timeout", "bucket_mb",
+					     "communication", NULL };
+static const char *const communication_names[] = { "auto", "shared_memory", "mpi", NULL };
 
 int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d)
 {
@@ -226,8 +228,10 @@ int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d)
 	    dt_cfg_enum(args, "strategy", dt_strategy_names, 0, &d->which) < 0 ||
 	    dt_cfg_int(args, "num_ps", 1, 1, 1 << 20, &num_ps) < 0 ||
 	    dt_cfg_float(args, "timeout", 300, 0.001, 1e9, &d->timeout) < 0 ||
-	    dt_cfg_float(args, "bucket_mb", 1, 0, 1e6, &d->bucket_mb) < 0)
+	    dt_cfg_float(args, "bucket_mb", 1, 0, 1e6, &d->bucket_mb) < 0 ||
+	    dt_cfg_enum(args, "communication", communication_names, DT_COMM_AUTO, &d->communication) < 0)
 		return -1;
+	d->communication_node = dt_node_get(args, "communication");
 	d->strategy_node = dt_node_get(args, "strategy");
 	d->num_ps = (int)num_ps;
 	d->has_num_ps = dt_node_get(args, "num_ps") != NULL;

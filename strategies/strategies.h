@@ -36,8 +36,11 @@ extern const struct dt_strategy_type dt_parameter_server_strategy;
  * device: cpu:N or gpu:N (one_device); devices: `auto` (ndevices 0) or a
  * list of cpu:N or gpu:N (whether a GPU exists is dt_local_devices' check);
  * num_ps >= 1; timeout > 0 seconds (default 300); bucket_mb >= 0 (default
- * 1): the gradient all-reduce's bucket size (multi_worker_mirrored).
+ * 1): the gradient all-reduce's bucket size (multi_worker_mirrored);
+ * communication: how multi_worker_mirrored sums CPU gradients (auto: in
+ * shared memory when every rank is on one host, else MPI's all-reduce).
  */
+enum dt_communication { DT_COMM_AUTO, DT_COMM_SHARED_MEMORY, DT_COMM_MPI };
 struct dt_distribute {
 	int which;                  /* index in the names the config accepts; 0: auto */
 	const struct dt_node *strategy_node; /* NULL when absent */
@@ -51,6 +54,8 @@ struct dt_distribute {
 	int has_num_ps;
 	double timeout;
 	double bucket_mb;
+	int communication;          /* enum dt_communication */
+	const struct dt_node *communication_node; /* for errors, NULL when absent */
 };
 int dt_distribute_read(const struct dt_node *args, struct dt_distribute *d);
 /* The keys `distribute:` allows and the names `strategy:` takes (auto first), NULL-terminated. */

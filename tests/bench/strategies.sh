@@ -3,10 +3,11 @@
 #  - weak scaling, the per-replica batch fixed at 128: 2 ranks of multi_worker_mirrored
 #    (global batch 256) against 1 rank (batch 128), both started by mpirun and bound to a
 #    core, as a fraction of linear (target >= 0.85), for models/fashion_mlp.yaml and
-#    models/fashion_cnn.yaml; the MLP also with one bucket posted after backward (no
-#    overlap: distribute.bucket_mb above the model) and every layer a bucket
-#    (bucket_mb: 0), and across two network namespaces over TCP (as tests/cli/multihost.bats;
-#    skipped where namespaces cannot be made);
+#    models/fashion_cnn.yaml (the sum in shared memory, communication auto); the MLP also
+#    with MPI's bucketed all-reduce (communication: mpi), its buckets of 1 MiB, one bucket
+#    posted after backward (no overlap: distribute.bucket_mb above the model) and every
+#    layer a bucket (bucket_mb: 0), and across two network namespaces over TCP (as
+#    tests/cli/multihost.bats; skipped where namespaces cannot be made);
 #  - strong scaling (the global batch fixed at 128) and parameter_server with 1 server and
 #    2 workers, for reference (the issue 6 figure of 1.7 was withdrawn in issue 16: two
 #    cores bound it near 1.55).
@@ -90,8 +91,11 @@ for ((k = 0; k < REPEAT; k++)); do
 	taskset -c 0 "$DTRAIN" "${mlp[@]}" >>"$tmp/ind0.json" & taskset -c 1 "$DTRAIN" "${mlp[@]}" >>"$tmp/ind1.json"
 	wait
 	run mlp2 2 "${mlp[@]}" --set data.batch_size=256
-	run mlp2_one 2 "${mlp[@]}" --set data.batch_size=256 --set distribute.bucket_mb=1e6
-	run mlp2_layers 2 "${mlp[@]}" --set data.batch_size=256 --set distribute.bucket_mb=0
+	run mlp2_mpi 2 "${mlp[@]}" --set data.batch_size=256 --set distribute.communication=mpi
+	run mlp2_one 2 "${mlp[@]}" --set data.batch_size=256 --set distribute.communication=mpi \
+		--set distribute.bucket_mb=1e6
+	run mlp2_layers 2 "${mlp[@]}" --set data.batch_size=256 --set distribute.communication=mpi \
+		--set distribute.bucket_mb=0
 	[ $hosts = 0 ] || run_hosts mlp2_tcp "${mlp[@]}" --set data.batch_size=256
 	run cnn1 1 "${cnn[@]}"
 	run cnn2 2 "${cnn[@]}" --set data.batch_size=256
@@ -114,9 +118,10 @@ printf '  %-44s %8.0f samples/s\n' "1 rank (batch 128)" "$(b mlp1)"
 ind=$(jq -n "$(b ind0) + $(b ind1)")
 printf '  %-44s %8.0f samples/s   %.2f of linear (the ceiling)\n' "2 independent 1-rank runs at once, summed" \
 	"$ind" "$(jq -n "$ind / (2 * $(b mlp1))")"
-weak "2 ranks (global batch 256), buckets of 1 MiB" mlp2 mlp1
-weak "2 ranks, one bucket after backward" mlp2_one mlp1
-weak "2 ranks, a bucket per layer" mlp2_layers mlp1
+weak "2 ranks (global batch 256), shared memory" mlp2 mlp1
+weak "2 ranks, MPI all-reduce, buckets of 1 MiB" mlp2_mpi mlp1
+weak "2 ranks, MPI, one bucket after backward" mlp2_one mlp1
+weak "2 ranks, MPI, a bucket per layer" mlp2_layers mlp1
 if [ $hosts = 1 ]; then
 	weak "2 ranks in two namespaces, over TCP" mlp2_tcp mlp1
 else

@@ -79,3 +79,16 @@ hosts_mpi() {
 	[ "$(events epoch | wc -l)" -eq 2 ]
 	"$CKPT_DIFF" "$TMP/one/latest.safetensors" "$TMP/two/latest.safetensors"
 }
+
+@test "two hosts: communication auto sums over MPI, shared_memory is refused naming the key" {
+	# The chief, in the first namespace, has mpirun's environment: DTRAIN_STATS reaches it.
+	DTRAIN_STATS=1 run --separate-stderr hosts_mpi "$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=1 \
+		--set checkpoint.enabled=false
+	status_is 0
+	[[ $stderr == *"multi_worker_mirrored: 2 ranks, "*" 1 bucket (1.00 per step posted during backward)"* ]]
+	run --separate-stderr hosts_mpi "$DTRAIN" fit "$MODELS/blobs.yaml" -q --set fit.epochs=1 \
+		--set checkpoint.enabled=false --set distribute.communication=shared_memory
+	echo "$stderr"
+	status_is 2
+	stderr_has "communication: shared_memory needs every rank on one host"
+}

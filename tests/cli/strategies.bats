@@ -89,21 +89,59 @@ same() {
 
 @test "multi_worker_mirrored: gradient buckets posted during backward (one per layer), and under accumulation" {
 	need_mpi
+	# On one host the sum is in shared memory unless communication says mpi (the next test).
+	local DTRAIN_ARGS_MPI="--set distribute.communication=mpi"
 	fit_blobs one --set "$DROPOUT"
 	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/b0" --set "$DROPOUT" \
-		--set distribute.bucket_mb=0 2>"$TMP/stats"
+		--set distribute.bucket_mb=0 $DTRAIN_ARGS_MPI 2>"$TMP/stats"
 	same one b0
 	# Three dense layers, a bucket each, every one posted while backward runs.
 	grep -q "^multi_worker_mirrored: 2 ranks, .* 3 buckets (3.00 per step posted during backward)$" "$TMP/stats"
 	# Under accumulation the last batch's backward adds to the kept gradients after it: apply posts them all.
 	fit_blobs acc --set "$DROPOUT" --set fit.accumulate_steps=2
 	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/bacc" \
-		--set "$DROPOUT" --set distribute.bucket_mb=0 --set fit.accumulate_steps=2 2>"$TMP/stats"
+		--set "$DROPOUT" --set distribute.bucket_mb=0 --set fit.accumulate_steps=2 $DTRAIN_ARGS_MPI 2>"$TMP/stats"
 	same acc bacc
 	grep -q " 3 buckets (0.00 per step posted during backward)$" "$TMP/stats"
 	# The default, 1 MiB: one bucket for blobs' 99 parameters.
-	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.enabled=false 2>"$TMP/stats"
+	DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.enabled=false \
+		$DTRAIN_ARGS_MPI 2>"$TMP/stats"
 	grep -q " 1 bucket (1.00 per step posted during backward)$" "$TMP/stats"
+}
+
+@test "multi_worker_mirrored on one host: the sum in shared memory (auto), with -np 2 and -np 3 and accumulation" {
+	need_mpi
+	fit_blobs one --set "$DROPOUT"
+	for c in auto shared_memory; do
+		DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/s2$c" \
+			--set "$DROPOUT" --set distribute.communication=$c 2>"$TMP/stats"
+		same one "s2$c"
+		grep -q "^multi_worker_mirrored: 2 ranks, .* after backward (.*%), in shared memory$" "$TMP/stats"
+	done
+	# 3 ranks: 371 parameters in chunks of whole 16-float lines (128, 128 and 115), and MPI's sum.
+	DTRAIN_STATS=1 mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/s3" \
+		--set "$DROPOUT" 2>"$TMP/stats"
+	grep -q "^multi_worker_mirrored: 3 ranks, .* in shared memory$" "$TMP/stats"
+	same one s3
+	mpi 3 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/m3" --set "$DROPOUT" \
+		--set distribute.communication=mpi
+	same m3 s3
+	fit_blobs acc --set "$DROPOUT" --set fit.accumulate_steps=2
+	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/sacc" --set "$DROPOUT" \
+		--set fit.accumulate_steps=2
+	same acc sacc
+	# A wider model (1,443 parameters, 2 ranks): the chunks' ends are not the layers'.
+	wide="model.layers=[{dense: {units: 40, activation: relu}}, {dense: {units: 30, activation: relu}}, {dense: {units: 3, activation: softmax}}]"
+	fit_blobs wide1 --set "$wide"
+	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/wide2" --set "$wide"
+	same wide1 wide2
+}
+
+@test "distribute.communication: a bad value is a config error naming it" {
+	run --separate-stderr fit_blobs x --set distribute.communication=ring
+	status_is 2
+	stderr_has "unknown communication 'ring' (expected one of: auto, shared_memory, mpi)"
+	[[ $stderr =~ :[0-9]+:[0-9]+:\ error: ]]
 }
 
 # images_args DIR: sets args to the arguments of `dtrain fit` for 2 epochs of

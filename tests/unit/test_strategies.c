@@ -66,6 +66,7 @@ static void test_distribute_keys(void **state)
 	assert_int_equal(d.has_num_ps, 0);
 	assert_float_equal(d.timeout, 300, 0);
 	assert_float_equal(d.bucket_mb, 1, 0);
+	assert_int_equal(d.communication, DT_COMM_AUTO);
 	dt_doc_free(doc);
 
 	doc = distribute("devices: [cpu:0, cpu:3]\nnum_ps: 2\ntimeout: 5\nbucket_mb: 0.25\n");
@@ -76,6 +77,17 @@ static void test_distribute_keys(void **state)
 	assert_int_equal(d.has_num_ps, 1);
 	assert_float_equal(d.timeout, 5, 0);
 	assert_float_equal(d.bucket_mb, 0.25, 0);
+	assert_int_equal(d.communication, DT_COMM_AUTO);
+	dt_doc_free(doc);
+
+	doc = distribute("communication: shared_memory\n");
+	assert_int_equal(dt_distribute_read(dt_doc_root(doc), &d), 0);
+	assert_int_equal(d.communication, DT_COMM_SHARED_MEMORY);
+	assert_non_null(d.communication_node);
+	dt_doc_free(doc);
+	doc = distribute("communication: mpi\n");
+	assert_int_equal(dt_distribute_read(dt_doc_root(doc), &d), 0);
+	assert_int_equal(d.communication, DT_COMM_MPI);
 	dt_doc_free(doc);
 
 	/* GPU names parse; whether the GPUs exist is the strategy's check (test_gpu_devices). */
@@ -102,6 +114,8 @@ static void test_distribute_keys(void **state)
 		{ "timout: 5\n", "did you mean 'timeout'" },
 		{ "bucket_mb: -1\n", "bucket_mb" },
 		{ "bucket_mb: big\n", "bucket_mb" },
+		{ "communication: ring\n", "expected one of: auto, shared_memory, mpi" },
+		{ "communication: shared_memroy\n", "did you mean 'shared_memory'" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		doc = distribute(bad[i].yaml);
