@@ -29,8 +29,10 @@ void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count
 	s->count = count;
 	/* The allocation below waits for every member without a deadline: meet on a timed collective first. */
 	dt_mpi_allreduce_max(g, &arrived, 1, what, -1);
-	DT_ASSERT(MPI_Win_allocate_shared((MPI_Aint)(count ? count : 1) * (MPI_Aint)sizeof(float), sizeof(float),
-					  MPI_INFO_NULL, g->comm, &mine, &s->win) == MPI_SUCCESS);
+	/* Whole lines, so that every rank's window starts on one (they may be contiguous). */
+	int64_t lines = (count + 15) / 16;
+	DT_ASSERT(MPI_Win_allocate_shared((MPI_Aint)(lines ? lines : 1) * 64, sizeof(float), MPI_INFO_NULL, g->comm,
+					  &mine, &s->win) == MPI_SUCCESS);
 	s->peer = dt_calloc((size_t)s->n, sizeof(*s->peer));
 	for (int r = 0; r < s->n; r++) {
 		MPI_Aint bytes;
@@ -39,7 +41,6 @@ void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count
 	}
 	/* Chunks of whole 64-byte lines: two ranks never write one line. */
 	s->lo = dt_calloc((size_t)s->n + 1, sizeof(*s->lo));
-	int64_t lines = (count + 15) / 16;
 	for (int r = 0; r <= s->n; r++) {
 		int64_t lo = lines * r / s->n * 16;
 		s->lo[r] = lo < count ? lo : count;
