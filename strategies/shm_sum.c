@@ -29,17 +29,23 @@ void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count
 	s->count = count;
 	/* The allocation below waits for every member without a deadline: meet on a timed collective first. */
 	dt_mpi_allreduce_max(g, &arrived, 1, what, -1);
-	/* Whole lines, so that every rank's window starts on one (they may be contiguous). */
+	/*
+	 * Whole lines and one more: each rank's part starts at its first line
+	 * boundary (Open MPI's start 8 bytes past one; the mappings are
+	 * page-aligned, so every process finds the same boundary).
+	 */
 	int64_t lines = (count + 15) / 16;
-	DT_ASSERT(MPI_Win_allocate_shared((MPI_Aint)(lines ? lines : 1) * 64, sizeof(float), MPI_INFO_NULL, g->comm,
-					  &mine, &s->win) == MPI_SUCCESS);
+	DT_ASSERT(MPI_Win_allocate_shared((MPI_Aint)(lines + 1) * 64, 1, MPI_INFO_NULL, g->comm, &mine, &s->win) ==
+		  MPI_SUCCESS);
 	s->peer = dt_calloc((size_t)s->n, sizeof(*s->peer));
 	for (int r = 0; r < s->n; r++) {
 		MPI_Aint bytes;
 		int unit;
-		MPI_Win_shared_query(s->win, r, &bytes, &unit, &s->peer[r]);
+		char *base;
+		MPI_Win_shared_query(s->win, r, &bytes, &unit, &base);
+		s->peer[r] = (float *)(base + (64 - (uintptr_t)base % 64) % 64);
 	}
-	/* Chunks of whole 64-byte lines: two ranks never write one line. */
+	/* Chunks of whole lines: two ranks never write one line. */
 	s->lo = dt_calloc((size_t)s->n + 1, sizeof(*s->lo));
 	for (int r = 0; r <= s->n; r++) {
 		int64_t lo = lines * r / s->n * 16;
