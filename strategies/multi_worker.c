@@ -282,8 +282,7 @@ static void multi_worker_release(struct dt_strategy *s)
 	}
 	free(w->bucket_lo);
 	free(w->reqs);
-	if (!s->failed)
-		dt_shm_sum_release(&w->shm); /* a collective: not after a failure (the job ends anyway) */
+	dt_shm_sum_release(&w->shm, !s->failed);
 	if (w->gpu)
 		dt_local_nccl_release(&w->nccl);
 	if (w->mpi && s->failed > 0 && s->failed < 128)

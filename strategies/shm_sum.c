@@ -98,12 +98,14 @@ void dt_shm_sum(struct dt_shm_sum *s, struct dt_mpi_group *g, float *v, const ch
 			memcpy(v + s->lo[c], s->peer[c] + s->lo[c], (size_t)(s->lo[c + 1] - s->lo[c]) * sizeof(float));
 }
 
-void dt_shm_sum_release(struct dt_shm_sum *s)
+void dt_shm_sum_release(struct dt_shm_sum *s, int collective)
 {
 	if (!s->peer)
 		return;
-	MPI_Win_unlock_all(s->win);
-	MPI_Win_free(&s->win);
+	if (collective) {
+		MPI_Win_unlock_all(s->win);
+		MPI_Win_free(&s->win);
+	}
 	free(s->peer);
 	free(s->lo);
 	memset(s, 0, sizeof(*s));

@@ -49,7 +49,10 @@ int dt_shm_one_host(MPI_Comm comm);
 void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count, const char *what);
 /* v[0..count) becomes the sum of every member's v; `what` and `step` name the sum in a timeout message. */
 void dt_shm_sum(struct dt_shm_sum *s, struct dt_mpi_group *g, float *v, const char *what, int64_t step);
-/* Frees the window (a collective: every member calls it, after its last sum). */
-void dt_shm_sum_release(struct dt_shm_sum *s);
+/*
+ * Frees s; with collective, the window too (every member calls it then,
+ * after its last sum; not after a failure or a stop, when the job ends anyway).
+ */
+void dt_shm_sum_release(struct dt_shm_sum *s, int collective);
 
 #endif
