@@ -81,14 +81,21 @@ be32() {
 		$((($1 >> 8) & 255)) $(($1 & 255)))"
 }
 
-# idx_images N H W: an IDX3 uint8 file of N images of H x W (pixel values vary).
+# idx_images N H W [SEED]: an IDX3 uint8 file of N images of H x W: random
+# pixels, the same ones for the same SEED (for tests that compare weights:
+# rounding differences some data sets amplify must not make them flaky).
 idx_images() {
-	local n=$1 h=$2 w=$3
+	local n=$1 h=$2 w=$3 seed=${4:-}
 	printf '\000\000\010\003'
 	be32 "$n"
 	be32 "$h"
 	be32 "$w"
-	head -c $((n * h * w)) /dev/urandom
+	if [ -n "$seed" ]; then
+		printf "$(awk -v count=$((n * h * w)) -v seed="$seed" \
+			'BEGIN { srand(seed); for (i = 0; i < count; i++) printf "\\%03o", int(rand() * 256) }')"
+	else
+		head -c $((n * h * w)) /dev/urandom
+	fi
 }
 
 # idx_labels N: an IDX1 uint8 file of N labels cycling 0, 1, 2.
