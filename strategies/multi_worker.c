@@ -61,6 +61,7 @@ struct multi_worker {
 	int posted;               /* buckets posted in this step */
 	int64_t early;            /* DTRAIN_STATS: buckets posted during backward */
 	int shared;               /* CPU replicas, every rank on this host: the sum in shared memory */
+	int shared_asked;         /* communication: shared_memory (not auto) */
 	struct dt_shm_sum shm;    /* made on the first step */
 };
 
@@ -122,6 +123,7 @@ static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 	}
 	if (w->mpi && !w->gpu && d.communication != DT_COMM_MPI) {
 		w->shared = dt_shm_one_host(MPI_COMM_WORLD);
+		w->shared_asked = d.communication == DT_COMM_SHARED_MEMORY;
 		if (!w->shared && d.communication == DT_COMM_SHARED_MEMORY)
 			return dt_node_error(d.communication_node, "communication: shared_memory needs every rank on one "
 					     "host (rank %d runs on %s, not with all the others); use auto or mpi",
@@ -206,10 +208,40 @@ static void multi_worker_grads_ready(struct dt_strategy *s, struct dt_model *rep
 	dt_mpi_progress(w->reqs, w->posted);
 }
 
+/*
+ * The shared-memory window, on the first step. Where its directory has too
+ * little room, every rank sums over MPI's buckets instead: the chief says so
+ * (a note under auto, a warning when shared_memory was asked for).
+ */
+static void shared_start(struct dt_strategy *s, struct multi_worker *w, int64_t count)
+{
+	double need, avail;
+	char room[64], bytes[32], msg[640];
+	if (dt_shm_sum_init(&w->shm, &w->group, count, "the shared-memory set-up", &need, &avail) == 0)
+		return;
+	w->shared = 0;
+	if (!s->is_chief)
+		return;
+	if (avail < 0)
+		snprintf(room, sizeof(room), "cannot be read");
+	else
+		snprintf(room, sizeof(room), "has %s free", dt_bytes_format(avail, bytes, sizeof(bytes)));
+	snprintf(msg, sizeof(msg), "%s'%s' %s but the shared-memory gradient sum needs %s there: the ranks sum "
+		 "over MPI instead, more slowly (give it more room, as docker run --shm-size does, or set "
+		 "distribute.communication: mpi)", w->shared_asked ? "communication: shared_memory: " : "",
+		 dt_shm_dir(), room, dt_bytes_format(need, bytes, sizeof(bytes)));
+	if (w->shared_asked)
+		dt_warn("%s", msg);
+	else
+		dt_note("%s", msg);
+}
+
 static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas, struct dt_optimizer *opts)
 {
 	struct multi_worker *w = s->priv;
 	double t0 = now();
+	if (w->shared && !w->shm.peer)
+		shared_start(s, w, replicas[0].ntrainable);
 	if (w->gpu) {
 		/* Queued on the GPUs' streams: the time is that of queuing, not of the transfer. */
 		double a = now();
@@ -224,8 +256,6 @@ static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas,
 	} else if (w->shared) {
 		double a = now();
 		dt_local_sum_grads(s, replicas, 0, replicas[0].ntrainable);
-		if (!w->shm.peer)
-			dt_shm_sum_init(&w->shm, &w->group, replicas[0].ntrainable, "the shared-memory set-up");
 		dt_shm_sum(&w->shm, &w->group, replicas[0].grads, "the gradient all-reduce", w->step + 1);
 		w->t_allreduce += now() - a;
 	} else {

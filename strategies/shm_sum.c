@@ -1,6 +1,7 @@
 /* The gradient sum of ranks on one host, in an MPI shared-memory window (shm_sum.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "core/error.h"
 #include "shm_sum.h"
@@ -19,24 +20,45 @@ int dt_shm_one_host(MPI_Comm comm)
 	return here == size;
 }
 
-void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count, const char *what)
+const char *dt_shm_dir(void)
 {
-	double arrived = 1;
+	const char *dir = getenv("OMPI_MCA_osc_sm_backing_directory");
+	return dir && *dir ? dir : "/dev/shm";
+}
+
+/* The bytes free in dir; -1 when it cannot be read (Open MPI could not use it either). */
+static double free_bytes(const char *dir)
+{
+	struct statvfs v;
+	return statvfs(dir, &v) == 0 ? (double)v.f_bavail * (double)v.f_frsize : -1;
+}
+
+int dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count, const char *what, double *need,
+		    double *avail)
+{
+	/*
+	 * Each rank's part: whole lines and one more, so that it starts at its
+	 * first line boundary (Open MPI's start 8 bytes past one; the mappings
+	 * are page-aligned, so every process finds the same boundary).
+	 */
+	int64_t lines = (count + 15) / 16;
+	MPI_Aint part = (MPI_Aint)(lines + 1) * 64;
+	double short_by;
 	float *mine;
+
 	memset(s, 0, sizeof(*s));
+	/* One file holds every part; 64 KiB more covers Open MPI's header and the pages' rounding. */
+	*need = (double)part * g->size + 65536;
+	*avail = free_bytes(dt_shm_dir());
+	/* The allocation below waits for every member without a deadline: meet on a timed collective first. */
+	short_by = *need - *avail;
+	dt_mpi_allreduce_max(g, &short_by, 1, what, -1);
+	if (short_by > 0)
+		return -1;
 	s->n = g->size;
 	s->me = g->rank;
 	s->count = count;
-	/* The allocation below waits for every member without a deadline: meet on a timed collective first. */
-	dt_mpi_allreduce_max(g, &arrived, 1, what, -1);
-	/*
-	 * Whole lines and one more: each rank's part starts at its first line
-	 * boundary (Open MPI's start 8 bytes past one; the mappings are
-	 * page-aligned, so every process finds the same boundary).
-	 */
-	int64_t lines = (count + 15) / 16;
-	DT_ASSERT(MPI_Win_allocate_shared((MPI_Aint)(lines + 1) * 64, 1, MPI_INFO_NULL, g->comm, &mine, &s->win) ==
-		  MPI_SUCCESS);
+	DT_ASSERT(MPI_Win_allocate_shared(part, 1, MPI_INFO_NULL, g->comm, &mine, &s->win) == MPI_SUCCESS);
 	s->peer = dt_calloc((size_t)s->n, sizeof(*s->peer));
 	for (int r = 0; r < s->n; r++) {
 		MPI_Aint bytes;
@@ -53,6 +75,7 @@ void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count
 	}
 	/* One passive epoch for the window's life; MPI_Win_sync orders the stores around each meeting. */
 	MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win);
+	return 0;
 }
 
 /* A meeting of every member, its stores before it seen by all after it. */

@@ -43,10 +43,21 @@ struct dt_shm_sum {
  */
 int dt_shm_one_host(MPI_Comm comm);
 /*
- * Makes the window of count floats over g's members (all on one host): a
- * timed meeting, then MPI_Win_allocate_shared.
+ * The directory of the window's backing file: Open MPI's
+ * osc_sm_backing_directory (mpirun --mca sets it in the environment),
+ * /dev/shm by default. A container's is often small (Docker's: 64 MB).
  */
-void dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count, const char *what);
+const char *dt_shm_dir(void);
+/*
+ * Makes the window of count floats over g's members (all on one host): a
+ * timed meeting, at which each member also tells whether dt_shm_dir() has
+ * room for the backing file, then MPI_Win_allocate_shared. 0 when made; -1,
+ * on every member alike, when some member's directory has too little room
+ * (Open MPI would end the job): nothing is made, and *need and *avail are
+ * this member's bytes needed and free (-1: the directory cannot be read).
+ */
+int dt_shm_sum_init(struct dt_shm_sum *s, struct dt_mpi_group *g, int64_t count, const char *what, double *need,
+		    double *avail);
 /* v[0..count) becomes the sum of every member's v; `what` and `step` name the sum in a timeout message. */
 void dt_shm_sum(struct dt_shm_sum *s, struct dt_mpi_group *g, float *v, const char *what, int64_t step);
 /*

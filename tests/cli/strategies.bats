@@ -137,6 +137,42 @@ same() {
 	same wide1 wide2
 }
 
+# shm_fallback DIR: 2 epochs of blobs on 2 ranks whose shared-memory window would go in DIR
+# (Open MPI's osc_sm_backing_directory), checkpoints in $TMP/fb; stderr in $TMP/err.
+shm_fallback() {
+	local dir=$1
+	shift
+	OMPI_MCA_osc_sm_backing_directory=$dir DTRAIN_STATS=1 mpi 2 "$DTRAIN" fit "$BLOBS" --set fit.epochs=2 \
+		--set checkpoint.dir="$TMP/fb" --set "$DROPOUT" "$@" 2>"$TMP/err"
+}
+
+@test "multi_worker_mirrored: without room for the shared-memory window the ranks sum over MPI, and say so" {
+	need_mpi
+	# Open MPI ended such a job in MPI_Win_allocate_shared ("MPI_ERRORS_ARE_FATAL").
+	shm_fallback "$TMP/none"
+	grep -q "note: '$TMP/none' cannot be read but the shared-memory gradient sum needs 67.12 KB there: the ranks sum over MPI instead" "$TMP/err"
+	grep -q "^multi_worker_mirrored: 2 ranks, .*, 1 bucket (" "$TMP/err"
+	mpi 2 "$DTRAIN" fit "$BLOBS" -q --set fit.epochs=2 --set checkpoint.dir="$TMP/m2" --set "$DROPOUT" \
+		--set distribute.communication=mpi
+	same m2 fb
+	# -q silences the note; asked for by name, shared memory's absence is a warning
+	shm_fallback "$TMP/none" -q
+	! grep -q "note:" "$TMP/err"
+	shm_fallback "$TMP/none" -q --set distribute.communication=shared_memory
+	grep -q "warning: communication: shared_memory: '$TMP/none' cannot be read" "$TMP/err"
+	same m2 fb
+}
+
+@test "multi_worker_mirrored: a 32 KB tmpfs for the window (67 KB) is too small: MPI's sum, and a note" {
+	need_mpi
+	mkdir "$TMP/small"
+	mount -t tmpfs -o size=32k tmpfs "$TMP/small" 2>/dev/null || skip "cannot mount a tmpfs here (not root, or a container)"
+	shm_fallback "$TMP/small" || { umount "$TMP/small"; false; }
+	umount "$TMP/small"
+	grep -q "note: '$TMP/small' has 32.00 KB free but the shared-memory gradient sum needs 67.12 KB there" "$TMP/err"
+	grep -q "^multi_worker_mirrored: 2 ranks, .*, 1 bucket (" "$TMP/err"
+}
+
 @test "distribute.communication: a bad value is a config error naming it" {
 	run --separate-stderr fit_blobs x --set distribute.communication=ring
 	status_is 2
