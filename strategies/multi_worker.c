@@ -18,7 +18,8 @@
  * every rank runs on one host (distribute.communication auto, or
  * shared_memory) apply_gradients sums in shared memory instead (shm_sum.h),
  * after backward: each rank has one core or a few, so the sum has no core to
- * overlap on, and it costs a fraction of MPI's.
+ * overlap on, and it costs a fraction of MPI's. Where the window's directory
+ * (/dev/shm) has too little room, the buckets after all (shared_start).
  *
  * Every collective gives up after distribute.timeout seconds, naming the
  * ranks that did not arrive (mpi_coll.h).
