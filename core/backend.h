@@ -48,6 +48,8 @@ struct dt_backend {
 	double (*regularize)(const struct dt_tensor *w, struct dt_tensor *g, float l1, float l2, float scale);
 
 	/* Plans: each backend's plan struct starts with struct dt_plan. */
+	int (*channel_block)(void);                                           /* NULL: NHWC only */
+	int (*conv_runs)(const struct dt_conv_geom *g, int with_dx);          /* with channel_block */
 	struct dt_plan *(*plan_conv)(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 	void (*conv_forward)(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 			     const struct dt_tensor *b, struct dt_tensor *y);

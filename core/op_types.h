@@ -138,6 +138,19 @@ struct dt_opt_step {
  */
 #define DT_CONV_MAX_SPAN 65536
 
+/*
+ * How a backend holds an image activation (N, H, W, C) in memory. NHWC is
+ * dtrain's own, the one every layer and backend reads. BLOCKED, where a
+ * backend has it (dt_op_channel_block), cuts the channels into blocks of B
+ * (16 on AVX-512, 8 on AVX2) and stores (N, C/B, H, W, B): oneDNN's
+ * nChw16c and nChw8c, the layout its convolutions run fastest in. The model
+ * keeps an activation BLOCKED only between two layers that both take it
+ * (dt_layer_type.layouts, dt_model_alloc): a run of convolutions and pooling.
+ */
+enum dt_layout { DT_LAYOUT_NHWC, DT_LAYOUT_BLOCKED };
+/* A bit for the pair of layouts (x, y) a layer or plan takes: DT_LAYOUT_PAIR(NHWC, NHWC) always. */
+#define DT_LAYOUT_PAIR(x, y) (1u << ((x) * 2 + (y)))
+
 struct dt_conv_geom {
 	int in_h, in_w, in_c;          /* one input sample */
 	int out_h, out_w, out_c;       /* one output sample */
@@ -160,6 +173,9 @@ struct dt_conv_geom {
 	 * or DT_ACT_RELU. Backward's dy is still the gradient before it.
 	 */
 	enum dt_activation act;
+	/* The layouts of x (and dx) and of y (and dy); block: the channels of a BLOCKED block (0 when neither is). */
+	enum dt_layout x_layout, y_layout;
+	int block;
 };
 
 /* The groups of g: 1 for an ordinary convolution (groups 0 or 1). */
@@ -184,6 +200,8 @@ struct dt_pool_geom {
 	int kh, kw;
 	int stride_h, stride_w;
 	int pad_top, pad_left, pad_bottom, pad_right; /* average pooling leaves padding out of the mean */
+	enum dt_layout x_layout, y_layout; /* as dt_conv_geom's */
+	int block;
 };
 
 /* The size of the square GEMMs dt_ops_peak_gflops times. */

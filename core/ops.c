@@ -254,10 +254,33 @@ void dt_plan_free(struct dt_plan *p)
 		p->backend->plan_free(p);
 }
 
+int dt_op_channel_block(struct dt_device dev)
+{
+	const struct dt_backend *b = backend_of(dev);
+	return b->channel_block ? b->channel_block() : 0;
+}
+
+/* A geometry's layouts: NHWC, or BLOCKED in the blocks of dev's backend. */
+static int layouts_valid(struct dt_device dev, enum dt_layout x, enum dt_layout y, int block)
+{
+	if (x == DT_LAYOUT_NHWC && y == DT_LAYOUT_NHWC)
+		return 1;
+	return block > 0 && block == dt_op_channel_block(dev);
+}
+
+int dt_plan_conv_runs(struct dt_device dev, const struct dt_conv_geom *g, int with_dx)
+{
+	const struct dt_backend *b = backend_of(dev);
+	if (g->x_layout == DT_LAYOUT_NHWC && g->y_layout == DT_LAYOUT_NHWC)
+		return 1;
+	return layouts_valid(dev, g->x_layout, g->y_layout, g->block) && b->conv_runs(g, with_dx);
+}
+
 struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)
 {
 	const struct dt_backend *b = backend_of(dev);
 	DT_ASSERT(b->plan_conv);
+	DT_ASSERT(layouts_valid(dev, g->x_layout, g->y_layout, g->block));
 	DT_ASSERT(g->act == DT_ACT_LINEAR || g->act == DT_ACT_RELU);
 	return b->plan_conv(dev, g, max_batch);
 }
@@ -279,6 +302,8 @@ struct dt_plan *dt_plan_pool(struct dt_device dev, const struct dt_pool_geom *g,
 {
 	const struct dt_backend *b = backend_of(dev);
 	DT_ASSERT(b->plan_pool);
+	DT_ASSERT(layouts_valid(dev, g->x_layout, g->y_layout, g->block));
+	DT_ASSERT((g->x_layout == DT_LAYOUT_NHWC && g->y_layout == DT_LAYOUT_NHWC) || g->c % g->block == 0);
 	return b->plan_pool(dev, g, max_batch);
 }
 

@@ -174,6 +174,19 @@ double dt_op_regularize(const struct dt_tensor *w, struct dt_tensor *g, float l1
 struct dt_plan;
 void dt_plan_free(struct dt_plan *p);
 
+/*
+ * The channels of a block of DT_LAYOUT_BLOCKED (core/op_types.h) on dev: 0
+ * where the backend keeps every activation NHWC (a GPU's, a CPU below AVX2).
+ * A backend that blocks runs pooling plans in every pair of layouts when c
+ * is a multiple of the block.
+ */
+int dt_op_channel_block(struct dt_device dev);
+/*
+ * Whether the backend runs convolution g in g's layouts, at its speed (not
+ * in a slow reference loop): always for NHWC in and out. with_dx: the
+ * backward computes dx too.
+ */
+int dt_plan_conv_runs(struct dt_device dev, const struct dt_conv_geom *g, int with_dx);
 struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 /*
  * y (N, out_h, out_w, out_c) = act(x (N, in_h, in_w, in_c) * w (kh, kw, in_c,

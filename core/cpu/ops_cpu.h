@@ -42,6 +42,8 @@ dnnl_memory_t dt_dnnl_mem_new(const dnnl_memory_desc_t *md);
 void dt_dnnl_mem_free(dnnl_memory_t *m);
 dnnl_memory_t dt_dnnl_bind(dnnl_memory_t m, const void *data);
 
+int dt_cpu_channel_block(void);
+int dt_cpu_conv_runs(const struct dt_conv_geom *g, int with_dx);
 struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 void dt_cpu_conv_forward(struct dt_plan *p, const struct dt_tensor *x, const struct dt_tensor *w,
 			 const struct dt_tensor *b, struct dt_tensor *y);

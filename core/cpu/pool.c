@@ -1,10 +1,10 @@
 /*
- * The CPU backend's pooling plans (max and average, over dtrain's
- * channels-last tensors), by hand, not on oneDNN: on this AVX2 machine
- * oneDNN 2.6's max pooling with a workspace (training) takes 13-14 ms for
- * Keras' MNIST CNN pool (batch 128, 24x24x64, 2x2), its backward 10 ms;
- * these loops take 3 and 2.6 ms. The workspace holds, per output, which
- * window position won.
+ * The CPU backend's pooling plans (max and average, over NHWC or channel
+ * blocks, either layout in and either out: core/op_types.h), by hand, not
+ * on oneDNN: on an AVX2 machine oneDNN 2.6's max pooling with a workspace
+ * (training) took 13-14 ms for Keras' MNIST CNN pool (batch 128, 24x24x64,
+ * 2x2), its backward 10 ms; these loops 3 and 2.6 ms. The workspace holds,
+ * per output, which window position won.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ struct pool_plan {
 	struct dt_cpu_plan_head head;
 	int max_batch;
 	struct dt_pool_geom g;
-	uint16_t *argmax; /* (max_batch, out_h, out_w, c) window positions, max pooling only */
+	uint16_t *argmax; /* window positions where y is (its layout), max pooling only */
 	int trained_n;    /* batch size of the last training forward, 0: none yet */
 };
 
@@ -61,6 +61,31 @@ static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, cons
 	return n;
 }
 
+/*
+ * Where a layout (core/op_types.h) puts the values of a tensor of images of
+ * `pixels` pixels of c channels, taken in groups of cw channels (a block of
+ * BLOCKED, else all c): lane j of group k of image b at pixel p is at
+ * b * image + k * group + p * pixel + j. NHWC: groups side by side in each
+ * pixel; BLOCKED (cw the block): each group a plane of its own.
+ */
+struct strides {
+	int64_t image, group;
+	int pixel;
+};
+
+static struct strides strides_of(enum dt_layout layout, int64_t pixels, int c, int cw)
+{
+	if (layout == DT_LAYOUT_BLOCKED)
+		return (struct strides){ pixels * c, pixels * cw, cw };
+	return (struct strides){ pixels * c, cw, c };
+}
+
+/* The channels the loops take at once: a block where either side is BLOCKED, else every channel. */
+static int group_width(const struct dt_pool_geom *g)
+{
+	return g->x_layout == DT_LAYOUT_BLOCKED || g->y_layout == DT_LAYOUT_BLOCKED ? g->block : g->c;
+}
+
 /* The window positions inside the input: [*lo, *hi) of the kernel's, for output index o. */
 static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int *hi)
 {
@@ -73,61 +98,64 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 {
 	struct pool_plan *p = (struct pool_plan *)pl;
 	const struct dt_pool_geom *g = &p->g;
-	const int n = pool_batch(p, xt, yt), c = g->c, max = g->kind == DT_POOL_MAX;
+	const int n = pool_batch(p, xt, yt), c = g->c, max = g->kind == DT_POOL_MAX, cw = group_width(g);
+	const struct strides xs = strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
+	const struct strides ys = strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
 	const float *x = xt->data;
 	float *y = yt->data;
-	uint16_t *argmax = max && training ? p->argmax : NULL;
+	uint16_t *argmax = max && training ? p->argmax : NULL; /* where y is */
 
 	DT_ASSERT(p->head.kind == DT_CPU_PLAN_POOL);
-#pragma omp parallel for collapse(2) if ((int64_t)n * g->out_h * g->out_w * c > POOL_PAR_MIN)
+#pragma omp parallel for collapse(3) if ((int64_t)n * g->out_h * g->out_w * c > POOL_PAR_MIN)
 	for (int b = 0; b < n; b++)
-		for (int oh = 0; oh < g->out_h; oh++) {
-			int i0, i1;
-			pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
-			for (int ow = 0; ow < g->out_w; ow++) {
-				int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
-				int j0, j1, first = 1;
-				float *yo = y + o;
-				uint16_t *ao = argmax ? argmax + o : NULL;
-				pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-				for (int i = i0; i < i1; i++)
-					for (int j = j0; j < j1; j++) {
-						int64_t ih = (int64_t)oh * g->stride_h - g->pad_top + i;
-						int64_t iw = (int64_t)ow * g->stride_w - g->pad_left + j;
-						const float *xi = x + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
-						uint16_t k = max ? (uint16_t)(i * g->kw + j) : 0;
-						if (first) {
-							for (int ch = 0; ch < c; ch++)
-								yo[ch] = xi[ch];
-							if (ao)
-								for (int ch = 0; ch < c; ch++)
-									ao[ch] = k;
-							first = 0;
-						} else if (!max) {
+		for (int k = 0; k < c / cw; k++)
+			for (int oh = 0; oh < g->out_h; oh++) {
+				int i0, i1;
+				pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
+				for (int ow = 0; ow < g->out_w; ow++) {
+					int64_t o = b * ys.image + k * ys.group + ((int64_t)oh * g->out_w + ow) * ys.pixel;
+					int j0, j1, first = 1;
+					float *yo = y + o;
+					uint16_t *ao = argmax ? argmax + o : NULL;
+					pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
+					for (int i = i0; i < i1; i++)
+						for (int j = j0; j < j1; j++) {
+							int64_t ih = (int64_t)oh * g->stride_h - g->pad_top + i;
+							int64_t iw = (int64_t)ow * g->stride_w - g->pad_left + j;
+							const float *xi = x + b * xs.image + k * xs.group + (ih * g->in_w + iw) * xs.pixel;
+							uint16_t at = max ? (uint16_t)(i * g->kw + j) : 0;
+							if (first) {
+								for (int ch = 0; ch < cw; ch++)
+									yo[ch] = xi[ch];
+								if (ao)
+									for (int ch = 0; ch < cw; ch++)
+										ao[ch] = at;
+								first = 0;
+							} else if (!max) {
 #pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								yo[ch] += xi[ch];
-						} else if (ao) {
+								for (int ch = 0; ch < cw; ch++)
+									yo[ch] += xi[ch];
+							} else if (ao) {
 #pragma omp simd
-							for (int ch = 0; ch < c; ch++) {
-								int gt = xi[ch] > yo[ch];
-								yo[ch] = gt ? xi[ch] : yo[ch];
-								ao[ch] = gt ? k : ao[ch];
+								for (int ch = 0; ch < cw; ch++) {
+									int gt = xi[ch] > yo[ch];
+									yo[ch] = gt ? xi[ch] : yo[ch];
+									ao[ch] = gt ? at : ao[ch];
+								}
+							} else {
+#pragma omp simd
+								for (int ch = 0; ch < cw; ch++)
+									yo[ch] = xi[ch] > yo[ch] ? xi[ch] : yo[ch];
 							}
-						} else {
-#pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								yo[ch] = xi[ch] > yo[ch] ? xi[ch] : yo[ch];
 						}
-					}
-				if (!max) {
-					float inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
+					if (!max) {
+						float inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
 #pragma omp simd
-					for (int ch = 0; ch < c; ch++)
-						yo[ch] *= inv;
+						for (int ch = 0; ch < cw; ch++)
+							yo[ch] *= inv;
+					}
 				}
 			}
-		}
 	if (training)
 		p->trained_n = n;
 }
@@ -149,7 +177,9 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 {
 	struct pool_plan *p = (struct pool_plan *)pl;
 	const struct dt_pool_geom *g = &p->g;
-	const int n = pool_batch(p, dxt, dyt), c = g->c, max = g->kind == DT_POOL_MAX;
+	const int n = pool_batch(p, dxt, dyt), c = g->c, max = g->kind == DT_POOL_MAX, cw = group_width(g);
+	const struct strides xs = strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
+	const struct strides ys = strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
 	const float *dy = dyt->data;
 	const uint16_t *argmax = p->argmax;
 	float *dx = dxt->data;
@@ -157,42 +187,44 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 	DT_ASSERT(p->head.kind == DT_CPU_PLAN_POOL);
 	/* Max pooling reads the window positions its training forward of this batch left. */
 	DT_ASSERT(!max || n == 0 || p->trained_n == n);
-#pragma omp parallel for collapse(2) if ((int64_t)n * g->in_h * g->in_w * c > POOL_PAR_MIN)
+#pragma omp parallel for collapse(3) if ((int64_t)n * g->in_h * g->in_w * c > POOL_PAR_MIN)
 	for (int b = 0; b < n; b++)
-		for (int ih = 0; ih < g->in_h; ih++) {
-			int oh0, oh1;
-			pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
-			for (int iw = 0; iw < g->in_w; iw++) {
-				float *dxi = dx + (((int64_t)b * g->in_h + ih) * g->in_w + iw) * c;
-				int ow0, ow1;
-				pool_covering(iw, g->stride_w, g->pad_left, g->kw, g->out_w, &ow0, &ow1);
-				for (int ch = 0; ch < c; ch++)
-					dxi[ch] = 0;
-				for (int oh = oh0; oh < oh1; oh++)
-					for (int ow = ow0; ow < ow1; ow++) {
-						int64_t o = (((int64_t)b * g->out_h + oh) * g->out_w + ow) * c;
-						int i = (int)(ih - ((int64_t)oh * g->stride_h - g->pad_top));
-						int j = (int)(iw - ((int64_t)ow * g->stride_w - g->pad_left));
-						const float *dyo = dy + o;
-						if (max) {
-							const uint16_t *ao = argmax + o;
-							uint16_t k = (uint16_t)(i * g->kw + j);
+		for (int k = 0; k < c / cw; k++)
+			for (int ih = 0; ih < g->in_h; ih++) {
+				int oh0, oh1;
+				pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
+				for (int iw = 0; iw < g->in_w; iw++) {
+					float *dxi = dx + b * xs.image + k * xs.group + ((int64_t)ih * g->in_w + iw) * xs.pixel;
+					int ow0, ow1;
+					pool_covering(iw, g->stride_w, g->pad_left, g->kw, g->out_w, &ow0, &ow1);
+					for (int ch = 0; ch < cw; ch++)
+						dxi[ch] = 0;
+					for (int oh = oh0; oh < oh1; oh++)
+						for (int ow = ow0; ow < ow1; ow++) {
+							int64_t o = b * ys.image + k * ys.group +
+								    ((int64_t)oh * g->out_w + ow) * ys.pixel;
+							int i = (int)(ih - ((int64_t)oh * g->stride_h - g->pad_top));
+							int j = (int)(iw - ((int64_t)ow * g->stride_w - g->pad_left));
+							const float *dyo = dy + o;
+							if (max) {
+								const uint16_t *ao = argmax + o;
+								uint16_t at = (uint16_t)(i * g->kw + j);
 #pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								dxi[ch] += ao[ch] == k ? dyo[ch] : 0.0f;
-						} else {
-							int i0, i1, j0, j1;
-							float inv;
-							pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
-							pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-							inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
+								for (int ch = 0; ch < cw; ch++)
+									dxi[ch] += ao[ch] == at ? dyo[ch] : 0.0f;
+							} else {
+								int i0, i1, j0, j1;
+								float inv;
+								pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
+								pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
+								inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
 #pragma omp simd
-							for (int ch = 0; ch < c; ch++)
-								dxi[ch] += dyo[ch] * inv;
+								for (int ch = 0; ch < cw; ch++)
+									dxi[ch] += dyo[ch] * inv;
+							}
 						}
-					}
+				}
 			}
-		}
 }
 
 void dt_cpu_pool_plan_free(struct dt_plan *pl)
