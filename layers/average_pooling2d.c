@@ -20,5 +20,6 @@ const struct dt_layer_type dt_average_pooling2d_layer = {
 	.backward = dt_pool2d_backward,
 	.release = dt_pool2d_release,
 	.alloc = dt_pool2d_alloc,
+	.layouts = dt_pool2d_layouts,
 	.export = dt_pool2d_export,
 };

@@ -96,9 +96,28 @@ static int conv2d_init(struct dt_layer *l, const struct dt_node *args)
 	return 0;
 }
 
+static unsigned conv2d_layouts(const struct dt_layer *l, struct dt_device dev, int block, int with_dx)
+{
+	const struct conv2d *c = l->priv;
+	unsigned pairs = 0;
+	for (int x = 0; x < 2; x++)
+		for (int y = 0; y < 2; y++) {
+			struct dt_conv_geom g = c->g;
+			g.x_layout = x ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			g.y_layout = y ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			g.block = block;
+			if ((x || y) && dt_plan_conv_runs(dev, &g, with_dx))
+				pairs |= DT_LAYOUT_PAIR(x, y);
+		}
+	return pairs;
+}
+
 static int conv2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 {
 	struct conv2d *c = l->priv;
+	c->g.x_layout = l->x_layout;
+	c->g.y_layout = l->y_layout;
+	c->g.block = l->block;
 	c->plan = dt_plan_conv(dev, &c->g, max_batch);
 	return c->plan ? 0 : dt_error("layer '%s': the backend cannot make this convolution", l->name);
 }
@@ -191,6 +210,7 @@ const struct dt_layer_type dt_conv2d_layer = {
 	.backward = conv2d_backward,
 	.release = conv2d_release,
 	.alloc = conv2d_alloc,
+	.layouts = conv2d_layouts,
 	.flops = conv2d_flops,
 	.export = conv2d_export,
 };

@@ -153,9 +153,22 @@ int dt_pool_init_global(struct dt_layer *l, const struct dt_node *args, enum dt_
 	return 0;
 }
 
+unsigned dt_pool2d_layouts(const struct dt_layer *l, struct dt_device dev, int block, int with_dx)
+{
+	const struct pool2d *p = l->priv;
+	(void)dev;
+	(void)with_dx;
+	if (p->g.c % block)
+		return 0;
+	return DT_LAYOUT_PAIR(0, 1) | DT_LAYOUT_PAIR(1, 0) | DT_LAYOUT_PAIR(1, 1);
+}
+
 int dt_pool2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 {
 	struct pool2d *p = l->priv;
+	p->g.x_layout = l->x_layout;
+	p->g.y_layout = l->y_layout;
+	p->g.block = l->block;
 	p->plan = dt_plan_pool(dev, &p->g, max_batch);
 	return p->plan ? 0 : dt_error("layer '%s': the backend cannot make this pooling", l->name);
 }

@@ -28,6 +28,8 @@ int dt_pool1d_init(struct dt_layer *l, const struct dt_node *args, enum dt_pool 
  */
 int dt_pool_init_global(struct dt_layer *l, const struct dt_node *args, enum dt_pool kind, int dims);
 
+/* Max and average pooling 2-D take either layout in and out (core/ops.h's dt_op_channel_block). */
+unsigned dt_pool2d_layouts(const struct dt_layer *l, struct dt_device dev, int block, int with_dx);
 int dt_pool2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch);
 void dt_pool2d_forward(struct dt_layer *l, const struct dt_tensor *x, struct dt_tensor *y,
 		       const struct dt_step_ctx *ctx);

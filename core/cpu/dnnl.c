@@ -481,6 +481,9 @@ static struct conv_mds conv_mds(const struct dt_conv_geom *g, int n, int bf16)
 {
 	dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
 	dnnl_format_tag_t xt = layout_tag(g->x_layout, g->block), yt = layout_tag(g->y_layout, g->block);
+	/* One channel is NHWC and NCHW at once: oneDNN's JIT writes blocks from a first layer's NCHW only. */
+	if (g->in_c == 1 && g->y_layout == DT_LAYOUT_BLOCKED)
+		xt = dnnl_nchw;
 	return (struct conv_mds){ .in = in,
 				  .x_tag = xt,
 				  .y_tag = yt,
@@ -735,9 +738,10 @@ static int pd_is_reference(const_dnnl_primitive_desc_t pd)
  * takes. fashion_cnn's 26x26x32 -> 24x24x64 at batch 128, 1 thread, Xeon
  * (AVX-512, tests/bench/conv_formats.c), nChw16c in and out: forward 13.9
  * ms, weight gradient 15.8, data gradient 15.5, against NHWC's 15.5, 17.7
- * and 16.8 with no reorder counted; a 1-channel NHWC x with a blocked y
- * runs too (forward 0.5 ms against 1.1), but not its data gradient (a
- * reference loop: 1 s), which a first layer does not take. Blocked x with
+ * and 16.8 with no reorder counted; a 1-channel x (described as NCHW,
+ * conv_mds) with a blocked y runs too (forward 0.5 ms against 1.1), but not
+ * its data gradient (a reference loop: 1 s), which a first layer does not
+ * take. Blocked x with
  * an NHWC y, and the reverse past a few channels, are reference loops too.
  * Grouped convolutions and precision bf16 stay NHWC.
  */

@@ -94,68 +94,87 @@ static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int 
 	*hi = start + k > in ? (int)(in - start) : k;
 }
 
+/*
+ * One output pixel of image b: its ng groups of cw channels, from the window
+ * of x at (oh, ow), into y (and the window positions into argmax, when
+ * training max pooling), y0 the pixel's offset in y. Inlined with cw a
+ * constant 16 where the layout is blocked: one vector per group and step.
+ */
+static inline __attribute__((always_inline)) void pool_pixel(const struct dt_pool_geom *g, const float *xb,
+							     struct strides xs, struct strides ys, int oh, int ow,
+							     float *y, uint16_t *argmax, int64_t y0, int ng, int cw)
+{
+	const int max = g->kind == DT_POOL_MAX;
+	int i0, i1, j0, j1, first = 1;
+	pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
+	pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
+	for (int i = i0; i < i1; i++)
+		for (int j = j0; j < j1; j++) {
+			int64_t ih = (int64_t)oh * g->stride_h - g->pad_top + i;
+			int64_t iw = (int64_t)ow * g->stride_w - g->pad_left + j;
+			uint16_t at = max ? (uint16_t)(i * g->kw + j) : 0;
+			for (int k = 0; k < ng; k++) {
+				const float *xi = xb + k * xs.group + (ih * g->in_w + iw) * xs.pixel;
+				float *yo = y + y0 + k * ys.group;
+				uint16_t *ao = argmax ? argmax + y0 + k * ys.group : NULL;
+				if (first) {
+					for (int ch = 0; ch < cw; ch++)
+						yo[ch] = xi[ch];
+					if (ao)
+						for (int ch = 0; ch < cw; ch++)
+							ao[ch] = at;
+				} else if (!max) {
+#pragma omp simd
+					for (int ch = 0; ch < cw; ch++)
+						yo[ch] += xi[ch];
+				} else if (ao) {
+#pragma omp simd
+					for (int ch = 0; ch < cw; ch++) {
+						int gt = xi[ch] > yo[ch];
+						yo[ch] = gt ? xi[ch] : yo[ch];
+						ao[ch] = gt ? at : ao[ch];
+					}
+				} else {
+#pragma omp simd
+					for (int ch = 0; ch < cw; ch++)
+						yo[ch] = xi[ch] > yo[ch] ? xi[ch] : yo[ch];
+				}
+			}
+			first = 0;
+		}
+	if (!max) {
+		float inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
+		for (int k = 0; k < ng; k++) {
+			float *yo = y + y0 + k * ys.group;
+#pragma omp simd
+			for (int ch = 0; ch < cw; ch++)
+				yo[ch] *= inv;
+		}
+	}
+}
+
 void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct dt_tensor *yt, int training)
 {
 	struct pool_plan *p = (struct pool_plan *)pl;
 	const struct dt_pool_geom *g = &p->g;
-	const int n = pool_batch(p, xt, yt), c = g->c, max = g->kind == DT_POOL_MAX, cw = group_width(g);
+	const int n = pool_batch(p, xt, yt), c = g->c, cw = group_width(g), ng = c / cw;
 	const struct strides xs = strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
 	const struct strides ys = strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
-	const float *x = xt->data;
-	float *y = yt->data;
-	uint16_t *argmax = max && training ? p->argmax : NULL; /* where y is */
+	uint16_t *argmax = g->kind == DT_POOL_MAX && training ? p->argmax : NULL; /* where y is */
 
 	DT_ASSERT(p->head.kind == DT_CPU_PLAN_POOL);
-#pragma omp parallel for collapse(3) if ((int64_t)n * g->out_h * g->out_w * c > POOL_PAR_MIN)
+#pragma omp parallel for collapse(2) if ((int64_t)n * g->out_h * g->out_w * c > POOL_PAR_MIN)
 	for (int b = 0; b < n; b++)
-		for (int k = 0; k < c / cw; k++)
-			for (int oh = 0; oh < g->out_h; oh++) {
-				int i0, i1;
-				pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
-				for (int ow = 0; ow < g->out_w; ow++) {
-					int64_t o = b * ys.image + k * ys.group + ((int64_t)oh * g->out_w + ow) * ys.pixel;
-					int j0, j1, first = 1;
-					float *yo = y + o;
-					uint16_t *ao = argmax ? argmax + o : NULL;
-					pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-					for (int i = i0; i < i1; i++)
-						for (int j = j0; j < j1; j++) {
-							int64_t ih = (int64_t)oh * g->stride_h - g->pad_top + i;
-							int64_t iw = (int64_t)ow * g->stride_w - g->pad_left + j;
-							const float *xi = x + b * xs.image + k * xs.group + (ih * g->in_w + iw) * xs.pixel;
-							uint16_t at = max ? (uint16_t)(i * g->kw + j) : 0;
-							if (first) {
-								for (int ch = 0; ch < cw; ch++)
-									yo[ch] = xi[ch];
-								if (ao)
-									for (int ch = 0; ch < cw; ch++)
-										ao[ch] = at;
-								first = 0;
-							} else if (!max) {
-#pragma omp simd
-								for (int ch = 0; ch < cw; ch++)
-									yo[ch] += xi[ch];
-							} else if (ao) {
-#pragma omp simd
-								for (int ch = 0; ch < cw; ch++) {
-									int gt = xi[ch] > yo[ch];
-									yo[ch] = gt ? xi[ch] : yo[ch];
-									ao[ch] = gt ? at : ao[ch];
-								}
-							} else {
-#pragma omp simd
-								for (int ch = 0; ch < cw; ch++)
-									yo[ch] = xi[ch] > yo[ch] ? xi[ch] : yo[ch];
-							}
-						}
-					if (!max) {
-						float inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
-#pragma omp simd
-						for (int ch = 0; ch < cw; ch++)
-							yo[ch] *= inv;
-					}
-				}
+		for (int oh = 0; oh < g->out_h; oh++) {
+			const float *xb = xt->data + b * xs.image;
+			for (int ow = 0; ow < g->out_w; ow++) {
+				int64_t y0 = b * ys.image + ((int64_t)oh * g->out_w + ow) * ys.pixel;
+				if (cw == 16)
+					pool_pixel(g, xb, xs, ys, oh, ow, yt->data, argmax, y0, ng, 16);
+				else
+					pool_pixel(g, xb, xs, ys, oh, ow, yt->data, argmax, y0, ng, cw);
 			}
+		}
 	if (training)
 		p->trained_n = n;
 }
@@ -170,6 +189,51 @@ static void pool_covering(int i, int stride, int pad, int k, int out, int *lo, i
 }
 
 /*
+ * One input pixel (ih, iw) of image b: its ng groups of cw channels of dx,
+ * at x0, from the outputs whose windows hold it. Inlined as pool_pixel.
+ */
+static inline __attribute__((always_inline)) void unpool_pixel(const struct dt_pool_geom *g, const float *dy,
+							       const uint16_t *argmax, struct strides xs,
+							       struct strides ys, int b, int ih, int iw, float *dx,
+							       int64_t x0, int ng, int cw)
+{
+	int oh0, oh1, ow0, ow1;
+	pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
+	pool_covering(iw, g->stride_w, g->pad_left, g->kw, g->out_w, &ow0, &ow1);
+	for (int k = 0; k < ng; k++)
+		for (int ch = 0; ch < cw; ch++)
+			dx[x0 + k * xs.group + ch] = 0;
+	for (int oh = oh0; oh < oh1; oh++)
+		for (int ow = ow0; ow < ow1; ow++) {
+			int64_t o = b * ys.image + ((int64_t)oh * g->out_w + ow) * ys.pixel;
+			int i = (int)(ih - ((int64_t)oh * g->stride_h - g->pad_top));
+			int j = (int)(iw - ((int64_t)ow * g->stride_w - g->pad_left));
+			float inv = 0;
+			if (g->kind != DT_POOL_MAX) {
+				int i0, i1, j0, j1;
+				pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
+				pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
+				inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
+			}
+			for (int k = 0; k < ng; k++) {
+				const float *dyo = dy + o + k * ys.group;
+				float *dxi = dx + x0 + k * xs.group;
+				if (g->kind == DT_POOL_MAX) {
+					const uint16_t *ao = argmax + o + k * ys.group;
+					uint16_t at = (uint16_t)(i * g->kw + j);
+#pragma omp simd
+					for (int ch = 0; ch < cw; ch++)
+						dxi[ch] += ao[ch] == at ? dyo[ch] : 0.0f;
+				} else {
+#pragma omp simd
+					for (int ch = 0; ch < cw; ch++)
+						dxi[ch] += dyo[ch] * inv;
+				}
+			}
+		}
+}
+
+/*
  * Each input element gathers from the outputs whose windows hold it: every dx
  * element is written once, no thread writes another's.
  */
@@ -177,53 +241,22 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 {
 	struct pool_plan *p = (struct pool_plan *)pl;
 	const struct dt_pool_geom *g = &p->g;
-	const int n = pool_batch(p, dxt, dyt), c = g->c, max = g->kind == DT_POOL_MAX, cw = group_width(g);
+	const int n = pool_batch(p, dxt, dyt), c = g->c, cw = group_width(g), ng = c / cw;
 	const struct strides xs = strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
 	const struct strides ys = strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
-	const float *dy = dyt->data;
-	const uint16_t *argmax = p->argmax;
-	float *dx = dxt->data;
 
 	DT_ASSERT(p->head.kind == DT_CPU_PLAN_POOL);
 	/* Max pooling reads the window positions its training forward of this batch left. */
-	DT_ASSERT(!max || n == 0 || p->trained_n == n);
-#pragma omp parallel for collapse(3) if ((int64_t)n * g->in_h * g->in_w * c > POOL_PAR_MIN)
+	DT_ASSERT(g->kind != DT_POOL_MAX || n == 0 || p->trained_n == n);
+#pragma omp parallel for collapse(2) if ((int64_t)n * g->in_h * g->in_w * c > POOL_PAR_MIN)
 	for (int b = 0; b < n; b++)
-		for (int k = 0; k < c / cw; k++)
-			for (int ih = 0; ih < g->in_h; ih++) {
-				int oh0, oh1;
-				pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
-				for (int iw = 0; iw < g->in_w; iw++) {
-					float *dxi = dx + b * xs.image + k * xs.group + ((int64_t)ih * g->in_w + iw) * xs.pixel;
-					int ow0, ow1;
-					pool_covering(iw, g->stride_w, g->pad_left, g->kw, g->out_w, &ow0, &ow1);
-					for (int ch = 0; ch < cw; ch++)
-						dxi[ch] = 0;
-					for (int oh = oh0; oh < oh1; oh++)
-						for (int ow = ow0; ow < ow1; ow++) {
-							int64_t o = b * ys.image + k * ys.group +
-								    ((int64_t)oh * g->out_w + ow) * ys.pixel;
-							int i = (int)(ih - ((int64_t)oh * g->stride_h - g->pad_top));
-							int j = (int)(iw - ((int64_t)ow * g->stride_w - g->pad_left));
-							const float *dyo = dy + o;
-							if (max) {
-								const uint16_t *ao = argmax + o;
-								uint16_t at = (uint16_t)(i * g->kw + j);
-#pragma omp simd
-								for (int ch = 0; ch < cw; ch++)
-									dxi[ch] += ao[ch] == at ? dyo[ch] : 0.0f;
-							} else {
-								int i0, i1, j0, j1;
-								float inv;
-								pool_window(oh, g->stride_h, g->pad_top, g->kh, g->in_h, &i0, &i1);
-								pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
-								inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
-#pragma omp simd
-								for (int ch = 0; ch < cw; ch++)
-									dxi[ch] += dyo[ch] * inv;
-							}
-						}
-				}
+		for (int ih = 0; ih < g->in_h; ih++)
+			for (int iw = 0; iw < g->in_w; iw++) {
+				int64_t x0 = b * xs.image + ((int64_t)ih * g->in_w + iw) * xs.pixel;
+				if (cw == 16)
+					unpool_pixel(g, dyt->data, p->argmax, xs, ys, b, ih, iw, dxt->data, x0, ng, 16);
+				else
+					unpool_pixel(g, dyt->data, p->argmax, xs, ys, b, ih, iw, dxt->data, x0, ng, cw);
 			}
 }
 

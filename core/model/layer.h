@@ -109,6 +109,14 @@ struct dt_layer {
 	const struct dt_mask *mask_in; /* the mask of its input, set before init; NULL: none */
 	const struct dt_mask *mask_out; /* its output's */
 	void *priv;                   /* the type's own state */
+	/*
+	 * The layouts of x and y (core/op_types.h), set by the model before
+	 * alloc: NHWC unless the layer's type takes BLOCKED there
+	 * (dt_layer_type.layouts) and so does its neighbour; block: the
+	 * channels of a block, 0 when both are NHWC.
+	 */
+	enum dt_layout x_layout, y_layout;
+	int block;
 };
 
 /* A configuration the tests build: input shape like "28,28,1" and YAML arguments. */
@@ -157,6 +165,13 @@ struct dt_layer_type {
 	 * refused (cmd/app.c).
 	 */
 	int64_t (*index_limit)(const struct dt_layer *l);
+	/*
+	 * Optional (the convolutions and pooling of the CPU): the pairs of
+	 * layouts (x, y) the layer runs on dev in blocks of `block` channels,
+	 * as DT_LAYOUT_PAIR bits; with_dx: its backward computes dx. Its alloc
+	 * then makes its plans in the x_layout and y_layout the model chose.
+	 */
+	unsigned (*layouts)(const struct dt_layer *l, struct dt_device dev, int block, int with_dx);
 	/* What the layer does with a mask of mask_zero's (struct dt_mask above). */
 	enum dt_mask_rule mask;
 	/*

@@ -408,10 +408,76 @@ int dt_model_check_memory(const struct dt_model *m, int max_batch, int replicas,
 			     budget_what);
 }
 
+/*
+ * Whether activation j may take another layout than NHWC: one layer writes
+ * it and one reads it, inside the model (a shortcut's or a second reader's
+ * activation stays NHWC, as do the model's input and output).
+ */
+static int act_free(const struct dt_model *m, int j)
+{
+	if (j < 1 || j >= m->nlayers || m->from[j] != j)
+		return 0;
+	for (int k = 0; k < m->nlayers; k++)
+		if ((k != j && m->from[k] == j) || m->shortcut[k] == j)
+			return 0;
+	return 1;
+}
+
+/*
+ * The layouts of the activations (core/op_types.h): BLOCKED wherever the
+ * layers on both sides run it, as many as can be. Along a run of free
+ * activations each takes one of two layouts, and each layer allows some
+ * pairs (in, out): the best choice is a shortest path (Viterbi), best[s]
+ * the most BLOCKED activations of the run up to this one in layout s.
+ */
+static void choose_layouts(struct dt_model *m)
+{
+	int block = m->nhwc_only ? 0 : dt_op_channel_block(m->dev), best[2] = { 0, -1 };
+	int (*back)[2] = dt_calloc((size_t)m->nlayers + 1, sizeof(*back));
+
+	for (int i = 0; i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		l->x_layout = l->y_layout = DT_LAYOUT_NHWC;
+		l->block = 0;
+	}
+	for (int i = 0; block && i < m->nlayers; i++) {
+		struct dt_layer *l = &m->layers[i];
+		unsigned pairs = DT_LAYOUT_PAIR(0, 0);
+		int j = i + 1, out_free = act_free(m, j), next[2] = { -1, -1 };
+		if (l->type->layouts)
+			pairs |= l->type->layouts(l, m->dev, block, m->needs_grad[m->from[i]]);
+		if (!act_free(m, m->from[i]))
+			best[0] = 0, best[1] = -1;
+		for (int s = 0; s <= out_free; s++)
+			for (int r = 0; r < 2; r++)
+				if (best[r] >= 0 && (pairs & DT_LAYOUT_PAIR(r, s)) && best[r] + s > next[s]) {
+					next[s] = best[r] + s;
+					back[j][s] = r;
+				}
+		best[0] = next[0];
+		best[1] = next[1];
+		if (out_free)
+			continue;
+		/* The run ends NHWC at j: back along it to the layer that read an activation it does not share. */
+		for (int a = j, s = 0;; a--) {
+			struct dt_layer *w = &m->layers[a - 1];
+			int r = back[a][s];
+			w->y_layout = s ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			w->x_layout = r ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			w->block = r || s ? block : 0;
+			if (!act_free(m, a - 1))
+				break;
+			s = r;
+		}
+	}
+	free(back);
+}
+
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 {
 	m->dev = dev;
 	m->max_batch = max_batch;
+	choose_layouts(m);
 	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->written = dt_calloc(m->nlayers + 1, 1);

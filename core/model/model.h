@@ -32,6 +32,7 @@ struct dt_model {
 	char *shares;                 /* shares[i]: how many of its input's buffers layer i, a view, takes: 0, 1 (acts), 2 (and dacts) */
 	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
 	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
+	int nhwc_only;                /* set before dt_model_alloc: every activation NHWC (tests compare with it) */
 	/* after dt_model_alloc: */
 	struct dt_device dev;
 	int max_batch;
