@@ -268,6 +268,17 @@ static int layouts_valid(struct dt_device dev, enum dt_layout x, enum dt_layout 
 	return block > 0 && block == dt_op_channel_block(dev);
 }
 
+void dt_layout_to_nhwc(const float *src, float *dst, int64_t n, int64_t pixels, int c, int block)
+{
+	DT_ASSERT(block > 0 && c % block == 0);
+	for (int64_t b = 0; b < n; b++)
+		for (int k = 0; k < c / block; k++)
+			for (int64_t px = 0; px < pixels; px++)
+				for (int j = 0; j < block; j++)
+					dst[(b * pixels + px) * c + k * block + j] =
+						src[((b * (c / block) + k) * pixels + px) * block + j];
+}
+
 int dt_plan_conv_runs(struct dt_device dev, const struct dt_conv_geom *g, int with_dx)
 {
 	const struct dt_backend *b = backend_of(dev);

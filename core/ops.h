@@ -187,6 +187,11 @@ int dt_op_channel_block(struct dt_device dev);
  * backward computes dx too.
  */
 int dt_plan_conv_runs(struct dt_device dev, const struct dt_conv_geom *g, int with_dx);
+/*
+ * Host memory: n images of `pixels` pixels of c channels from the channel
+ * blocks of `block` (DT_LAYOUT_BLOCKED) at src to NHWC at dst.
+ */
+void dt_layout_to_nhwc(const float *src, float *dst, int64_t n, int64_t pixels, int c, int block);
 struct dt_plan *dt_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch);
 /*
  * y (N, out_h, out_w, out_c) = act(x (N, in_h, in_w, in_c) * w (kh, kw, in_c,

@@ -20,6 +20,14 @@
  * 1- or 3-channel x would be padded to 8 or 16 channels blocked (2.6 times
  * slower on AVX2): it stays NHWC.
  *
+ * That is for activations the model holds NHWC. Between two layers that
+ * both take them (dt_cpu_conv_runs, the model's choose_layouts), it holds
+ * them in oneDNN's channel blocks instead (DT_LAYOUT_BLOCKED): x, y, dy and
+ * dx are then the primitives' own and none of their reorders runs.
+ * fashion_cnn at 1 thread on a Xeon (AVX-512): 1,333-1,582 samples/s in
+ * `dtrain time` against 1,209-1,323 with every activation NHWC, runs
+ * interleaved.
+ *
  * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
  * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation
  * tails, replica slices), least recently used out; a size is made once, on

@@ -172,10 +172,16 @@ static void observe(void *arg, const struct dt_model *m, int layer, const struct
 {
 	struct observer *ob = arg;
 	int64_t n = y->shape.dim[0], per = dt_shape_count(&y->shape) / (n ? n : 1);
+	const struct dt_layer *l = layer < 0 ? NULL : &m->layers[layer];
+	float *dump;
 	tensor_stats(y, ob->host, layer < 0 ? &ob->rp->input : &ob->rp->layers[layer]);
-	if (layer + 1 == ob->dump_act)
-		memcpy(ob->o->dump + (int64_t)(ob->rp->begin - ob->o->dump_begin) * per, ob->host,
-		       (size_t)(n * per) * sizeof(float));
+	if (layer + 1 != ob->dump_act)
+		return;
+	dump = ob->o->dump + (int64_t)(ob->rp->begin - ob->o->dump_begin) * per;
+	if (l && l->y_layout == DT_LAYOUT_BLOCKED) /* a run of convolutions keeps it in channel blocks */
+		dt_layout_to_nhwc(ob->host, dump, n, (int64_t)l->out.dim[0] * l->out.dim[1], l->out.dim[2], l->block);
+	else
+		memcpy(dump, ob->host, (size_t)(n * per) * sizeof(float));
 }
 
 /*

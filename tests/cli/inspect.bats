@@ -256,3 +256,35 @@ EOF
 	jq -e '.strategy == "multi_worker_mirrored" and .replicas_identical and .replicas[1].rank == 1' <<<"$output"
 	jq -e '.replicas[1].params | map(.name) | index("dense_1/bias") == 3' <<<"$output"
 }
+
+@test "--dump of a convolution whose output the CPU keeps in channel blocks: NHWC, as the next layer's input" {
+	/usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "no numpy (python3-numpy)"
+	idx_images 8 10 10 3 >"$TMP/images.idx"
+	idx_labels 8 >"$TMP/labels.idx"
+	cat >"$TMP/cnn.yaml" <<EOF
+model:
+  layers:
+    - conv2d: {filters: 32, kernel_size: 3, activation: relu}
+    - conv2d: {filters: 32, kernel_size: 3, activation: relu}
+    - max_pooling2d: {pool_size: 2}
+    - flatten
+    - dense: {units: 3, activation: softmax}
+compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+data:
+  train: {format: idx, images: $TMP/images.idx, labels: $TMP/labels.idx}
+  batch_size: 8
+  rescale: 1/255
+checkpoint: {enabled: false}
+EOF
+	json_of "$TMP/cnn.yaml" --dump conv2d_1 -o "$TMP/conv.npy"
+	json_of "$TMP/cnn.yaml" --dump max_pooling2d -o "$TMP/pool.npy"
+	# conv2d_1's output, pooled 2x2 in numpy, is what the pooling layer computed from it
+	/usr/bin/python3 - "$TMP/conv.npy" "$TMP/pool.npy" <<'EOF'
+import sys, numpy as np
+c, p = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert c.shape == (8, 6, 6, 32) and p.shape == (8, 3, 3, 32), (c.shape, p.shape)
+assert (c > 0).mean() > 0.2, "the dump holds few positive values"
+pooled = c.reshape(8, 3, 2, 3, 2, 32).max(axis=(2, 4))
+assert np.array_equal(pooled, p), np.abs(pooled - p).max()
+EOF
+}

@@ -19,8 +19,8 @@ struct built {
 	int has_opt;
 };
 
-/* Builds a model from "layers: ..." YAML with input shape in; returns -1 on error. */
-static int build(struct built *b, const char *yaml, int ndim, const int *dims)
+/* Builds a model from "layers: ..." YAML with input shape in, every activation NHWC if nhwc_only; -1 on error. */
+static int build_layouts(struct built *b, const char *yaml, int ndim, const int *dims, int nhwc_only)
 {
 	struct dt_shape in = dt_shape_make(ndim, dims);
 	memset(b, 0, sizeof(*b));
@@ -28,8 +28,14 @@ static int build(struct built *b, const char *yaml, int ndim, const int *dims)
 	assert_non_null(b->doc);
 	if (dt_model_init(&b->m, "t", &in, dt_node_get(dt_doc_root(b->doc), "layers"), dt_layer_types) < 0)
 		return -1;
+	b->m.nhwc_only = nhwc_only;
 	dt_model_alloc(&b->m, DT_CPU, 4);
 	return 0;
+}
+
+static int build(struct built *b, const char *yaml, int ndim, const int *dims)
+{
+	return build_layouts(b, yaml, ndim, dims, 0);
 }
 
 static void with_optimizer(struct built *b, const char *yaml)
@@ -414,6 +420,74 @@ static void test_layer_by_layer(void **state)
 	release(&b);
 }
 
+/*
+ * Where the CPU keeps activations in channel blocks (dt_op_channel_block),
+ * a run of convolutions and pooling computes what the same model computes
+ * in NHWC: the output and every gradient, at two batch sizes. models[k]:
+ * the YAML, its input, and each layer's layouts (x, y: 'N' NHWC, 'B'
+ * blocked, '?' either: a first convolution's blocked output runs on
+ * oneDNN's JIT code on AVX-512, not on AVX2); each layer's y is the next one's x.
+ */
+static void test_blocked_layouts(void **state)
+{
+	static const struct {
+		const char *yaml;
+		int in[3];
+		const char *layouts;
+	} models[] = {
+		{ "layers:\n  - conv2d: {filters: 32, kernel_size: 3, activation: relu}\n"
+		  "  - max_pooling2d: {pool_size: 2, strides: 1}\n"
+		  "  - conv2d: {filters: 32, kernel_size: 3, padding: same, activation: tanh}\n"
+		  "  - average_pooling2d: {pool_size: 2, padding: same}\n  - flatten\n  - dense: {units: 3}\n",
+		  { 12, 12, 1 }, "N? ?B BB BN NN NN" },
+		{ "layers:\n  - max_pooling2d: {pool_size: 2}\n  - conv2d: {filters: 32, kernel_size: 3, activation: relu}\n"
+		  "  - max_pooling2d: {pool_size: 2}\n  - flatten\n  - dense: {units: 2}\n",
+		  { 10, 10, 32 }, "NB BB BN NN NN" },
+	};
+	struct dt_step_ctx ctx = { .training = 1, .key = 5 };
+	(void)state;
+	if (!dt_op_channel_block(DT_CPU))
+		skip(); /* a CPU below AVX2: every activation NHWC */
+	for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
+		for (int n = 4; n >= 3; n--) {
+			struct built a, b;
+			struct dt_tensor ya, yb, dya, dyb, xa, xb;
+			build_layouts(&a, models[k].yaml, 3, models[k].in, 1);
+			build_layouts(&b, models[k].yaml, 3, models[k].in, 0);
+			for (int i = 0; i < b.m.nlayers; i++) {
+				const char *want = models[k].layouts + 3 * i;
+				assert_int_equal(a.m.layers[i].x_layout, DT_LAYOUT_NHWC);
+				assert_int_equal(a.m.layers[i].y_layout, DT_LAYOUT_NHWC);
+				if (want[0] != '?')
+					assert_int_equal(b.m.layers[i].x_layout, want[0] == 'B' ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC);
+				if (want[1] != '?')
+					assert_int_equal(b.m.layers[i].y_layout, want[1] == 'B' ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC);
+				if (i > 0)
+					assert_int_equal(b.m.layers[i].x_layout, b.m.layers[i - 1].y_layout);
+			}
+			dt_model_init_params(&a.m, 11);
+			dt_model_init_params(&b.m, 11);
+			xa = dt_model_input(&a.m, n);
+			xb = dt_model_input(&b.m, n);
+			for (int64_t i = 0; i < dt_tensor_count(&xa); i++)
+				xa.data[i] = xb.data[i] = (float)((i * 37) % 23) / 23.0f - 0.3f;
+			ya = dt_model_forward(&a.m, n, &ctx);
+			yb = dt_model_forward(&b.m, n, &ctx);
+			for (int64_t i = 0; i < dt_tensor_count(&ya); i++)
+				assert_float_equal(yb.data[i], ya.data[i], 1e-4 * (1 + fabsf(ya.data[i])));
+			dya = dt_model_output_grad(&a.m, n);
+			dyb = dt_model_output_grad(&b.m, n);
+			for (int64_t i = 0; i < dt_tensor_count(&dya); i++)
+				dya.data[i] = dyb.data[i] = 0.1f * (float)(i % 7) - 0.3f;
+			dt_model_backward(&a.m, n);
+			dt_model_backward(&b.m, n);
+			for (int64_t i = 0; i < a.m.ntrainable; i++)
+				assert_float_equal(b.m.grads[i], a.m.grads[i], 1e-4 * (1 + fabsf(a.m.grads[i])));
+			release(&a);
+			release(&b);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_regularizers),
 		cmocka_unit_test(test_snapshot_round_trip),
 		cmocka_unit_test(test_layer_by_layer),
+		cmocka_unit_test(test_blocked_layouts),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
