@@ -341,6 +341,12 @@ double dt_ops_thread_round_trip_ns(int *slowest);
  * 0.1-1 s.
  */
 double dt_ops_peak_gflops(void);
+/*
+ * The same for square GEMMs of n (at most DT_PEAK_GEMM_SIZE) in the precision
+ * asked (DT_PRECISION_BF16 only where dt_ops_cpu_has_bf16), whatever the
+ * current one: the best of two after a first that does not count.
+ */
+double dt_ops_gemm_gflops(enum dt_precision p, int64_t n);
 
 /*
  * ---- cnnparts: spatial copies and resampling (zero_padding2d, cropping2d,

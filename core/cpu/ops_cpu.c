@@ -817,22 +817,23 @@ double dt_ops_thread_round_trip_ns(int *slowest)
 	return worst;
 }
 
-double dt_ops_peak_gflops(void)
+double dt_ops_gemm_gflops(enum dt_precision p, int64_t n)
 {
-	const int64_t n = DT_PEAK_GEMM_SIZE;
 	const double flops = 2.0 * n * n * n;
 	float *a = dt_device_alloc(DT_CPU, n * n), *b = dt_device_alloc(DT_CPU, n * n);
 	float *c = dt_device_alloc(DT_CPU, n * n);
 	double best = 0;
 
+	DT_ASSERT(n > 0 && n <= DT_PEAK_GEMM_SIZE);
+	DT_ASSERT(p != DT_PRECISION_BF16 || dt_ops_cpu_has_bf16());
 	for (int64_t i = 0; i < n * n; i++) {
 		a[i] = (float)(i % 7) * 0.125f - 0.375f;
 		b[i] = (float)(i % 5) * 0.25f - 0.5f;
 	}
 	/* The first call pays for thread start-up and page faults; it does not count. */
-	for (int rep = 0; rep < 4; rep++) {
+	for (int rep = 0; rep < 3; rep++) {
 		double t = omp_get_wtime(), s;
-		if (cpu_precision == DT_PRECISION_BF16)
+		if (p == DT_PRECISION_BF16)
 			dt_cpu_gemm_bf16(0, 0, n, n, n, 1.0f, a, b, 0.0f, c);
 		else
 			DT_DNNL_CHECK(dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n));
@@ -844,4 +845,10 @@ double dt_ops_peak_gflops(void)
 	dt_device_free(DT_CPU, b);
 	dt_device_free(DT_CPU, c);
 	return best * 1e-9;
+}
+
+double dt_ops_peak_gflops(void)
+{
+	return dt_ops_gemm_gflops(cpu_precision == DT_PRECISION_BF16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32,
+				  DT_PEAK_GEMM_SIZE);
 }

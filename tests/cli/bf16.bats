@@ -64,7 +64,7 @@ model() {
 	need_bf16
 	for m in tiny_cnn blobs; do
 		for p in fp32 bf16; do
-			run "$DTRAIN" fit "$MODELS/$m.yaml" -q --json --set compile.precision=$p --set fit.epochs=3 \
+			run --separate-stderr "$DTRAIN" fit "$MODELS/$m.yaml" -q --json --set compile.precision=$p --set fit.epochs=3 \
 				--set checkpoint.dir="$TMP/$m-$p"
 			status_is 0
 			jq -r 'select(.event == "epoch") | .loss' <<<"$output" >"$TMP/$m-$p.loss"
@@ -102,8 +102,37 @@ model() {
 	run "$DTRAIN" time "$MODELS/tiny_cnn.yaml" --iterations 3 --warmup 1 --set compile.precision=bf16
 	status_is 0
 	[[ $output == *"(bf16 GEMM 2048x2048x2048"* ]]
-	run "$DTRAIN" time "$MODELS/tiny_cnn.yaml" --iterations 3 --warmup 1 --json --set compile.precision=bf16
+	run --separate-stderr "$DTRAIN" time "$MODELS/tiny_cnn.yaml" --iterations 3 --warmup 1 --json --set compile.precision=bf16
 	[ "$(jq -r .precision <<<"$output")" = bf16 ]
 	run "$DTRAIN" time "$MODELS/tiny_cnn.yaml" --iterations 3 --warmup 1 --json
 	[ "$(jq -r .precision <<<"$output")" = fp32 ]
+}
+
+# gflops P: the peak `dtrain time` measures in precision P (a 2048-cubed GEMM), one thread.
+gflops() {
+	OMP_NUM_THREADS=1 "$DTRAIN" time --json --iterations 1 --warmup 0 "$TMP/m.yaml" --set compile.precision="$1" |
+		jq .peak_gflops
+}
+
+@test "bf16 where the CPU's bfloat16 products are slower than float32's: a warning at the key with both speeds" {
+	need_bf16
+	model bf16
+	export OMP_NUM_THREADS=1
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 0
+	# what this CPU does, measured apart: well below or well above fp32, the warning must say so or stay silent
+	ratio=$(jq -n "$(gflops bf16) / $(gflops fp32)")
+	if [[ $stderr == *"runs slower than fp32"* ]]; then
+		stderr_has "m.yaml:4:14) runs slower than fp32 on this CPU" "set precision: fp32"
+		lo=$(grep -o 'reach [0-9]* GFLOP/s' <<<"$stderr" | grep -o '[0-9]*')
+		hi=$(grep -o "float32's [0-9]*" <<<"$stderr" | grep -o '[0-9]*$')
+		((lo < hi))
+		jq -e -n "$ratio < 1.25" >/dev/null
+	else
+		jq -e -n "$ratio > 0.8" >/dev/null
+	fi
+	model fp32
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 0
+	[[ $stderr != *"runs slower"* ]]
 }
