@@ -24,9 +24,11 @@
  * both take them (dt_cpu_conv_runs, the model's choose_layouts), it holds
  * them in oneDNN's channel blocks instead (DT_LAYOUT_BLOCKED): x, y, dy and
  * dx are then the primitives' own and none of their reorders runs.
- * fashion_cnn at 1 thread on a Xeon (AVX-512): 1,333-1,582 samples/s in
- * `dtrain time` against 1,209-1,323 with every activation NHWC, runs
- * interleaved.
+ * fashion_cnn's step in `dtrain time` on a Xeon (AVX-512), old and new
+ * binaries alternating: 92.6 ms against 102.3 at 1 thread (means of 6),
+ * 54.4 against 57.2 at 2 (of 4). Its backward gains more (no reorders)
+ * than its forward loses (oneDNN's blocked forward is slower inside the
+ * step than brgconv's NHWC one, and so is the pooling that reads it).
  *
  * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
  * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation
