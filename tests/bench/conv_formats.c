@@ -7,6 +7,9 @@
  *   nhwc+any   activations as they are, weights in oneDNN's choice
  *              (reordered in, and the weight gradient back, every step)
  *   any        activations and weights in oneDNN's choice (every tensor reordered)
+ *   blocked    activations held in oneDNN's channel blocks (nChw16c on AVX-512,
+ *              nChw8c below; a 1-channel x as NCHW), as dtrain holds them
+ *              between convolutions and pooling: no activation reordered
  *
  * on Keras' MNIST CNN convolutions and VGG-style 'same' ones, batch 128.
  * Best of REPS runs, so other load on the machine shows as less than it costs.
@@ -149,14 +152,26 @@ struct shape {
 	int n, ih, iw, ic, oh, ow, oc, k, pad;
 };
 
-enum layout { NHWC_HWIO, NHWC_ANY, ANY };
-static const char *const layout_names[] = { "nhwc+hwio", "nhwc+any", "any" };
+enum layout { NHWC_HWIO, NHWC_ANY, ANY, BLOCKED };
+static const char *const layout_names[] = { "nhwc+hwio", "nhwc+any", "any", "blocked" };
+
+/* The layout `lay` holds c channels in: NHWC, or (BLOCKED) oneDNN's blocks of this CPU. */
+static dnnl_format_tag_t held(enum layout lay, int c)
+{
+	int avx512 = dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core &&
+		     dnnl_get_effective_cpu_isa() != dnnl_cpu_isa_avx2_vnni;
+	if (lay != BLOCKED)
+		return dnnl_nhwc;
+	if (c == 1)
+		return dnnl_nchw;
+	return avx512 ? dnnl_aBcd16b : dnnl_aBcd8b;
+}
 
 static void bench(const struct shape *s, enum layout lay, int reps)
 {
 	dnnl_dims_t xd = { s->n, s->ic, s->ih, s->iw }, wd = { s->oc, s->ic, s->k, s->k }, bd = { s->oc };
 	dnnl_dims_t yd = { s->n, s->oc, s->oh, s->ow }, st = { 1, 1 }, pad = { s->pad, s->pad };
-	dnnl_format_tag_t act = lay == ANY ? dnnl_format_tag_any : dnnl_nhwc;
+	dnnl_format_tag_t act = lay == ANY ? dnnl_format_tag_any : dnnl_nhwc, xt = held(lay, s->ic), yt = held(lay, s->oc);
 	dnnl_format_tag_t wts = lay == NHWC_HWIO ? dnnl_hwio : dnnl_format_tag_any;
 	dnnl_memory_desc_t ux, uw, ub, uy, px, pw, py;
 	dnnl_convolution_desc_t fd, dd, wdsc;
@@ -165,14 +180,18 @@ static void bench(const struct shape *s, enum layout lay, int reps)
 	struct pass fwd = { 0 }, bwd_data = { 0 }, bwd_weights = { 0 }, post = { 0 };
 	double flops = 2.0 * s->n * s->oh * s->ow * s->oc * s->ic * s->k * s->k, ms[3];
 	const char *impl[3];
+	int block = held(BLOCKED, 2) == dnnl_aBcd16b ? 16 : 8;
 
-	CHECK(dnnl_memory_desc_init_by_tag(&ux, 4, xd, dnnl_f32, dnnl_nhwc));
+	if (lay == BLOCKED && ((s->ic != 1 && s->ic % block) || s->oc % block))
+		return; /* dtrain keeps such activations NHWC */
+
+	CHECK(dnnl_memory_desc_init_by_tag(&ux, 4, xd, dnnl_f32, xt));
 	CHECK(dnnl_memory_desc_init_by_tag(&uw, 4, wd, dnnl_f32, dnnl_hwio));
 	CHECK(dnnl_memory_desc_init_by_tag(&ub, 1, bd, dnnl_f32, dnnl_a));
-	CHECK(dnnl_memory_desc_init_by_tag(&uy, 4, yd, dnnl_f32, dnnl_nhwc));
-	CHECK(dnnl_memory_desc_init_by_tag(&px, 4, xd, dnnl_f32, act));
+	CHECK(dnnl_memory_desc_init_by_tag(&uy, 4, yd, dnnl_f32, yt));
+	CHECK(dnnl_memory_desc_init_by_tag(&px, 4, xd, dnnl_f32, lay == BLOCKED ? xt : act));
 	CHECK(dnnl_memory_desc_init_by_tag(&pw, 4, wd, dnnl_f32, wts));
-	CHECK(dnnl_memory_desc_init_by_tag(&py, 4, yd, dnnl_f32, act));
+	CHECK(dnnl_memory_desc_init_by_tag(&py, 4, yd, dnnl_f32, lay == BLOCKED ? yt : act));
 	x = mem(&ux), w = mem(&uw), b = mem(&ub), y = mem(&uy), dy = mem(&uy), dx = mem(&ux), dw = mem(&uw), db = mem(&ub);
 
 	CHECK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &px, &pw, &ub,
@@ -214,14 +233,17 @@ static void bench(const struct shape *s, enum layout lay, int reps)
 		append(&bwd_weights, &post);
 	}
 	ms[0] = best_ms(&fwd, reps);
-	ms[1] = best_ms(&bwd_data, reps);
+	/* a blocked first layer's data gradient is a reference loop (a second a run), and dtrain runs none */
+	ms[1] = lay == BLOCKED && s->ic == 1 ? 0 : best_ms(&bwd_data, reps);
 	ms[2] = best_ms(&bwd_weights, reps);
 	CHECK(dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl[0]));
 	CHECK(dnnl_primitive_desc_query(dpd, dnnl_query_impl_info_str, 0, &impl[1]));
 	CHECK(dnnl_primitive_desc_query(wpd, dnnl_query_impl_info_str, 0, &impl[2]));
 	for (int i = 0; i < 3; i++)
-		printf("%-26s %-10s %-12s %8.2f ms %6.1f GFLOP/s  %s\n", s->name, layout_names[lay],
-		       (const char *[]){ "forward", "bwd data", "bwd weights" }[i], ms[i], flops / ms[i] * 1e-6, impl[i]);
+		if (ms[i] > 0)
+			printf("%-26s %-10s %-12s %8.2f ms %6.1f GFLOP/s  %s\n", s->name, layout_names[lay],
+			       (const char *[]){ "forward", "bwd data", "bwd weights" }[i], ms[i], flops / ms[i] * 1e-6,
+			       impl[i]);
 	fflush(stdout);
 	/* a benchmark: the process ends here, its memory with it */
 }
@@ -241,7 +263,7 @@ int main(int argc, char **argv)
 	CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
 	CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-		for (int lay = NHWC_HWIO; lay <= ANY; lay++)
+		for (int lay = NHWC_HWIO; lay <= BLOCKED; lay++)
 			bench(&shapes[i], lay, reps);
 	return 0;
 }
