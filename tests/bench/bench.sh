@@ -30,7 +30,8 @@
 # bench` installs OpenBLAS (libopenblas0-pthread) so that the reference is not
 # the slow netlib BLAS. The header of each table names OpenBLAS's kernel:
 # on a CPU it does not recognize it falls back to Prescott (generic SSE3),
-# and OPENBLAS_CORETYPE=SkylakeX (or Haswell) makes the reference fair.
+# and the bench then sets OPENBLAS_CORETYPE to SkylakeX or Haswell, from the
+# CPU's flags, to make the reference fair (a value already set is kept).
 # Keras 3 on TensorFlow (tests/bench/keras_fashion.py) joins the MLP and CNN
 # tables when KERAS_PY (default build/venv/bin/python; `make keras-venv` makes
 # it) imports keras; the other tables are PyTorch's only.
@@ -55,6 +56,25 @@ best() { if jq -en "$1 >= $2" >/dev/null; then echo 1; else echo 2; fi; }
 
 # The machine, in the header: every figure below is this CPU's, with this ISA.
 "$DTRAIN" devices | sed -n 's/^\(CPU\|oneDNN\|Precision\): */\1: /p'
+
+# PyTorch's reference on OpenBLAS: on a CPU that OpenBLAS does not recognize (a hypervisor's
+# "Intel(R) Xeon(R) Processor") it runs Prescott, its generic SSE3 kernel, several times slower
+# than the CPU allows (one such Xeon with AVX-512: PyTorch's MLP at 5,317 samples/s, 13,607
+# under SkylakeX). Unless OPENBLAS_CORETYPE is set, the bench then names the kernel of the ISA
+# the CPU reports.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] &&
+	$PY -c 'import sys, torch; sys.path.insert(0, "tests/bench"); import torch_mlp
+print(torch_mlp.blas_description())' 2>/dev/null | grep -q 'kernel Prescott'; then
+	flags=$(grep -m1 '^flags' /proc/cpuinfo)
+	if [[ " $flags " == *" avx512f "* && " $flags " == *" avx512bw "* && " $flags " == *" avx512vl "* ]]; then
+		export OPENBLAS_CORETYPE=SkylakeX
+	elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+		export OPENBLAS_CORETYPE=Haswell
+	fi
+	[ -n "${OPENBLAS_CORETYPE:-}" ] &&
+		echo "PyTorch: OpenBLAS does not know this CPU and would run its Prescott kernel; the bench sets" \
+			"OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, the kernel of the ISA the CPU reports"
+fi
 echo
 
 # bench MODEL YAML STEPS TITLE [PRECISION]: trains MODEL (mlp, cnn, resnet or lstm) with
