@@ -694,29 +694,57 @@ static int64_t out_size(int in, int k, int stride, int dil, int pad_lo, int pad_
 	return span < 0 ? 0 : span / stride + 1;
 }
 
+/* Whether oneDNN made pd with one of its reference loops ("ref:any"), tens of times slower than its JIT code. */
+static int pd_is_reference(const_dnnl_primitive_desc_t pd)
+{
+	const char *impl = "";
+	DT_DNNL_CHECK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
+	return strncmp(impl, "ref", 3) == 0;
+}
+
+/* Whether oneDNN makes a primitive for op (hint: the forward's), not a reference loop where jit_only. */
+static int op_runs(const_dnnl_op_desc_t op, const_dnnl_primitive_desc_t hint, int jit_only)
+{
+	dnnl_primitive_desc_t pd = NULL;
+	int ok = dnnl_primitive_desc_create(&pd, op, attr, engine, hint) == dnnl_success &&
+		 !(jit_only && pd_is_reference(pd));
+	pd_free(&pd);
+	return ok;
+}
+
 /*
- * Whether oneDNN has bfloat16 primitives for this convolution in all three
- * directions (it has none for some grouped shapes): if not, the plan stays
- * float32 under precision bf16.
+ * Whether oneDNN makes the primitives of convolution g at batch n, reading
+ * bfloat16 when bf16: the forward, the weight gradient in each variant set
+ * in bww (bit k: conv_bwd_weights_op's blocked = k) and, with_dx, the data
+ * gradient; jit_only: none of them a reference loop.
  */
-static int conv_bf16_runs(const struct dt_conv_geom *g, int n)
+static int conv_prims_run(const struct dt_conv_geom *g, int n, int bf16, unsigned bww, int with_dx, int jit_only)
 {
 	dnnl_memory_desc_t b_md = md_vec(g->out_c);
-	dnnl_convolution_desc_t fwd = conv_fwd_op(g, n, 1, &b_md), bwd_d = conv_bwd_data_op(g, n, 1);
-	dnnl_convolution_desc_t bwd_w[2] = { conv_bwd_weights_op(g, n, 1, &b_md, 0), conv_bwd_weights_op(g, n, 1, &b_md, 1) };
-	dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-	int ok;
+	dnnl_convolution_desc_t op = conv_fwd_op(g, n, bf16, &b_md);
+	dnnl_primitive_desc_t fpd = NULL;
+	int ok = dnnl_primitive_desc_create(&fpd, &op, attr, engine, NULL) == dnnl_success &&
+		 !(jit_only && pd_is_reference(fpd));
 
-	ok = dnnl_primitive_desc_create(&fpd, &fwd, attr, engine, NULL) == dnnl_success;
-	for (int k = 0; k < 2; k++) {
-		ok = ok && dnnl_primitive_desc_create(&pd, &bwd_w[k], attr, engine, fpd) == dnnl_success;
-		pd_free(&pd);
+	for (int k = 0; k < 2; k++)
+		if (bww & (1u << k)) {
+			op = conv_bwd_weights_op(g, n, bf16, &b_md, k);
+			ok = ok && op_runs(&op, fpd, jit_only);
+		}
+	if (with_dx) {
+		op = conv_bwd_data_op(g, n, bf16);
+		ok = ok && op_runs(&op, fpd, jit_only);
 	}
-	ok = ok && dnnl_primitive_desc_create(&pd, &bwd_d, attr, engine, fpd) == dnnl_success;
-	pd_free(&pd);
 	pd_free(&fpd);
 	return ok;
 }
+
+/*
+ * Whether oneDNN has bfloat16 primitives for this convolution in all three
+ * directions, both weight-gradient variants (it has none for some grouped
+ * shapes): if not, the plan stays float32 under precision bf16.
+ */
+static int conv_bf16_runs(const struct dt_conv_geom *g, int n) { return conv_prims_run(g, n, 1, 3, 1, 0); }
 
 /*
  * The channels of oneDNN's own blocks on this CPU: 16 from AVX-512 (the
@@ -735,14 +763,6 @@ int dt_cpu_channel_block(void)
 	}
 }
 
-/* Whether oneDNN made pd with one of its reference loops ("ref:any"), tens of times slower than its JIT code. */
-static int pd_is_reference(const_dnnl_primitive_desc_t pd)
-{
-	const char *impl = "";
-	DT_DNNL_CHECK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
-	return strncmp(impl, "ref", 3) == 0;
-}
-
 /*
  * Whether g's layouts run on oneDNN's JIT code in every direction the step
  * takes. fashion_cnn's 26x26x32 -> 24x24x64 at batch 128, 1 thread, Xeon
@@ -751,35 +771,20 @@ static int pd_is_reference(const_dnnl_primitive_desc_t pd)
  * and 16.8 with no reorder counted; a 1-channel x (described as NCHW,
  * conv_mds) with a blocked y runs too (forward 0.5 ms against 1.1), but not
  * its data gradient (a reference loop: 1 s), which a first layer does not
- * take. Blocked x with
- * an NHWC y, and the reverse past a few channels, are reference loops too.
+ * take. Blocked x with an NHWC y, and the reverse past a few channels, are
+ * reference loops too.
  * Grouped convolutions and precision bf16 stay NHWC.
  */
 int dt_cpu_conv_runs(const struct dt_conv_geom *g, int with_dx)
 {
-	dnnl_memory_desc_t b_md = md_vec(g->out_c);
-	dnnl_convolution_desc_t fwd, bwd_d, bwd_w;
-	dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-	int ok;
-
 	if (dt_conv_groups(g) > 1 || dt_cpu_precision() != DT_PRECISION_FP32)
 		return 0;
 	if ((g->x_layout == DT_LAYOUT_BLOCKED && g->in_c % g->block) ||
 	    (g->y_layout == DT_LAYOUT_BLOCKED && g->out_c % g->block))
 		return 0;
 	pthread_once(&engine_once, engine_init);
-	fwd = conv_fwd_op(g, 1, 0, &b_md);
-	bwd_w = conv_bwd_weights_op(g, 1, 0, &b_md, with_dx);
-	bwd_d = conv_bwd_data_op(g, 1, 0);
-	ok = dnnl_primitive_desc_create(&fpd, &fwd, attr, engine, NULL) == dnnl_success && !pd_is_reference(fpd);
-	ok = ok && dnnl_primitive_desc_create(&pd, &bwd_w, attr, engine, fpd) == dnnl_success && !pd_is_reference(pd);
-	pd_free(&pd);
-	if (with_dx)
-		ok = ok && dnnl_primitive_desc_create(&pd, &bwd_d, attr, engine, fpd) == dnnl_success &&
-		     !pd_is_reference(pd);
-	pd_free(&pd);
-	pd_free(&fpd);
-	return ok;
+	/* the weight gradient takes oneDNN's layouts when dx runs too (conv_make_bwd_weights) */
+	return conv_prims_run(g, 1, 0, 1u << (with_dx ? 1 : 0), with_dx, 1);
 }
 
 struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)

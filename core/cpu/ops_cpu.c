@@ -849,6 +849,5 @@ double dt_ops_gemm_gflops(enum dt_precision p, int64_t n)
 
 double dt_ops_peak_gflops(void)
 {
-	return dt_ops_gemm_gflops(cpu_precision == DT_PRECISION_BF16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32,
-				  DT_PEAK_GEMM_SIZE);
+	return dt_ops_gemm_gflops(cpu_precision, DT_PEAK_GEMM_SIZE); /* fp32 or bf16: the CPU refuses tf32 */
 }
