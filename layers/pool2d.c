@@ -73,6 +73,7 @@ int dt_pool2d_init(struct dt_layer *l, const struct dt_node *args, enum dt_pool 
 	p->g = g;
 	p->dims = 2;
 	l->priv = p;
+	l->selects = p->g.kind == DT_POOL_MAX;
 	return 0;
 }
 
@@ -117,6 +118,7 @@ int dt_pool1d_init(struct dt_layer *l, const struct dt_node *args, enum dt_pool 
 	p->g = g;
 	p->dims = 1;
 	l->priv = p;
+	l->selects = p->g.kind == DT_POOL_MAX;
 	return 0;
 }
 
@@ -144,6 +146,7 @@ int dt_pool_init_global(struct dt_layer *l, const struct dt_node *args, enum dt_
 	p->global = 1;
 	p->keepdims = keepdims;
 	l->priv = p;
+	l->selects = p->g.kind == DT_POOL_MAX;
 	if (!keepdims)
 		l->out = dt_shape_make(1, (int[]){ g.c });
 	else if (dims == 2)
@@ -197,6 +200,10 @@ void dt_pool2d_backward(struct dt_layer *l, const struct dt_tensor *x, const str
 	if (!dx)
 		return;
 	dyv = out_view(p, dy);
+	if (l->act_before != DT_ACT_LINEAR) {
+		struct dt_tensor yv = out_view(p, y);
+		dt_op_act_backward(l->act_before, NULL, &yv, &dyv, &dyv);
+	}
 	dt_op_pool_backward(p->plan, &dyv, dx);
 }
 

@@ -100,8 +100,15 @@ struct dt_layer {
 	const struct dt_node *node;   /* its item of the YAML `layers` list: the place errors name */
 	struct dt_shape in, out;      /* per-sample shapes */
 	enum dt_activation act;       /* the layer's output activation */
-	int fused_act;                /* set by the model when the loss hands backward the
-					 gradient before act (softmax/sigmoid + crossentropy) */
+	int fused_act;                /* set by the model when the loss (softmax/sigmoid +
+					 crossentropy) or the next layer (its act_before) hands
+					 backward the gradient before act */
+	int selects;                  /* set by init: each output is one of the inputs, and backward
+					 routes its gradient there alone (max pooling) */
+	enum dt_activation act_before; /* set by the model on a layer that selects: the
+					 activation of the layer before, whose gradient (a
+					 function of its output alone) this one's backward applies
+					 to its own output's gradient, on fewer values; LINEAR: none */
 	int nparams;
 	struct dt_param params[DT_LAYER_MAX_PARAMS];
 	int nbufs;
@@ -207,7 +214,7 @@ struct dt_tensor dt_layer_buf_view(const struct dt_layer *l, int i, int n);
  * it must be the layer's last buffer, and buf is the index it gets (or would
  * get). dt_layer_act_forward keeps z there and applies act to y;
  * dt_layer_act_backward turns dy (the gradient of y) into the gradient of z,
- * in place, unless the loss already did (fused_act).
+ * in place, unless the loss or the next layer does (fused_act).
  */
 void dt_layer_act_buffer(struct dt_layer *l);
 void dt_layer_act_forward(const struct dt_layer *l, int buf, struct dt_tensor *y);

@@ -473,11 +473,36 @@ static void choose_layouts(struct dt_model *m)
 	free(back);
 }
 
+/*
+ * An activation whose gradient is a function of its output alone (relu,
+ * sigmoid, tanh, ...), before a layer that selects (max pooling): the
+ * selected input's gradient is the output's times the activation's
+ * gradient at the selected value, which is the output. So the pooling
+ * applies it to its own output's gradient, and the layer before skips it:
+ * on fashion_cnn's 2x2 pool, a quarter of the values.
+ */
+static void fuse_act_grads(struct dt_model *m)
+{
+	for (int i = 1; i < m->nlayers; i++) {
+		struct dt_layer *w = &m->layers[i - 1], *l = &m->layers[i];
+		enum dt_activation a = w->act;
+		if (l->act_before != DT_ACT_LINEAR) /* an earlier alloc's */
+			w->fused_act = 0;
+		l->act_before = DT_ACT_LINEAR;
+		if (m->unfused || !l->selects || !act_free(m, i) || w->fused_act || a == DT_ACT_LINEAR ||
+		    a == DT_ACT_SOFTMAX || dt_act_needs_input(a))
+			continue;
+		l->act_before = a;
+		w->fused_act = 1;
+	}
+}
+
 int dt_model_alloc(struct dt_model *m, struct dt_device dev, int max_batch)
 {
 	m->dev = dev;
 	m->max_batch = max_batch;
 	choose_layouts(m);
+	fuse_act_grads(m);
 	m->acts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->dacts = dt_calloc(m->nlayers + 1, sizeof(float *));
 	m->written = dt_calloc(m->nlayers + 1, 1);

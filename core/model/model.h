@@ -33,6 +33,8 @@ struct dt_model {
 	int64_t nparams;              /* floats in the flat buffer: trainable, then state */
 	int64_t ntrainable;           /* the first ntrainable floats: what the optimizer updates */
 	int nhwc_only;                /* set before dt_model_alloc: every activation NHWC (tests compare with it) */
+	int unfused;                  /* set before dt_model_alloc: each layer applies its own activation's
+					 gradient (dt_layer.act_before; tests compare with it) */
 	/* after dt_model_alloc: */
 	struct dt_device dev;
 	int max_batch;

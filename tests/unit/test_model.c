@@ -19,8 +19,14 @@ struct built {
 	int has_opt;
 };
 
-/* Builds a model from "layers: ..." YAML with input shape in, every activation NHWC if nhwc_only; -1 on error. */
-static int build_layouts(struct built *b, const char *yaml, int ndim, const int *dims, int nhwc_only)
+enum { BUILD_NHWC = 1, BUILD_UNFUSED = 2 };
+
+/*
+ * Builds a model from "layers: ..." YAML with input shape in; with
+ * BUILD_NHWC every activation NHWC, with BUILD_UNFUSED every layer applying
+ * its own activation's gradient. -1 on error.
+ */
+static int build_opts(struct built *b, const char *yaml, int ndim, const int *dims, int opts)
 {
 	struct dt_shape in = dt_shape_make(ndim, dims);
 	memset(b, 0, sizeof(*b));
@@ -28,14 +34,15 @@ static int build_layouts(struct built *b, const char *yaml, int ndim, const int 
 	assert_non_null(b->doc);
 	if (dt_model_init(&b->m, "t", &in, dt_node_get(dt_doc_root(b->doc), "layers"), dt_layer_types) < 0)
 		return -1;
-	b->m.nhwc_only = nhwc_only;
+	b->m.nhwc_only = !!(opts & BUILD_NHWC);
+	b->m.unfused = !!(opts & BUILD_UNFUSED);
 	dt_model_alloc(&b->m, DT_CPU, 4);
 	return 0;
 }
 
 static int build(struct built *b, const char *yaml, int ndim, const int *dims)
 {
-	return build_layouts(b, yaml, ndim, dims, 0);
+	return build_opts(b, yaml, ndim, dims, 0);
 }
 
 static void with_optimizer(struct built *b, const char *yaml)
@@ -421,6 +428,35 @@ static void test_layer_by_layer(void **state)
 }
 
 /*
+ * Two builds of one model, b computed another way than a: from the same
+ * parameters, input and output gradient (a training step of dropout key
+ * key), the same outputs and parameter gradients, within tol of each value.
+ */
+static void compare_models(struct dt_model *a, struct dt_model *b, int n, uint64_t key, double tol)
+{
+	struct dt_step_ctx ctx = { .training = 1, .key = key };
+	struct dt_tensor xa, xb, ya, yb, dya, dyb;
+	dt_model_init_params(a, 11);
+	dt_model_init_params(b, 11);
+	xa = dt_model_input(a, n);
+	xb = dt_model_input(b, n);
+	for (int64_t i = 0; i < dt_tensor_count(&xa); i++)
+		xa.data[i] = xb.data[i] = (float)((i * 37) % 23) / 23.0f - 0.3f;
+	ya = dt_model_forward(a, n, &ctx);
+	yb = dt_model_forward(b, n, &ctx);
+	for (int64_t i = 0; i < dt_tensor_count(&ya); i++)
+		assert_float_equal(yb.data[i], ya.data[i], tol * (1 + fabsf(ya.data[i])));
+	dya = dt_model_output_grad(a, n);
+	dyb = dt_model_output_grad(b, n);
+	for (int64_t i = 0; i < dt_tensor_count(&dya); i++)
+		dya.data[i] = dyb.data[i] = 0.1f * (float)(i % 7) - 0.3f;
+	dt_model_backward(a, n);
+	dt_model_backward(b, n);
+	for (int64_t i = 0; i < a->ntrainable; i++)
+		assert_float_equal(b->grads[i], a->grads[i], tol * (1 + fabsf(a->grads[i])));
+}
+
+/*
  * Where the CPU keeps activations in channel blocks (dt_op_channel_block),
  * a run of convolutions and pooling computes what the same model computes
  * in NHWC: the output and every gradient, at two batch sizes. models[k]:
@@ -444,16 +480,14 @@ static void test_blocked_layouts(void **state)
 		  "  - max_pooling2d: {pool_size: 2}\n  - flatten\n  - dense: {units: 2}\n",
 		  { 10, 10, 32 }, "NB BB BN NN NN" },
 	};
-	struct dt_step_ctx ctx = { .training = 1, .key = 5 };
 	(void)state;
 	if (!dt_op_channel_block(DT_CPU))
 		skip(); /* a CPU below AVX2: every activation NHWC */
 	for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
 		for (int n = 4; n >= 3; n--) {
 			struct built a, b;
-			struct dt_tensor ya, yb, dya, dyb, xa, xb;
-			build_layouts(&a, models[k].yaml, 3, models[k].in, 1);
-			build_layouts(&b, models[k].yaml, 3, models[k].in, 0);
+			build_opts(&a, models[k].yaml, 3, models[k].in, BUILD_NHWC);
+			build_opts(&b, models[k].yaml, 3, models[k].in, 0);
 			for (int i = 0; i < b.m.nlayers; i++) {
 				const char *want = models[k].layouts + 3 * i;
 				assert_int_equal(a.m.layers[i].x_layout, DT_LAYOUT_NHWC);
@@ -465,24 +499,56 @@ static void test_blocked_layouts(void **state)
 				if (i > 0)
 					assert_int_equal(b.m.layers[i].x_layout, b.m.layers[i - 1].y_layout);
 			}
-			dt_model_init_params(&a.m, 11);
-			dt_model_init_params(&b.m, 11);
-			xa = dt_model_input(&a.m, n);
-			xb = dt_model_input(&b.m, n);
-			for (int64_t i = 0; i < dt_tensor_count(&xa); i++)
-				xa.data[i] = xb.data[i] = (float)((i * 37) % 23) / 23.0f - 0.3f;
-			ya = dt_model_forward(&a.m, n, &ctx);
-			yb = dt_model_forward(&b.m, n, &ctx);
-			for (int64_t i = 0; i < dt_tensor_count(&ya); i++)
-				assert_float_equal(yb.data[i], ya.data[i], 1e-4 * (1 + fabsf(ya.data[i])));
-			dya = dt_model_output_grad(&a.m, n);
-			dyb = dt_model_output_grad(&b.m, n);
-			for (int64_t i = 0; i < dt_tensor_count(&dya); i++)
-				dya.data[i] = dyb.data[i] = 0.1f * (float)(i % 7) - 0.3f;
-			dt_model_backward(&a.m, n);
-			dt_model_backward(&b.m, n);
-			for (int64_t i = 0; i < a.m.ntrainable; i++)
-				assert_float_equal(b.m.grads[i], a.m.grads[i], 1e-4 * (1 + fabsf(a.m.grads[i])));
+			compare_models(&a.m, &b.m, n, 5, 1e-4);
+			release(&a);
+			release(&b);
+		}
+}
+
+/*
+ * An activation's gradient taken by the max pooling after it, on the
+ * pooling's output (dt_layer.act_before), against each layer applying its
+ * own: the same parameter gradients. fused lists, per layer, whether the
+ * next one took its activation's gradient (F) or not (-).
+ */
+static void test_fused_act_grads(void **state)
+{
+	static const struct {
+		const char *yaml;
+		int in[3];
+		const char *fused;
+	} models[] = {
+		{ "layers:\n  - conv2d: {filters: 16, kernel_size: 3, activation: relu}\n"
+		  "  - max_pooling2d: {pool_size: 2}\n  - dropout: {rate: 0.25}\n  - flatten\n"
+		  "  - dense: {units: 3}\n",
+		  { 9, 9, 2 }, "F----" },
+		/* overlapping windows, padding; an activation layer's; a global max */
+		{ "layers:\n  - conv2d: {filters: 8, kernel_size: 3, activation: tanh}\n"
+		  "  - max_pooling2d: {pool_size: 3, strides: 2, padding: same}\n  - activation: {activation: relu}\n"
+		  "  - global_max_pooling2d\n  - dense: {units: 2}\n",
+		  { 8, 7, 3 }, "F-F--" },
+		/* not taken: gelu reads its input, average pooling selects nothing; taken by the last layer */
+		{ "layers:\n  - conv2d: {filters: 8, kernel_size: 3, activation: gelu}\n"
+		  "  - max_pooling2d: {pool_size: 2}\n  - conv2d: {filters: 8, kernel_size: 1, activation: relu}\n"
+		  "  - average_pooling2d: {pool_size: 2}\n  - conv2d: {filters: 4, kernel_size: 1, activation: elu}\n"
+		  "  - max_pooling2d: {pool_size: 1}\n",
+		  { 9, 9, 1 }, "----F-" },
+	};
+	(void)state;
+	for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
+		for (int n = 4; n >= 3; n--) {
+			struct built a, b;
+			build_opts(&a, models[k].yaml, 3, models[k].in, BUILD_UNFUSED);
+			build_opts(&b, models[k].yaml, 3, models[k].in, 0);
+			assert_int_equal(b.m.nlayers, (int)strlen(models[k].fused));
+			for (int i = 0; i < b.m.nlayers; i++) {
+				int f = models[k].fused[i] == 'F';
+				assert_int_equal(a.m.layers[i].fused_act, 0);
+				assert_int_equal(b.m.layers[i].fused_act, f);
+				if (i + 1 < b.m.nlayers)
+					assert_int_equal(b.m.layers[i + 1].act_before, f ? b.m.layers[i].act : DT_ACT_LINEAR);
+			}
+			compare_models(&a.m, &b.m, n, 9, 1e-5);
 			release(&a);
 			release(&b);
 		}
@@ -504,6 +570,7 @@ int main(void)
 		cmocka_unit_test(test_snapshot_round_trip),
 		cmocka_unit_test(test_layer_by_layer),
 		cmocka_unit_test(test_blocked_layouts),
+		cmocka_unit_test(test_fused_act_grads),
 	};
 	dt_error_set_quiet(1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
