@@ -252,15 +252,20 @@ test-bins: $(TEST_BIN) $(TOOL_BIN)
 ref-venv:
 	$(Q)[ -x $(BUILD)/venv/bin/pip ] || /usr/bin/python3 -m venv --system-site-packages $(BUILD)/venv
 	$(Q)$(BUILD)/venv/bin/pip install -q tensorboard onnxruntime
-	$(Q)echo "ref-venv: $(BUILD)/venv with tensorboard $$($(BUILD)/venv/bin/python -c 'import tensorboard; print(tensorboard.__version__)'), onnxruntime $$($(BUILD)/venv/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)') ✓"
+	$(Q)v=$$($(BUILD)/venv/bin/python -c 'import tensorboard, onnxruntime; print("tensorboard", tensorboard.__version__ + ", onnxruntime", onnxruntime.__version__)') && \
+		echo "ref-venv: $(BUILD)/venv with $$v ✓"
 
 # Keras 3 on TensorFlow (tensorflow-cpu, about 1.5 GB) in the same
 # environment: keras.bats compares dtrain summary's shapes and parameter
 # counts with Keras' own for every layer type. Not part of ref-venv: its size.
+# TensorFlow brings NumPy 2, and imports pandas, SciPy and scikit-learn where
+# it finds them: the environment has its own, as Debian's were built for
+# NumPy 1 and fail to load beside it.
 .PHONY: keras-venv
 keras-venv: ref-venv
-	$(Q)$(BUILD)/venv/bin/pip install -q tensorflow-cpu
-	$(Q)echo "keras-venv: $(BUILD)/venv with keras $$($(BUILD)/venv/bin/python -c 'import keras; print(keras.__version__)' 2>/dev/null) ✓"
+	$(Q)$(BUILD)/venv/bin/pip install -q tensorflow-cpu "pandas>=2.2" "scipy>=1.13" "scikit-learn>=1.5"
+	$(Q)v=$$($(BUILD)/venv/bin/python -c 'import keras, pandas, scipy.sparse, sklearn; print(keras.__version__)' 2>/dev/null) && \
+		echo "keras-venv: $(BUILD)/venv with keras $$v ✓"
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_NAME.c -> build/fuzz/fuzz_NAME ----
 # The library again, built by clang with coverage for libFuzzer, AddressSanitizer and
