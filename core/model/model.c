@@ -486,11 +486,9 @@ static void fuse_act_grads(struct dt_model *m)
 	for (int i = 1; i < m->nlayers; i++) {
 		struct dt_layer *w = &m->layers[i - 1], *l = &m->layers[i];
 		enum dt_activation a = w->act;
-		if (l->act_before != DT_ACT_LINEAR) /* an earlier alloc's */
-			w->fused_act = 0;
 		l->act_before = DT_ACT_LINEAR;
-		if (m->unfused || !l->selects || !act_free(m, i) || w->fused_act || a == DT_ACT_LINEAR ||
-		    a == DT_ACT_SOFTMAX || dt_act_needs_input(a))
+		if (m->unfused || !l->selects || !act_free(m, i) || a == DT_ACT_LINEAR || a == DT_ACT_SOFTMAX ||
+		    dt_act_needs_input(a))
 			continue;
 		l->act_before = a;
 		w->fused_act = 1;
