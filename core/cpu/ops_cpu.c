@@ -125,8 +125,10 @@ static void cpu_gemm(int trans_a, int trans_b, float alpha, const struct dt_tens
 	int64_t k = trans_a ? dt_tensor_rows(a) : dt_tensor_cols(a);
 	if (m == 0 || n == 0)
 		return;
-	if (cpu_precision == DT_PRECISION_BF16 && k > 0) /* k 0: sgemm's c = beta c */
-		dt_cpu_gemm_bf16(trans_a, trans_b, m, n, k, alpha, a->data, b->data, beta, c->data);
+	/* a b^T, a dense layer's data gradient, on the matmul primitive in float32 too (matmul.c); k 0: sgemm's c = beta c */
+	if (k > 0 && (cpu_precision == DT_PRECISION_BF16 || (!trans_a && trans_b)))
+		dt_cpu_matmul(cpu_precision == DT_PRECISION_BF16, trans_a, trans_b, m, n, k, alpha, a->data, b->data,
+			      beta, c->data);
 	else
 		DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a->data,
 					 dt_tensor_cols(a), b->data, dt_tensor_cols(b), beta, c->data, n));
@@ -834,7 +836,7 @@ double dt_ops_gemm_gflops(enum dt_precision p, int64_t n)
 	for (int rep = 0; rep < 3; rep++) {
 		double t = omp_get_wtime(), s;
 		if (p == DT_PRECISION_BF16)
-			dt_cpu_gemm_bf16(0, 0, n, n, n, 1.0f, a, b, 0.0f, c);
+			dt_cpu_matmul(1, 0, 0, n, n, n, 1.0f, a, b, 0.0f, c);
 		else
 			DT_DNNL_CHECK(dnnl_sgemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n));
 		s = omp_get_wtime() - t;

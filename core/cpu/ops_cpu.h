@@ -70,11 +70,11 @@ enum dt_precision dt_cpu_precision(void);
 /*
  * c (m x n) = alpha op(a) op(b) + beta c, dense row-major float32 operands
  * (op(a) is m x k, op(b) k x n; trans_*: the operand is stored transposed),
- * computed by oneDNN's matmul on bfloat16 copies of a and b with float32
- * accumulation (matmul.c).
+ * computed by oneDNN's matmul primitive (matmul.c): on bfloat16 copies of a
+ * and b with float32 accumulation where bf16, else in float32.
  */
-void dt_cpu_gemm_bf16(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-		      const float *b, float beta, float *c);
+void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+		   const float *b, float beta, float *c);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 

@@ -489,28 +489,32 @@ static void test_blocked_layouts(void **state)
 	(void)state;
 	if (!dt_op_channel_block(DT_CPU))
 		skip(); /* a CPU below AVX2: every activation NHWC */
-	for (int bf16 = 0; bf16 <= dt_ops_cpu_has_bf16(); bf16++)
-	for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
-		for (int n = 4; n >= 3; n--) {
-			struct built a, b;
-			assert_int_equal(dt_ops_set_cpu_precision(bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32, why, sizeof why), 0);
-			build_opts(&a, models[k].yaml, 3, models[k].in, BUILD_NHWC);
-			build_opts(&b, models[k].yaml, 3, models[k].in, 0);
-			for (int i = 0; i < b.m.nlayers; i++) {
-				const char *want = models[k].layouts + 3 * i;
-				assert_int_equal(a.m.layers[i].x_layout, DT_LAYOUT_NHWC);
-				assert_int_equal(a.m.layers[i].y_layout, DT_LAYOUT_NHWC);
-				if (want[0] != '?')
-					assert_int_equal(b.m.layers[i].x_layout, want[0] == 'B' ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC);
-				if (want[1] != '?')
-					assert_int_equal(b.m.layers[i].y_layout, want[1] == 'B' ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC);
-				if (i > 0)
-					assert_int_equal(b.m.layers[i].x_layout, b.m.layers[i - 1].y_layout);
+	for (int bf16 = 0; bf16 <= dt_ops_cpu_has_bf16(); bf16++) {
+		enum dt_precision p = bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
+		assert_int_equal(dt_ops_set_cpu_precision(p, why, sizeof why), 0);
+		for (size_t k = 0; k < sizeof(models) / sizeof(models[0]); k++)
+			for (int n = 4; n >= 3; n--) {
+				struct built a, b;
+				build_opts(&a, models[k].yaml, 3, models[k].in, BUILD_NHWC);
+				build_opts(&b, models[k].yaml, 3, models[k].in, 0);
+				for (int i = 0; i < b.m.nlayers; i++) {
+					const char *want = models[k].layouts + 3 * i;
+					assert_int_equal(a.m.layers[i].x_layout, DT_LAYOUT_NHWC);
+					assert_int_equal(a.m.layers[i].y_layout, DT_LAYOUT_NHWC);
+					if (want[0] != '?')
+						assert_int_equal(b.m.layers[i].x_layout,
+								 want[0] == 'B' ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC);
+					if (want[1] != '?')
+						assert_int_equal(b.m.layers[i].y_layout,
+								 want[1] == 'B' ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC);
+					if (i > 0)
+						assert_int_equal(b.m.layers[i].x_layout, b.m.layers[i - 1].y_layout);
+				}
+				compare_models(&a.m, &b.m, n, 5, bf16 ? 1e-2 : 1e-4);
+				release(&a);
+				release(&b);
 			}
-			compare_models(&a.m, &b.m, n, 5, bf16 ? 1e-2 : 1e-4);
-			release(&a);
-			release(&b);
-		}
+	}
 	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
 }
 

@@ -48,17 +48,20 @@ static void test_gemm_all_transposes(void **state)
 	transpose(a, M, K, at);
 	transpose(b, K, N, bt);
 	product(a, b, M, K, N, 0, ref);
-	for (int ta = 0; ta < 2; ta++)
-		for (int tb = 0; tb < 2; tb++) {
-			struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K), B = tb ? mat(bt, N, K) : mat(b, K, N);
-			struct dt_tensor C = mat(c, M, N);
-			for (int i = 0; i < M * N; i++)
-				c[i] = 1;
-			/* alpha 2, beta 0.5: c = 2 ab + 0.5 */
-			dt_op_gemm(ta, tb, 2, &A, &B, 0.5f, &C);
-			for (int i = 0; i < M * N; i++)
-				assert_float_equal(c[i], 2 * ref[i] + 0.5f, 1e-5);
-		}
+	/* twice: a b^T goes to a cached matmul primitive (matmul.c), found the second time */
+	for (int rep = 0; rep < 2; rep++)
+		for (int ta = 0; ta < 2; ta++)
+			for (int tb = 0; tb < 2; tb++)
+				for (int beta = 0; beta < 2; beta++) {
+					struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K);
+					struct dt_tensor B = tb ? mat(bt, N, K) : mat(b, K, N), C = mat(c, M, N);
+					for (int i = 0; i < M * N; i++)
+						c[i] = 1;
+					/* alpha 2, beta 0.5: c = 2 ab + 0.5; else c = ab */
+					dt_op_gemm(ta, tb, beta ? 2 : 1, &A, &B, beta ? 0.5f : 0, &C);
+					for (int i = 0; i < M * N; i++)
+						assert_float_equal(c[i], beta ? 2 * ref[i] + 0.5f : ref[i], 1e-5);
+				}
 }
 
 /*
