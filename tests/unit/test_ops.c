@@ -39,6 +39,27 @@ static void product(const float *a, const float *b, int m, int k, int n, int bf1
 		}
 }
 
+/*
+ * c = a b (m x k times k x n) for every transpose of a and b, with alpha 1
+ * and beta 0 and with alpha 2 and beta 0.5 (c = 2 ab + 0.5), against ref
+ * within tol; at and bt: a and b transposed.
+ */
+static void check_transposes(float *a, float *at, float *b, float *bt, const float *ref, int m, int k, int n,
+			     float *c, double tol)
+{
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++)
+			for (int beta = 0; beta < 2; beta++) {
+				struct dt_tensor A = ta ? mat(at, k, m) : mat(a, m, k), B = tb ? mat(bt, n, k) : mat(b, k, n);
+				struct dt_tensor C = mat(c, m, n);
+				for (int i = 0; i < m * n; i++)
+					c[i] = 1;
+				dt_op_gemm(ta, tb, beta ? 2 : 1, &A, &B, beta ? 0.5f : 0, &C);
+				for (int i = 0; i < m * n; i++)
+					assert_float_equal(c[i], beta ? 2 * ref[i] + 0.5f : ref[i], tol);
+			}
+}
+
 static void test_gemm_all_transposes(void **state)
 {
 	enum { M = 7, K = 5, N = 3 };
@@ -50,18 +71,7 @@ static void test_gemm_all_transposes(void **state)
 	product(a, b, M, K, N, 0, ref);
 	/* twice: a b^T goes to a cached matmul primitive (matmul.c), found the second time */
 	for (int rep = 0; rep < 2; rep++)
-		for (int ta = 0; ta < 2; ta++)
-			for (int tb = 0; tb < 2; tb++)
-				for (int beta = 0; beta < 2; beta++) {
-					struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K);
-					struct dt_tensor B = tb ? mat(bt, N, K) : mat(b, K, N), C = mat(c, M, N);
-					for (int i = 0; i < M * N; i++)
-						c[i] = 1;
-					/* alpha 2, beta 0.5: c = 2 ab + 0.5; else c = ab */
-					dt_op_gemm(ta, tb, beta ? 2 : 1, &A, &B, beta ? 0.5f : 0, &C);
-					for (int i = 0; i < M * N; i++)
-						assert_float_equal(c[i], beta ? 2 * ref[i] + 0.5f : ref[i], 1e-5);
-				}
+		check_transposes(a, at, b, bt, ref, M, K, N, c, 1e-5);
 }
 
 /*
@@ -89,17 +99,7 @@ static void test_gemm_bf16(void **state)
 	transpose(b, K, N, bt);
 	product(a, b, M, K, N, 1, ref);
 	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_BF16, why, sizeof why), 0);
-	for (int ta = 0; ta < 2; ta++)
-		for (int tb = 0; tb < 2; tb++)
-			for (int beta = 0; beta < 2; beta++) {
-				struct dt_tensor A = ta ? mat(at, K, M) : mat(a, M, K);
-				struct dt_tensor B = tb ? mat(bt, N, K) : mat(b, K, N), C = mat(c, M, N);
-				for (int i = 0; i < M * N; i++)
-					c[i] = 1;
-				dt_op_gemm(ta, tb, beta ? 2 : 1, &A, &B, beta ? 0.5f : 0, &C);
-				for (int i = 0; i < M * N; i++)
-					assert_float_equal(c[i], beta ? 2 * ref[i] + 0.5f : ref[i], 2e-5);
-			}
+	check_transposes(a, at, b, bt, ref, M, K, N, c, 2e-5);
 	assert_int_equal(dt_ops_set_cpu_precision(DT_PRECISION_FP32, why, sizeof why), 0);
 	{
 		struct dt_tensor A = mat(a, M, K), B = mat(b, K, N), C = mat(c, M, N);
