@@ -127,7 +127,8 @@ void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_ten
 		   float rate, uint64_t key, int64_t first)
 {
 	same_count(x, y);
-	same_count(mask, y);
+	if (mask)
+		same_count(mask, y);
 	DT_ASSERT(rate >= 0 && rate < 1);
 	/* The mask's counter is 32 bits (dt_hash_uniform): every element of the global batch has its own. */
 	DT_ASSERT(first >= 0 && first + dt_tensor_count(y) <= (int64_t)UINT32_MAX + 1);

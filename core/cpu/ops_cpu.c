@@ -391,9 +391,15 @@ static void dropout_tile(void *ctx, float *tile, int64_t b, int64_t len)
 {
 	const struct dropout_job *d = ctx;
 	const float *x = d->x + b, rate = d->rate, keep = d->keep;
-	float *mask = d->mask + b;
+	float *mask = d->mask ? d->mask + b : NULL;
 	const uint64_t key = d->key;
 	const int64_t first = d->first + b;
+	if (!d->mask) {
+#pragma omp simd
+		for (int64_t i = 0; i < len; i++)
+			tile[i] = x[i] * dt_dropout_mask(key, first + i, rate, keep);
+		return;
+	}
 #pragma omp simd
 	for (int64_t i = 0; i < len; i++) {
 		mask[i] = dt_dropout_mask(key, first + i, rate, keep);
@@ -406,7 +412,7 @@ static void cpu_dropout(const struct dt_tensor *xt, struct dt_tensor *yt, struct
 {
 	int64_t n = dt_tensor_count(yt);
 	const float *x = xt->data;
-	float *y = yt->data, *mask = mt->data, keep = 1 / (1 - rate);
+	float *y = yt->data, *mask = mt ? mt->data : NULL, keep = 1 / (1 - rate);
 	/* y streamed (STREAM_TILE): 0.11-0.13 ms -> 0.025 ms for the MLP's first dropout, threads 330 ns apart */
 	stream_tiles(y, n, dropout_tile, &(struct dropout_job){ x, mask, rate, keep, key, first });
 }

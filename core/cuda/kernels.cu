@@ -398,7 +398,8 @@ __global__ void k_dropout(const float *x, float *y, float *mask, float rate, flo
 	GRID_LOOP(i, n)
 	{
 		float m = dt_dropout_mask(key, first + i, rate, keep);
-		mask[i] = m;
+		if (mask)
+			mask[i] = m;
 		y[i] = x[i] * m;
 	}
 }
@@ -410,7 +411,7 @@ static void cuda_dropout(const struct dt_tensor *x, struct dt_tensor *y, struct 
 	int64_t n = t_count(y);
 	if (n == 0)
 		return;
-	k_dropout LAUNCH(g, n)(x->data, y->data, mask->data, rate, 1 / (1 - rate), key, first, n);
+	k_dropout LAUNCH(g, n)(x->data, y->data, mask ? mask->data : NULL, rate, 1 / (1 - rate), key, first, n);
 	DT_CUDA_LAUNCH_CHECK();
 }
 

@@ -281,6 +281,9 @@ static void test_dropout_same_mask(void **state)
 	dt_op_dropout(&x.g, &y.g, &m.g, 0.3f, 0x1234567890abcdefull, 777);
 	expect_equal("dropout mask", &m);
 	expect_equal("dropout output", &y);
+	/* without the mask kept (the layer's backward draws it again): the same y */
+	dt_op_dropout(&x.g, &y.g, NULL, 0.3f, 0x1234567890abcdefull, 777);
+	expect_equal("dropout output, no mask kept", &y);
 	pair_free(&x);
 	pair_free(&y);
 	pair_free(&m);
