@@ -202,7 +202,15 @@ struct dt_pool_geom {
 	int pad_top, pad_left, pad_bottom, pad_right; /* average pooling leaves padding out of the mean */
 	enum dt_layout x_layout, y_layout; /* as dt_conv_geom's */
 	int block;
+	/*
+	 * Max pooling of relu's output, a window of fewer than DT_POOL_MAX_WINDOW
+	 * positions: where a window's max is not positive its position is
+	 * DT_POOL_NONE and no gradient passes, which is relu's derivative there,
+	 * so the layer leaves dy as it is (dt_layer.act_before).
+	 */
+	int after_relu;
 };
+#define DT_POOL_NONE 0xFFFF
 
 /* The size of the square GEMMs dt_ops_peak_gflops times. */
 #define DT_PEAK_GEMM_SIZE 2048

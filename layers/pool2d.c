@@ -172,6 +172,8 @@ int dt_pool2d_alloc(struct dt_layer *l, struct dt_device dev, int max_batch)
 	p->g.x_layout = l->x_layout;
 	p->g.y_layout = l->y_layout;
 	p->g.block = l->block;
+	p->g.after_relu = p->g.kind == DT_POOL_MAX && l->act_before == DT_ACT_RELU &&
+			  (int64_t)p->g.kh * p->g.kw < DT_POOL_MAX_WINDOW;
 	p->plan = dt_plan_pool(dev, &p->g, max_batch);
 	return p->plan ? 0 : dt_error("layer '%s': the backend cannot make this pooling", l->name);
 }
@@ -200,7 +202,7 @@ void dt_pool2d_backward(struct dt_layer *l, const struct dt_tensor *x, const str
 	if (!dx)
 		return;
 	dyv = out_view(p, dy);
-	if (l->act_before != DT_ACT_LINEAR) {
+	if (l->act_before != DT_ACT_LINEAR && !p->g.after_relu) {
 		struct dt_tensor yv = out_view(p, y);
 		dt_op_act_backward(l->act_before, NULL, &yv, &dyv, &dyv);
 	}

@@ -696,7 +696,7 @@ __global__ void k_pool_forward(struct dt_pool_geom g, const float *x, float *y, 
 			acc *= 1.0f / (float)((i1 - i0) * (j1 - j0));
 		y[o] = acc;
 		if (argmax)
-			argmax[o] = arg;
+			argmax[o] = g.after_relu && !(acc > 0) ? (uint16_t)DT_POOL_NONE : arg;
 	}
 }
 

@@ -339,7 +339,10 @@ static const struct pool_case pool_cases[] = {
 	{ DT_POOL_MAX, 3, 3, 2, 2, 2, 1, 1, 0 },     /* most inputs in several windows */
 };
 
-/* y and the gradient rule: dx[argmax] += dy for max, dx[every value] += dy / count for average. */
+/*
+ * y and the gradient rule: dx[argmax] += dy for max, dx[every value] += dy /
+ * count for average; with g->after_relu, none where the max is not positive.
+ */
 static void ref_pool(const struct dt_pool_geom *g, int n, const float *x, double *y, const float *dy, double *dx)
 {
 	for (int b = 0; b < n; b++)
@@ -364,7 +367,8 @@ static void ref_pool(const struct dt_pool_geom *g, int n, const float *x, double
 						}
 					y[yi] = g->kind == DT_POOL_MAX ? acc : acc / count;
 					if (g->kind == DT_POOL_MAX) {
-						dx[arg] += dy[yi];
+						if (!g->after_relu || acc > 0)
+							dx[arg] += dy[yi];
 						continue;
 					}
 					for (int i = 0; i < g->kh; i++)
@@ -378,6 +382,7 @@ static void ref_pool(const struct dt_pool_geom *g, int n, const float *x, double
 				}
 }
 
+/* g's plan p against ref_pool; with g->after_relu, on relu's output (x clipped at 0: some windows all 0). */
 static void check_pool(struct dt_plan *p, const struct dt_pool_geom *g, int n, uint64_t seed, const char *name)
 {
 	int64_t nx = (int64_t)n * g->in_h * g->in_w * g->c, ny = (int64_t)n * g->out_h * g->out_w * g->c;
@@ -387,6 +392,8 @@ static void check_pool(struct dt_plan *p, const struct dt_pool_geom *g, int n, u
 	struct dt_tensor DY = t4(dy, n, g->out_h, g->out_w, g->c), DX = t4(dx, n, g->in_h, g->in_w, g->c);
 	char what[160];
 
+	for (int64_t i = 0; g->after_relu && i < nx; i++)
+		x[i] = x[i] > 0.5f ? x[i] : 0; /* mostly zeros: whole windows of them */
 	ref_pool(g, n, x, ry, dy, rdx);
 	snprintf(what, sizeof what, "%s n=%d y (inference)", name, n);
 	dt_op_pool_forward(p, &X, &Y, 0);
@@ -402,21 +409,26 @@ static void check_pool(struct dt_plan *p, const struct dt_pool_geom *g, int n, u
 	free(x), free(dy), free(y), free(dx), free(ry), free(rdx);
 }
 
+/* Every case, and every max pooling again after relu (dt_pool_geom.after_relu). */
 static void test_pool_geometries(void **state)
 {
 	enum { MAX_BATCH = 4 };
-	for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
-		const struct pool_case *k = &pool_cases[i];
-		struct dt_pool_geom g = pool_geom(k);
-		struct dt_plan *p = dt_plan_pool(DT_CPU, &g, MAX_BATCH);
-		char name[96];
-		snprintf(name, sizeof name, "%s pool %dx%dx%d->%dx%d k%dx%d s%d,%d %s", k->kind == DT_POOL_MAX ? "max" : "avg",
-			 k->h, k->w, k->c, g.out_h, g.out_w, k->kh, k->kw, k->sh, k->sw, k->same ? "same" : "valid");
-		check_pool(p, &g, MAX_BATCH, 1000 + 10 * i, name);
-		check_pool(p, &g, 3, 2000 + 10 * i, name);
-		check_pool(p, &g, MAX_BATCH, 3000 + 10 * i, name);
-		dt_plan_free(p);
-	}
+	for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++)
+		for (int relu = 0; relu <= (pool_cases[i].kind == DT_POOL_MAX); relu++) {
+			const struct pool_case *k = &pool_cases[i];
+			struct dt_pool_geom g = pool_geom(k);
+			struct dt_plan *p;
+			char name[112];
+			g.after_relu = relu;
+			p = dt_plan_pool(DT_CPU, &g, MAX_BATCH);
+			snprintf(name, sizeof name, "%s pool %dx%dx%d->%dx%d k%dx%d s%d,%d %s%s",
+				 k->kind == DT_POOL_MAX ? "max" : "avg", k->h, k->w, k->c, g.out_h, g.out_w, k->kh, k->kw,
+				 k->sh, k->sw, k->same ? "same" : "valid", relu ? " after relu" : "");
+			check_pool(p, &g, MAX_BATCH, 1000 + 10 * i, name);
+			check_pool(p, &g, 3, 2000 + 10 * i, name);
+			check_pool(p, &g, MAX_BATCH, 3000 + 10 * i, name);
+			dt_plan_free(p);
+		}
 }
 
 /* The max-pool backward uses the argmax of its training forward, not of a later inference one. */

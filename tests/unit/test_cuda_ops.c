@@ -647,11 +647,13 @@ static void test_conv_heuristics_and_tf32(void **state)
 	assert_int_equal(dt_set_precision(DT_PRECISION_FP32, why, sizeof(why)), 0);
 }
 
-static void pool_case(enum dt_pool kind, int n, int h, int w, int c, int k, int stride, int same, int ties)
+/* relu: max pooling of relu's output (dt_pool_geom.after_relu), on inputs that are mostly 0. */
+static void pool_case(enum dt_pool kind, int n, int h, int w, int c, int k, int stride, int same, int ties, int relu)
 {
 	struct dt_pool_geom g = { 0 };
 	struct dt_plan *pc, *pg;
 	g.kind = kind;
+	g.after_relu = relu;
 	g.in_h = h;
 	g.in_w = w;
 	g.c = c;
@@ -668,6 +670,11 @@ static void pool_case(enum dt_pool kind, int n, int h, int w, int c, int k, int 
 		if (ties) { /* few distinct values: windows with equal maxima */
 			for (int64_t i = 0; i < dt_tensor_count(&x.c); i++)
 				x.c.data[i] = (float)((i * 7) % 3);
+			dt_op_from_host(&x.g, x.c.data);
+		}
+		if (relu) {
+			for (int64_t i = 0; i < dt_tensor_count(&x.c); i++)
+				x.c.data[i] = x.c.data[i] > 0.5f ? x.c.data[i] : 0;
 			dt_op_from_host(&x.g, x.c.data);
 		}
 		dt_op_pool_forward(pc, &x.c, &y.c, 1);
@@ -688,11 +695,12 @@ static void pool_case(enum dt_pool kind, int n, int h, int w, int c, int k, int 
 static void test_pool(void **state)
 {
 	need_gpu();
-	pool_case(DT_POOL_MAX, 4, 24, 24, 16, 2, 2, 0, 0);
-	pool_case(DT_POOL_MAX, 3, 7, 9, 5, 3, 2, 1, 0);
-	pool_case(DT_POOL_MAX, 3, 8, 8, 4, 2, 2, 0, 1);
-	pool_case(DT_POOL_AVG, 3, 7, 9, 5, 3, 2, 1, 0);
-	pool_case(DT_POOL_AVG, 2, 10, 10, 3, 2, 1, 1, 0);
+	pool_case(DT_POOL_MAX, 4, 24, 24, 16, 2, 2, 0, 0, 0);
+	pool_case(DT_POOL_MAX, 4, 24, 24, 16, 2, 2, 0, 0, 1);
+	pool_case(DT_POOL_MAX, 3, 7, 9, 5, 3, 2, 1, 0, 0);
+	pool_case(DT_POOL_MAX, 3, 8, 8, 4, 2, 2, 0, 1, 0);
+	pool_case(DT_POOL_AVG, 3, 7, 9, 5, 3, 2, 1, 0, 0);
+	pool_case(DT_POOL_AVG, 2, 10, 10, 3, 2, 1, 1, 0, 0);
 }
 
 static void bn_case(int n, int spatial, int c, int use_gamma)
