@@ -26,8 +26,8 @@
 # in bfloat16, with dtrain's bf16/fp32 ratio (its fp32 run again right after
 # each bf16 run: this kind of machine's speed drifts over minutes).
 # Last, `dtrain time` of the MLP and the CNN, five runs at 1 and at 2 threads
-# (alternating): the step's samples/s and its spread, the fraction of the
-# GEMM peak, 2 threads against 1, and fit's best epoch (above) against the
+# (alternating), each beside a short fit: the step's samples/s and its spread,
+# the fraction of the GEMM peak, 2 threads against 1, and fit against the
 # step (issue 16).
 #
 # PyTorch (Debian's python3-torch) runs on the system's libblas.so.3: `make
@@ -127,7 +127,6 @@ bench() {
 			fp32[$t]=$(jq -s '[.[] | select(.event == "epoch") | .samples_per_sec] | max' "$tmp/fp32-$model$t.json")
 		fi
 		dtrain_acc=$(jq -s '.[] | select(.event == "test") | .accuracy' "$tmp/dtrain-$model$t.json")
-		echo "${dtrain[$t]}" >"$tmp/fit-$model-$prec-$t" # for time_runs below
 	done
 
 	tb=$(best "${torch[1]}" "${torch[2]}")
@@ -213,34 +212,38 @@ else
 fi
 
 # ---- dtrain time, five runs of each example (issue 16) ----
-# time_runs MODEL YAML TITLE: five rounds of `dtrain time` at 1 then 2 threads. Per thread
-# count: the step's samples/s (min, median, max, and the spread max/min), the median fraction
-# of the fp32 GEMM peak each run measures, and fit's best epoch in fp32 (bench, above) against
-# the median step; then the ratio of the medians, 2 threads against 1.
+# time_runs MODEL YAML STEPS TITLE: five rounds of `dtrain time` at 1 then 2 threads, each
+# followed by a fit of 2 epochs of STEPS batches at the same thread count. Per thread count:
+# the step's samples/s (min, median, max, and the spread max/min), the median fraction of the
+# fp32 GEMM peak each run measures, and the median of fit's best epochs against the median
+# step; then the ratio of the medians, 2 threads against 1.
 time_runs() {
-	local model=$1 yaml=$2 title=$3 t i lo med hi frac fit
+	local model=$1 yaml=$2 steps=$3 title=$4 t i lo med hi frac fit
 	local -A m=()
 	for i in 1 2 3 4 5; do
 		for t in 1 2; do
 			OMP_NUM_THREADS=$t "$DTRAIN" time "$yaml" --json >>"$tmp/time-$model$t.json"
+			OMP_NUM_THREADS=$t "$DTRAIN" fit "$yaml" --set fit.epochs=2 --set fit.steps_per_epoch="$steps" \
+				--set checkpoint.enabled=false --json -q |
+				jq -s '[.[] | select(.event == "epoch") | .samples_per_sec] | max' >>"$tmp/fit-$model$t"
 		done
 	done
-	printf '%s: dtrain time, batch 128, 5 runs at each thread count\n' "$title"
+	printf '%s: dtrain time, batch 128, 5 runs at each thread count, each beside a fit of 2 epochs of %d steps\n' \
+		"$title" "$steps"
 	printf '  threads   samples/s min / median / max   spread (max/min)   fraction of peak (median)   fit / time\n'
 	for t in 1 2; do
 		read -r lo med hi frac < <(jq -rs '([.[].samples_per_sec] | sort) as $s | ([.[].peak_fraction] | sort) as $f |
 			"\($s[0]) \($s[2]) \($s[4]) \($f[2])"' "$tmp/time-$model$t.json")
 		m[$t]=$med
-		fit=$(cat "$tmp/fit-$model-fp32-$t" 2>/dev/null || echo null)
-		printf '  %7d   %8.0f / %6.0f / %6.0f   %16.2f   %24.1f%%   %s\n' "$t" "$lo" "$med" "$hi" \
-			"$(jq -n "$hi / $lo")" "$(jq -n "$frac * 100")" \
-			"$(if [ "$fit" = null ]; then echo -; else jq -rn "$fit / $med * 100 | round / 100 | tostring + \"x\""; fi)"
+		fit=$(jq -s 'sort | .[2]' "$tmp/fit-$model$t")
+		printf '  %7d   %8.0f / %6.0f / %6.0f   %16.2f   %24.1f%%   %9.2fx\n' "$t" "$lo" "$med" "$hi" \
+			"$(jq -n "$hi / $lo")" "$(jq -n "$frac * 100")" "$(jq -n "$fit / $med")"
 	done
 	printf '  2 threads / 1 thread (medians): %.2fx\n' "$(jq -n "${m[2]} / ${m[1]}")"
 }
 echo
-time_runs mlp models/fashion_mlp.yaml "Fashion-MNIST MLP"
+time_runs mlp models/fashion_mlp.yaml 200 "Fashion-MNIST MLP"
 if [ -f models/fashion_cnn.yaml ]; then
 	echo
-	time_runs cnn models/fashion_cnn.yaml "Fashion-MNIST CNN"
+	time_runs cnn models/fashion_cnn.yaml 30 "Fashion-MNIST CNN"
 fi
