@@ -238,7 +238,7 @@ static void channel_blocks(const struct reorder *r, float *nhwc, void *blocked)
 	const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
 	const int64_t count = r->n * hw * c;
 
-	if (nb == 1 && bf16) { /* one block of every channel: NHWC itself, converted */
+	if (nb == 1 && bf16) { /* one block of every channel (block c): the layout itself, converted */
 		uint16_t *d = blocked;
 #pragma omp parallel for simd if (parallel: count > (1 << 15))
 		for (int64_t i = 0; i < count; i++)

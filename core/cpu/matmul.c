@@ -114,9 +114,9 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 	dnnl_post_ops_t post;
 	dnnl_memory_desc_t a = operand_md(key->m, key->k, key->trans_a, dnnl_f32);
 	dnnl_memory_desc_t b = operand_md(key->k, key->n, key->trans_b, dnnl_f32);
-	dnnl_data_type_t in = key->bf16 ? dnnl_bf16 : dnnl_f32;
-	dnnl_memory_desc_t a16 = operand_md(key->m, key->k, key->trans_a, in);
-	dnnl_memory_desc_t b16 = operand_md(key->k, key->n, key->trans_b, in);
+	dnnl_data_type_t in = key->bf16 ? dnnl_bf16 : dnnl_f32; /* what the matmul reads */
+	dnnl_memory_desc_t a_in = operand_md(key->m, key->k, key->trans_a, in);
+	dnnl_memory_desc_t b_in = operand_md(key->k, key->n, key->trans_b, in);
 	dnnl_memory_desc_t c = operand_md(key->m, key->n, 0, dnnl_f32);
 	dnnl_matmul_desc_t op;
 	dnnl_primitive_desc_t pd;
@@ -132,7 +132,7 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 		DT_DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, post));
 		DT_DNNL_CHECK(dnnl_post_ops_destroy(post));
 	}
-	DT_DNNL_CHECK(dnnl_matmul_desc_init(&op, &a16, &b16, NULL, &c));
+	DT_DNNL_CHECK(dnnl_matmul_desc_init(&op, &a_in, &b_in, NULL, &c));
 	DT_DNNL_CHECK(dnnl_primitive_desc_create(&pd, &op, attr, engine, NULL));
 	DT_DNNL_CHECK(dnnl_primitive_create(&e->prim, pd));
 	scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -146,12 +146,12 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 	e->b = dt_dnnl_mem_new(&b);
 	e->c = dt_dnnl_mem_new(&c);
 	if (key->bf16) {
-		e->a_to16 = to_bf16(&a, &a16, engine, shared);
-		e->b_to16 = to_bf16(&b, &b16, engine, shared);
-		grow(&mm.a16, &mm.a16_bytes, dnnl_memory_desc_get_size(&a16));
-		grow(&mm.b16, &mm.b16_bytes, dnnl_memory_desc_get_size(&b16));
-		e->a16 = dt_dnnl_mem_new(&a16);
-		e->b16 = dt_dnnl_mem_new(&b16);
+		e->a_to16 = to_bf16(&a, &a_in, engine, shared);
+		e->b_to16 = to_bf16(&b, &b_in, engine, shared);
+		grow(&mm.a16, &mm.a16_bytes, dnnl_memory_desc_get_size(&a_in));
+		grow(&mm.b16, &mm.b16_bytes, dnnl_memory_desc_get_size(&b_in));
+		e->a16 = dt_dnnl_mem_new(&a_in);
+		e->b16 = dt_dnnl_mem_new(&b_in);
 	}
 	e->key = *key;
 }

@@ -394,7 +394,7 @@ static void dropout_tile(void *ctx, float *tile, int64_t b, int64_t len)
 	float *mask = d->mask ? d->mask + b : NULL;
 	const uint64_t key = d->key;
 	const int64_t first = d->first + b;
-	if (!d->mask) {
+	if (!mask) {
 #pragma omp simd
 		for (int64_t i = 0; i < len; i++)
 			tile[i] = x[i] * dt_dropout_mask(key, first + i, rate, keep);
