@@ -196,22 +196,6 @@ struct reorder {
 };
 
 /*
- * float32 to bfloat16 as the avx512_bf16 instruction (vcvtneps2bf16) and so
- * oneDNN there round: to nearest even, denormals to a zero of their sign, NaN
- * kept quiet.
- */
-static inline uint16_t bf16_round(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, sizeof(u));
-	if ((u & 0x7f800000u) == 0)
-		return (uint16_t)((u >> 16) & 0x8000u);
-	if ((u & 0x7f800000u) == 0x7f800000u)
-		return (uint16_t)((u >> 16) | ((u & 0x7fffffu) ? 0x40u : 0));
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-/*
  * b floats from src to dst, or to bfloat16 at dst (bf16). Float32 blocks are
  * 16 or 8: constant sizes, which the compiler copies in one or two vector
  * moves.
@@ -222,7 +206,7 @@ static inline void move_block(void *restrict dst, const float *restrict src, int
 		uint16_t *d = dst;
 #pragma omp simd
 		for (int j = 0; j < b; j++)
-			d[j] = bf16_round(src[j]);
+			d[j] = dt_bf16_round(src[j]);
 	} else if (b == 16) {
 		memcpy(dst, src, 16 * sizeof(float));
 	} else {
@@ -239,10 +223,7 @@ static void channel_blocks(const struct reorder *r, float *nhwc, void *blocked)
 	const int64_t count = r->n * hw * c;
 
 	if (nb == 1 && bf16) { /* one block of every channel (block c): the layout itself, converted */
-		uint16_t *d = blocked;
-#pragma omp parallel for simd if (parallel: count > (1 << 15))
-		for (int64_t i = 0; i < count; i++)
-			d[i] = bf16_round(nhwc[i]);
+		dt_cpu_to_bf16(blocked, nhwc, count);
 		return;
 	}
 #pragma omp parallel for if (parallel: count > (1 << 15))

@@ -13,13 +13,16 @@
  * 0-10% faster on sgemm, and stay there.
  *
  * A primitive is made for one problem (sizes, transposes, alpha, beta,
- * precision) and kept in a small cache, least recently used out, with the
- * two reorders (oneDNN's, vectorized) that make its operands' bfloat16
- * copies; a dense layer uses up to three (forward, weight gradient, data
- * gradient) per batch size, and identical layers share them. The copies and
- * the scratchpad are buffers of this file that grow to the largest problem
- * seen. One lock: dt_op_gemm may be called from any thread, although dtrain
- * calls it from one at a time.
+ * precision) and kept in a small cache, least recently used out; a dense
+ * layer uses up to three (forward, weight gradient, data gradient) per batch
+ * size, and identical layers share them. The operands' bfloat16 copies are
+ * dt_cpu_to_bf16's (ops_cpu.c), which streams them at several threads:
+ * oneDNN's reorder wrote them with plain stores, and with the two vCPUs of
+ * a Zen 4 330-370 ns apart fashion_mlp's bf16 step at 2 threads took
+ * 39-41k samples/s against 61-65k now (75-78k either way with them
+ * 50-60 ns apart). The copies and the scratchpad are buffers of this file
+ * that grow to the largest problem seen. One lock: dt_op_gemm may be called
+ * from any thread, although dtrain calls it from one at a time.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,8 +43,8 @@ struct mm_key { /* compared with memcmp: no padding */
 struct mm_entry {
 	struct mm_key key;
 	uint64_t used; /* 0: free */
-	dnnl_primitive_t prim, a_to16, b_to16; /* the matmul; the reorders float32 -> bfloat16 (bf16 only) */
-	dnnl_memory_t a, b, a16, b16, c, scratch; /* a16, b16 bf16 only; scratch NULL when it needs none */
+	dnnl_primitive_t prim;
+	dnnl_memory_t a, b, c, scratch; /* a, b: what the matmul reads (bf16: the copies); scratch NULL when it needs none */
 };
 
 static struct {
@@ -57,8 +60,9 @@ static void grow(void **p, size_t *have, size_t n)
 {
 	if (n <= *have)
 		return;
-	free(*p);
-	*p = dt_malloc(n);
+	if (*p)
+		dt_device_free(DT_CPU, *p);
+	*p = dt_device_alloc(DT_CPU, (int64_t)((n + sizeof(float) - 1) / sizeof(float)));
 	*have = n;
 }
 
@@ -71,39 +75,15 @@ static dnnl_memory_desc_t operand_md(int64_t rows, int64_t cols, int trans, dnnl
 	return md;
 }
 
-static void prim_destroy(dnnl_primitive_t p)
-{
-	if (p)
-		DT_DNNL_CHECK(dnnl_primitive_destroy(p));
-}
-
 static void entry_clear(struct mm_entry *e)
 {
-	prim_destroy(e->prim);
-	prim_destroy(e->a_to16);
-	prim_destroy(e->b_to16);
+	if (e->prim)
+		DT_DNNL_CHECK(dnnl_primitive_destroy(e->prim));
 	dt_dnnl_mem_free(&e->a);
 	dt_dnnl_mem_free(&e->b);
-	dt_dnnl_mem_free(&e->a16);
-	dt_dnnl_mem_free(&e->b16);
 	dt_dnnl_mem_free(&e->c);
 	dt_dnnl_mem_free(&e->scratch);
 	memset(e, 0, sizeof(*e));
-}
-
-/* The reorder from float32 to bfloat16 of one operand, in the same layout (it needs no scratchpad). */
-static dnnl_primitive_t to_bf16(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, dnnl_engine_t engine,
-				const_dnnl_primitive_attr_t attr)
-{
-	dnnl_primitive_desc_t pd;
-	dnnl_primitive_t p;
-	const dnnl_memory_desc_t *scratch;
-	DT_DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr));
-	scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-	DT_ASSERT(!scratch || dnnl_memory_desc_get_size(scratch) == 0);
-	DT_DNNL_CHECK(dnnl_primitive_create(&p, pd));
-	DT_DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-	return p;
 }
 
 static void entry_make(struct mm_entry *e, const struct mm_key *key)
@@ -112,11 +92,9 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 	dnnl_stream_t stream;
 	dnnl_primitive_attr_t shared, attr;
 	dnnl_post_ops_t post;
-	dnnl_memory_desc_t a = operand_md(key->m, key->k, key->trans_a, dnnl_f32);
-	dnnl_memory_desc_t b = operand_md(key->k, key->n, key->trans_b, dnnl_f32);
 	dnnl_data_type_t in = key->bf16 ? dnnl_bf16 : dnnl_f32; /* what the matmul reads */
-	dnnl_memory_desc_t a_in = operand_md(key->m, key->k, key->trans_a, in);
-	dnnl_memory_desc_t b_in = operand_md(key->k, key->n, key->trans_b, in);
+	dnnl_memory_desc_t a = operand_md(key->m, key->k, key->trans_a, in);
+	dnnl_memory_desc_t b = operand_md(key->k, key->n, key->trans_b, in);
 	dnnl_memory_desc_t c = operand_md(key->m, key->n, 0, dnnl_f32);
 	dnnl_matmul_desc_t op;
 	dnnl_primitive_desc_t pd;
@@ -132,7 +110,7 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 		DT_DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, post));
 		DT_DNNL_CHECK(dnnl_post_ops_destroy(post));
 	}
-	DT_DNNL_CHECK(dnnl_matmul_desc_init(&op, &a_in, &b_in, NULL, &c));
+	DT_DNNL_CHECK(dnnl_matmul_desc_init(&op, &a, &b, NULL, &c));
 	DT_DNNL_CHECK(dnnl_primitive_desc_create(&pd, &op, attr, engine, NULL));
 	DT_DNNL_CHECK(dnnl_primitive_create(&e->prim, pd));
 	scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -146,12 +124,8 @@ static void entry_make(struct mm_entry *e, const struct mm_key *key)
 	e->b = dt_dnnl_mem_new(&b);
 	e->c = dt_dnnl_mem_new(&c);
 	if (key->bf16) {
-		e->a_to16 = to_bf16(&a, &a_in, engine, shared);
-		e->b_to16 = to_bf16(&b, &b_in, engine, shared);
-		grow(&mm.a16, &mm.a16_bytes, dnnl_memory_desc_get_size(&a_in));
-		grow(&mm.b16, &mm.b16_bytes, dnnl_memory_desc_get_size(&b_in));
-		e->a16 = dt_dnnl_mem_new(&a_in);
-		e->b16 = dt_dnnl_mem_new(&b_in);
+		grow(&mm.a16, &mm.a16_bytes, dnnl_memory_desc_get_size(&a));
+		grow(&mm.b16, &mm.b16_bytes, dnnl_memory_desc_get_size(&b));
 	}
 	e->key = *key;
 }
@@ -174,12 +148,6 @@ static struct mm_entry *entry_find(const struct mm_key *key)
 	return pick;
 }
 
-static void convert(dnnl_primitive_t reorder, dnnl_memory_t from, dnnl_memory_t to, dnnl_stream_t stream)
-{
-	dnnl_exec_arg_t args[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
-	DT_DNNL_CHECK(dnnl_primitive_execute(reorder, stream, 2, args));
-}
-
 void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 		   const float *b, float beta, float *c)
 {
@@ -196,11 +164,11 @@ void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int
 	pthread_mutex_lock(&mm.lock);
 	e = entry_find(&key);
 	if (bf16) {
-		convert(e->a_to16, dt_dnnl_bind(e->a, a), dt_dnnl_bind(e->a16, mm.a16), stream);
-		convert(e->b_to16, dt_dnnl_bind(e->b, b), dt_dnnl_bind(e->b16, mm.b16), stream);
+		dt_cpu_to_bf16(mm.a16, a, m * k);
+		dt_cpu_to_bf16(mm.b16, b, k * n);
 	}
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, bf16 ? e->a16 : dt_dnnl_bind(e->a, a) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, bf16 ? e->b16 : dt_dnnl_bind(e->b, b) };
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->a, bf16 ? mm.a16 : (const void *)a) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, dt_dnnl_bind(e->b, bf16 ? mm.b16 : (const void *)b) };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->c, c) };
 	if (e->scratch)
 		args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, dt_dnnl_bind(e->scratch, mm.scratch) };

@@ -380,6 +380,55 @@ static void stream_tiles(float *dst, int64_t n, void (*fill)(void *ctx, float *t
 	}
 }
 
+/*
+ * dst[0, n) = src[0, n) in bfloat16, with the instruction where the build
+ * has it (-march=native on an avx512_bf16 CPU), non-temporal stores where
+ * stream (as stream_floats).
+ */
+static void to_bf16_range(uint16_t *dst, const float *src, int64_t n, int stream)
+{
+	int64_t i = 0;
+#if defined(__AVX512BF16__)
+	for (; i < n && ((uintptr_t)(dst + i) & 63); i++)
+		dst[i] = dt_bf16_round(src[i]);
+	for (; i + 32 <= n; i += 32) {
+		__m512i v = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+		if (stream)
+			_mm512_stream_si512((void *)(dst + i), v);
+		else
+			_mm512_store_si512((void *)(dst + i), v);
+	}
+#endif
+#pragma omp simd
+	for (int64_t j = i; j < n; j++)
+		dst[j] = dt_bf16_round(src[j]);
+}
+
+/*
+ * The conversion follows stream_tiles: one thread, or PAR_MIN values or
+ * fewer, plain stores; else each OpenMP thread converts the same tiles at
+ * every call and streams them, since every thread's product then reads them.
+ * On a 2-vCPU Zen 4 with the threads 330-350 ns apart, oneDNN's reorder
+ * (plain stores) of the MLP's 784 x 512 kernel took 0.34 ms at 2 threads,
+ * 0.04 at one.
+ */
+void dt_cpu_to_bf16(uint16_t *dst, const float *src, int64_t n)
+{
+	if (n <= PAR_MIN || omp_get_max_threads() == 1) {
+		to_bf16_range(dst, src, n, 0);
+		return;
+	}
+#pragma omp parallel
+	{
+#pragma omp for schedule(static)
+		for (int64_t b = 0; b < n; b += STREAM_TILE)
+			to_bf16_range(dst + b, src + b, n - b < STREAM_TILE ? n - b : STREAM_TILE, 1);
+#if defined(__SSE2__)
+		_mm_sfence();
+#endif
+	}
+}
+
 struct dropout_job {
 	const float *x;
 	float *mask, rate, keep;

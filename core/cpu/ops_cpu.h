@@ -8,6 +8,9 @@
 #ifndef DT_OPS_CPU_H
 #define DT_OPS_CPU_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -75,6 +78,27 @@ enum dt_precision dt_cpu_precision(void);
  */
 void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 		   const float *b, float beta, float *c);
+/*
+ * float32 to bfloat16 as the avx512_bf16 instruction (vcvtneps2bf16) and so
+ * oneDNN there round: to nearest even, denormals to a zero of their sign, NaN
+ * kept quiet.
+ */
+static inline uint16_t dt_bf16_round(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	if ((u & 0x7f800000u) == 0)
+		return (uint16_t)((u >> 16) & 0x8000u);
+	if ((u & 0x7f800000u) == 0x7f800000u)
+		return (uint16_t)((u >> 16) | ((u & 0x7fffffu) ? 0x40u : 0));
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+/*
+ * dst[0, n) = src[0, n) in bfloat16, rounded as dt_bf16_round (ops_cpu.c):
+ * the bfloat16 copies that products under precision bf16 read. With several
+ * threads each converts the same tiles at every call and streams them.
+ */
+void dt_cpu_to_bf16(uint16_t *dst, const float *src, int64_t n);
 /* oneDNN primitives (reorders included) the plans have made in this process: the tests' window on the cache. */
 uint64_t dt_cpu_primitives_made(void);
 

@@ -1,10 +1,12 @@
 /*
  * The CPU backend's ops against naive references and hand-computed values.
  */
+#include <float.h>
 #include <math.h>
 
 #include "helpers.h"
 
+#include "core/cpu/ops_cpu.h"
 #include "core/ops.h"
 #include "core/rng.h"
 
@@ -109,6 +111,74 @@ static void test_gemm_bf16(void **state)
 			worst = fmax(worst, fabs(c[i] - ref[i]));
 		assert_true(worst > 1e-4); /* fp32 again: the rounding is gone */
 	}
+}
+
+static float from_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/*
+ * dt_cpu_to_bf16, the bfloat16 copies of bf16 products: at 1 and 2 threads,
+ * into a line-aligned destination and one 2 bytes past it, over a length
+ * that takes the threads' tiles and a tail, every value rounds to nearest
+ * even (the test's own rounding), and the special values as
+ * vcvtneps2bf16: denormals to a zero of their sign, infinities kept, NaN
+ * quiet with its sign, the largest float to infinity.
+ */
+static void test_to_bf16(void **state)
+{
+	enum { N = 3 * 32768 + 45 };
+	static const struct {
+		uint32_t in;
+		uint16_t out;
+	} special[] = {
+		{ 0x00000000u, 0x0000 }, { 0x80000000u, 0x8000 }, { 0x00000001u, 0x0000 }, { 0x807fffffu, 0x8000 },
+		{ 0x3f808000u, 0x3f80 }, { 0x3f818000u, 0x3f82 }, { 0x3f808001u, 0x3f81 }, { 0x7f800000u, 0x7f80 },
+		{ 0xff800000u, 0xff80 }, { 0x7f800001u, 0x7fc0 }, { 0xffc12345u, 0xffc1 }, { 0x7f7fffffu, 0x7f80 },
+	};
+	const int ns = (int)(sizeof(special) / sizeof(special[0]));
+	float *src = malloc(N * sizeof(float));
+	uint16_t *buf = aligned_alloc(64, (N + 64) * sizeof(uint16_t));
+	int threads = dt_ops_get_threads();
+
+	fill_random(src, N, 7);
+	for (int i = 0; i < N; i++)
+		src[i] *= 1e3f;
+	for (int i = 0; i < ns; i++) { /* in the first tile, in the second thread's, in the tail */
+		src[5 + i] = from_bits(special[i].in);
+		src[N / 2 + 7 + i] = from_bits(special[i].in);
+		src[N - ns + i] = from_bits(special[i].in);
+	}
+	for (int t = 1; t <= 2; t++)
+		for (int off = 0; off <= 1; off++) {
+			uint16_t *dst = buf + off;
+			int bad = 0;
+			dt_ops_set_threads(t);
+			memset(buf, 0xee, (N + 64) * sizeof(uint16_t));
+			dt_cpu_to_bf16(dst, src, N);
+			for (int i = 0; i < N; i++) {
+				float r = dt_test_bf16(src[i]);
+				uint32_t u;
+				memcpy(&u, &r, sizeof(u));
+				if (isfinite(src[i]) && fabsf(src[i]) >= FLT_MIN && fabsf(src[i]) < 3e38f && dst[i] != u >> 16)
+					bad++;
+			}
+			for (int i = 0; i < ns; i++) {
+				assert_int_equal(dst[5 + i], special[i].out);
+				assert_int_equal(dst[N / 2 + 7 + i], special[i].out);
+				assert_int_equal(dst[N - ns + i], special[i].out);
+			}
+			assert_int_equal(bad, 0);
+			assert_int_equal(buf[off + N], 0xeeee); /* nothing past the end */
+			if (off)
+				assert_int_equal(buf[0], 0xeeee);
+		}
+	dt_ops_set_threads(threads);
+	free(src);
+	free(buf);
 }
 
 /*
@@ -413,6 +483,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm_all_transposes),
 		cmocka_unit_test(test_gemm_bf16),
+		cmocka_unit_test(test_to_bf16),
 		cmocka_unit_test(test_threads_flush_denormals),
 		cmocka_unit_test(test_optimizer_threads_agree),
 		cmocka_unit_test(test_bias),
