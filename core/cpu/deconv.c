@@ -12,6 +12,16 @@
  * ones on its first backward). Every buffer they need belongs to the plan
  * and is sized when a primitive is made, never during a step.
  *
+ * A negative end padding (Keras' output_padding past the kernel's span)
+ * adds rows and columns that no tap reaches, the bias alone. oneDNN 2.6's
+ * backward-weights primitive gave wrong, thread-dependent weight gradients
+ * with such a padding (a 1x1 kernel at stride 2, one trailing row), and
+ * crashed when given a strided view of dy instead, so the primitives never
+ * see one: they run with the end padding at 0 on a dense copy of y and dy
+ * without those rows (the plan's crop buffer, copy_corner); the forward
+ * writes the bias alone into them, and the bias gradient is summed over the
+ * whole of dy.
+ *
  * The plan's head points at deconv_backend, the CPU backend's table with
  * this file's plan_free and deconvolution ops, so that dt_plan_free and
  * dt_op_deconv_* reach this file without a case in dnnl.c.
@@ -55,6 +65,8 @@ struct deconv_plan {
 	dnnl_memory_desc_t w_md, b_md;
 	dnnl_memory_t w, dw, b, db;
 	float *scratch, *w_fwd, *w_bwd, *dw_bwd, *zero_bias, *db_unused;
+	float *crop; /* y or dy without the trailing rows and columns (has_trailing), else NULL */
+	int crop_h, crop_w;
 	size_t scratch_bytes, w_fwd_bytes, w_bwd_bytes, dw_bwd_bytes;
 	struct entry cache[CACHE_SIZE];
 };
@@ -142,10 +154,26 @@ struct dims {
 	dnnl_dims_t strides, dilates, pad_l, pad_r;
 };
 
+static int end_pad(int pad) { return pad > 0 ? pad : 0; }
+
 static struct dims dims_of(const struct dt_conv_geom *g)
 {
 	return (struct dims){ { g->stride_h, g->stride_w }, { g->dil_h - 1, g->dil_w - 1 },
-			      { g->pad_top, g->pad_left }, { g->pad_bottom, g->pad_right } };
+			      { g->pad_top, g->pad_left }, { end_pad(g->pad_bottom), end_pad(g->pad_right) } };
+}
+
+/*
+ * The top-left (min(sh, dh), min(sw, dw)) corner of each of n NHWC images
+ * of c channels, from src (sh, sw) to dst (dh, dw); the rest of dst is left
+ * as it is.
+ */
+static void copy_corner(const float *src, int sh, int sw, float *dst, int dh, int dw, int64_t n, int c)
+{
+	int h = sh < dh ? sh : dh;
+	size_t row = (size_t)(sw < dw ? sw : dw) * c * sizeof(float);
+	for (int64_t i = 0; i < n; i++)
+		for (int r = 0; r < h; r++)
+			memcpy(dst + ((i * dh + r) * dw) * c, src + ((i * sh + r) * sw) * c, row);
 }
 
 static void entry_clear(struct entry *e)
@@ -192,7 +220,7 @@ static struct entry *entry_for(struct deconv_plan *p, int n)
 	e->n = n;
 	e->used = ++p->clock;
 	x_md = md_nhwc(n, g->in_c, g->in_h, g->in_w);
-	y_md = md_nhwc(n, g->out_c, g->out_h, g->out_w);
+	y_md = md_nhwc(n, g->out_c, p->crop_h, p->crop_w);
 	w_any = weights_any(g);
 	DT_DNNL_CHECK(dnnl_dilated_deconvolution_forward_desc_init(&op, dnnl_forward_training,
 								   dnnl_deconvolution_direct, &x_md, &w_any, &p->b_md,
@@ -212,7 +240,7 @@ static void make_backward(struct deconv_plan *p, struct entry *e, int data)
 {
 	const struct dt_conv_geom *g = &p->g;
 	dnnl_memory_desc_t x_md = md_nhwc(e->n, g->in_c, g->in_h, g->in_w);
-	dnnl_memory_desc_t y_md = md_nhwc(e->n, g->out_c, g->out_h, g->out_w), w_any = weights_any(g);
+	dnnl_memory_desc_t y_md = md_nhwc(e->n, g->out_c, p->crop_h, p->crop_w), w_any = weights_any(g);
 	dnnl_deconvolution_desc_t op;
 	dnnl_primitive_desc_t pd;
 	struct dims d = dims_of(g);
@@ -253,6 +281,7 @@ static void deconv_plan_free(struct dt_plan *pl)
 	dt_device_free(DT_CPU, p->dw_bwd);
 	dt_device_free(DT_CPU, p->zero_bias);
 	dt_device_free(DT_CPU, p->db_unused);
+	dt_device_free(DT_CPU, p->crop);
 	free(p);
 }
 
@@ -286,6 +315,10 @@ struct dt_plan *dt_cpu_plan_deconv(struct dt_device dev, const struct dt_conv_ge
 	p->db = dt_dnnl_mem_new(&p->b_md);
 	p->zero_bias = dt_device_alloc(DT_CPU, g->out_c);
 	p->db_unused = dt_device_alloc(DT_CPU, g->out_c);
+	p->crop_h = g->out_h - (g->pad_bottom < 0 ? -g->pad_bottom : 0);
+	p->crop_w = g->out_w - (g->pad_right < 0 ? -g->pad_right : 0);
+	if (p->crop_h != g->out_h || p->crop_w != g->out_w)
+		p->crop = dt_device_alloc(DT_CPU, (int64_t)max_batch * p->crop_h * p->crop_w * g->out_c);
 	entry_for(p, max_batch);
 	return &p->head;
 }
@@ -322,8 +355,14 @@ static void deconv_forward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
 	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_WEIGHTS, wm };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, dt_dnnl_bind(p->b, b ? b->data : p->zero_bias) };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, y->data) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DST, dt_dnnl_bind(e->y, p->crop ? p->crop : y->data) };
 	prim_run(p, &e->fwd, 4, args);
+	if (p->crop) { /* the trailing rows and columns: the bias alone */
+		memset(y->data, 0, (size_t)dt_tensor_count(y) * sizeof(float));
+		if (b)
+			dt_cpu_backend.bias_add(y, b);
+		copy_corner(p->crop, p->crop_h, p->crop_w, y->data, p->g.out_h, p->g.out_w, n, p->g.out_c);
+	}
 }
 
 static void deconv_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
@@ -349,12 +388,17 @@ static void deconv_backward(struct dt_plan *pl, const struct dt_tensor *x, const
 		make_backward(p, e, 0);
 	if (dx && !e->bwd_data.p)
 		make_backward(p, e, 1);
+	if (p->crop)
+		copy_corner(dy->data, p->g.out_h, p->g.out_w, p->crop, p->crop_h, p->crop_w, n, p->g.out_c);
 	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd) : dt_dnnl_bind(p->dw, dw->data);
 	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, dt_dnnl_bind(e->x, x->data) };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, dy->data) };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dt_dnnl_bind(e->dy, p->crop ? p->crop : dy->data) };
 	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, dt_dnnl_bind(p->db, db ? db->data : p->db_unused) };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS,
+				     dt_dnnl_bind(p->db, db && !p->crop ? db->data : p->db_unused) };
 	prim_run(p, &e->bwd_weights, 4, args);
+	if (db && p->crop)
+		dt_cpu_backend.bias_grad(dy, 0, db);
 	if (e->dw_bwd)
 		reorder_run(p, &e->dw_from_bwd, dwm, dt_dnnl_bind(p->dw, dw->data));
 	if (dx) {

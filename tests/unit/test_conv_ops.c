@@ -599,6 +599,91 @@ static void test_batchnorm_by_hand(void **state)
  * More batch sizes than the cache holds, in an order that evicts and makes
  * sizes again: every result still right.
  */
+/* ---- transposed convolution ---- */
+
+/*
+ * conv2d_transpose against a direct loop: the full result z[i*s + a*d][j*s +
+ * b*d] += x[i][j] * w[a][b], kernel (kh, kw, filters, in); y is z from row
+ * top and column left on, zeros past z's end (a negative end padding), plus
+ * the bias. The gradients follow: dz is dy placed back into z's frame.
+ */
+static void deconv_check(int n, int h, int w, int cin, int cout, int k, int s, int d, int lo, int hi, int threads)
+{
+	struct dt_conv_geom g = { .in_h = h, .in_w = w, .in_c = cin, .out_c = cout, .kh = k, .kw = k,
+				  .stride_h = s, .stride_w = s, .dil_h = d, .dil_w = d,
+				  .pad_top = lo, .pad_left = lo, .pad_bottom = hi, .pad_right = hi };
+	int fh = (h - 1) * s + (k - 1) * d + 1, fw = (w - 1) * s + (k - 1) * d + 1;
+	int oh = fh - lo - hi, ow = fw - lo - hi;
+	int64_t nx = (int64_t)n * h * w * cin, ny = (int64_t)n * oh * ow * cout, nw = (int64_t)k * k * cout * cin;
+	float *x = rnd(nx, 40), *wt = rnd(nw, 41), *b = rnd(cout, 42), *dy = rnd(ny, 43);
+	float *y = rnd(ny, 44), *dx = rnd(nx, 45), *dw = rnd(nw, 46), *db = rnd(cout, 47); /* poisoned */
+	double *ry = zeros_d(ny), *rdx = zeros_d(nx), *rdw = zeros_d(nw), *rdb = zeros_d(cout);
+	struct dt_tensor tx = t4(x, n, h, w, cin), tw = t4(wt, k, k, cout, cin), tb = t1(b, cout);
+	struct dt_tensor ty = t4(y, n, oh, ow, cout), tdy = t4(dy, n, oh, ow, cout);
+	struct dt_tensor tdx = t4(dx, n, h, w, cin), tdw = t4(dw, k, k, cout, cin), tdb = t1(db, cout);
+	struct dt_plan *p;
+	char what[96];
+
+	g.out_h = oh;
+	g.out_w = ow;
+	for (int i = 0; i < n * oh * ow; i++)
+		for (int f = 0; f < cout; f++)
+			ry[(int64_t)i * cout + f] = b[f];
+	for (int in = 0; in < n; in++)
+		for (int i = 0; i < h; i++)
+			for (int j = 0; j < w; j++)
+				for (int a = 0; a < k; a++)
+					for (int bb = 0; bb < k; bb++) {
+						int r = i * s + a * d - lo, c = j * s + bb * d - lo;
+						if (r < 0 || r >= oh || c < 0 || c >= ow)
+							continue;
+						for (int f = 0; f < cout; f++)
+							for (int ci = 0; ci < cin; ci++) {
+								int64_t xi = (((int64_t)in * h + i) * w + j) * cin + ci;
+								int64_t yi = (((int64_t)in * oh + r) * ow + c) * cout + f;
+								int64_t wi = (((int64_t)a * k + bb) * cout + f) * cin + ci;
+								ry[yi] += (double)x[xi] * wt[wi];
+								rdx[xi] += (double)dy[yi] * wt[wi];
+								rdw[wi] += (double)dy[yi] * x[xi];
+							}
+					}
+	for (int64_t i = 0; i < ny; i++)
+		rdb[i % cout] += dy[i];
+
+	dt_ops_set_threads(threads);
+	p = dt_plan_deconv(DT_CPU, &g, n);
+	dt_op_deconv_forward(p, &tx, &tw, &tb, &ty);
+	dt_op_deconv_backward(p, &tx, &tw, &tdy, &tdw, &tdb, &tdx);
+	dt_plan_free(p);
+	dt_ops_set_threads(1);
+	snprintf(what, sizeof(what), "deconv %dx%dx%d->%d k%d s%d d%d cut %d/%d, %d threads: y", h, w, cin, cout, k, s,
+		 d, lo, hi, threads);
+	assert_close(y, ry, ny, what);
+	strcpy(strrchr(what, ':'), ": dx");
+	assert_close(dx, rdx, nx, what);
+	strcpy(strrchr(what, ':'), ": dw");
+	assert_close(dw, rdw, nw, what);
+	strcpy(strrchr(what, ':'), ": db");
+	assert_close(db, rdb, cout, what);
+	free(x), free(wt), free(b), free(dy), free(y), free(dx), free(dw), free(db);
+	free(ry), free(rdx), free(rdw), free(rdb);
+}
+
+static void test_deconv_geometries(void **state)
+{
+	(void)state;
+	for (int threads = 1; threads <= 2; threads++) {
+		deconv_check(4, 7, 7, 8, 16, 3, 1, 1, 0, 0, threads);  /* valid */
+		deconv_check(4, 7, 6, 8, 4, 3, 2, 1, 0, 1, threads);   /* same, stride 2 */
+		deconv_check(3, 5, 5, 6, 6, 4, 2, 1, 1, 1, threads);   /* 4x4, stride 2, same */
+		deconv_check(3, 5, 5, 3, 4, 1, 2, 1, 0, 0, threads);   /* 1x1, stride 2 */
+		deconv_check(3, 5, 5, 3, 4, 1, 2, 1, 0, -1, threads);  /* 1x1, stride 2, a trailing row of bias only */
+		deconv_check(2, 4, 5, 5, 3, 3, 2, 1, 1, 0, threads);   /* same, output_padding 1 */
+		deconv_check(2, 5, 4, 4, 3, 3, 3, 1, 0, -2, threads);  /* stride 3, two trailing rows */
+		deconv_check(2, 5, 5, 4, 3, 3, 1, 2, 2, 2, threads);   /* dilation 2, same */
+	}
+}
+
 static void test_cache_many_sizes(void **state)
 {
 	static const int sizes[] = { 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 1, 10, 11, 2, 12, 5 };
@@ -688,6 +773,7 @@ int main(void)
 		cmocka_unit_test(test_pool_inference_keeps_workspace),
 		cmocka_unit_test(test_batchnorm_by_hand),
 		cmocka_unit_test(test_batchnorm),
+		cmocka_unit_test(test_deconv_geometries),
 		cmocka_unit_test(test_cache_many_sizes),
 		cmocka_unit_test(test_cache_makes_each_size_once),
 		cmocka_unit_test(test_plans_interleaved),
