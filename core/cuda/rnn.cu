@@ -158,8 +158,8 @@ struct dt_plan *dt_cuda_plan_rnn(struct dt_device dev, const struct dt_rnn_geom 
 		!g->use_bias ? CUDNN_RNN_NO_BIAS : g->cell == DT_RNN_GRU_RESET_AFTER ? CUDNN_RNN_DOUBLE_BIAS
 										    : CUDNN_RNN_SINGLE_INP_BIAS,
 		CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
-		dt_cuda_precision() == DT_PRECISION_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH, g->in, g->units,
-		g->units, 1, p->dropout, CUDNN_RNN_PADDED_IO_DISABLED));
+		dt_cuda_precision() == DT_PRECISION_FP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, g->in, g->units,
+		g->units, 1, p->dropout, CUDNN_RNN_PADDED_IO_ENABLED));
 	DT_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(gpu->dnn, p->rnn, &p->wspace_bytes));
 	p->wspace = alloc_bytes(dev.index, p->wspace_bytes);
 	p->dwspace = alloc_bytes(dev.index, p->wspace_bytes);
