@@ -5,9 +5,12 @@
  * forward, its forward convolution the data gradient and its
  * backward-filter (with the roles of x and dy exchanged) the weight
  * gradient. That convolution reads the full, uncropped result z (N, FH,
- * FW, filters), FH = (in_h - 1) * stride + span plus the trailing rows no
- * tap reaches: y is z cropped by the plan's padding (dt_op_shift2d's
- * kernel), and dy is padded into z for the backward passes.
+ * FW, filters), FH = (in_h - 1) * stride + span: y is z cropped by the
+ * plan's padding (dt_op_shift2d's kernel), and dy is padded into z for the
+ * backward passes. Rows of y past z (a negative end padding: rows that no
+ * tap reaches, only the bias) are zeros from shift2d, and their gradient
+ * reaches the bias alone; cuDNN is never asked for a frame larger than the
+ * convolution reads.
  *
  * cuDNN's NHWC filter is (out, kh, kw, in) of the convolution, here (in,
  * kh, kw, filters), where Keras keeps (kh, kw, filters, in): the kernel is
@@ -131,8 +134,8 @@ static struct dt_plan *plan_deconv(struct dt_device dev, const struct dt_conv_ge
 	p->dev = dev;
 	p->g = *c;
 	p->max_batch = max_batch;
-	p->fh = full_h + (c->pad_bottom < 0 ? -c->pad_bottom : 0);
-	p->fw = full_w + (c->pad_right < 0 ? -c->pad_right : 0);
+	p->fh = full_h;
+	p->fw = full_w;
 	DT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
 	DT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, c->in_c, c->out_c, c->kh,
 					       c->kw));

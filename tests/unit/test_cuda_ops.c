@@ -815,7 +815,7 @@ static void deconv_case(int n, int h, int w, int cin, int cout, int k, int strid
 {
 	struct dt_conv_geom g = { 0 };
 	struct dt_plan *pc, *pg;
-	char what[128];
+	char base[96], what[128];
 	g.in_h = h;
 	g.in_w = w;
 	g.in_c = cin;
@@ -836,14 +836,18 @@ static void deconv_case(int n, int h, int w, int cin, int cout, int k, int strid
 		struct pair y = pair_new(sh(4, n, g.out_h, g.out_w, cout), NULL);
 		struct pair dy = pair_rnd(y.c.shape, 153, -1, 1);
 		struct pair dw = pair_new(wt.c.shape, NULL), db = pair_new(b.c.shape, NULL), dx = pair_new(x.c.shape, NULL);
-		snprintf(what, sizeof(what), "deconv %dx%dx%d->%d k%d s%d cut %d/%d", h, w, cin, cout, k, stride, lo, hi);
+		snprintf(base, sizeof(base), "deconv %dx%dx%d->%d k%d s%d cut %d/%d", h, w, cin, cout, k, stride, lo, hi);
 		dt_op_deconv_forward(pc, &x.c, &wt.c, &b.c, &y.c);
 		dt_op_deconv_forward(pg, &x.g, &wt.g, &b.g, &y.g);
+		snprintf(what, sizeof(what), "%s: y", base);
 		expect_close(what, &y, TOL);
 		dt_op_deconv_backward(pc, &x.c, &wt.c, &dy.c, &dw.c, &db.c, &dx.c);
 		dt_op_deconv_backward(pg, &x.g, &wt.g, &dy.g, &dw.g, &db.g, &dx.g);
+		snprintf(what, sizeof(what), "%s: dw", base);
 		expect_close(what, &dw, TOL);
+		snprintf(what, sizeof(what), "%s: db", base);
 		expect_close(what, &db, TOL);
+		snprintf(what, sizeof(what), "%s: dx", base);
 		expect_close(what, &dx, TOL);
 		pair_free(&x);
 		pair_free(&wt);
@@ -864,6 +868,7 @@ static void test_deconv(void **state)
 	deconv_case(4, 7, 7, 8, 16, 3, 1, 0, 0);  /* valid */
 	deconv_case(4, 7, 6, 8, 4, 3, 2, 0, 1);   /* same, stride 2: one cut at the end */
 	deconv_case(3, 5, 5, 6, 6, 4, 2, 1, 1);   /* 4x4, stride 2, same */
+	deconv_case(3, 5, 5, 3, 4, 1, 2, 0, 0);   /* 1x1, stride 2 */
 	deconv_case(3, 5, 5, 3, 4, 1, 2, 0, -1);  /* 1x1, stride 2: a trailing row only the bias reaches */
 }
 
