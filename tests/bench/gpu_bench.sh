@@ -89,7 +89,7 @@ torch_rate() {
 	line=$(tail -1 "$tmp/torch.out")
 	case "$line" in
 	SKIP*) echo "$line" ;;
-	*) jq -r .samples_per_sec <<<"$line" ;;
+	*) jq -er '.samples_per_sec | numbers' <<<"$line" 2>/dev/null || echo "SKIP: torch_gpu.py printed no rate" ;;
 	esac
 }
 
@@ -116,7 +116,7 @@ for model in $MODELS; do
 	esac
 	for prec in $PRECISIONS; do
 		# A failed run is reported ("-", null in JSON) and the others still run.
-		d=$(dtrain_rate "$yaml" "$prec" "$steps" "$batch") || d=null
+		d=$(dtrain_rate "$yaml" "$prec" "$steps" "$batch") && [[ $d =~ ^[0-9.e+]+$ ]] || d=null
 		dmem=$(cat "$tmp/peak")
 		t=$(torch_rate "$model" "$prec" "$steps" "$batch") || t="SKIP: torch_gpu.py failed: $(tail -1 "$tmp/torch.out")"
 		tmem=$(cat "$tmp/peak") note=

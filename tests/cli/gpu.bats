@@ -70,6 +70,52 @@ same_curve() {
 	same_curve "$gpu" "$cpu" 0.02
 }
 
+@test "the LSTM on gpu:0 (cuDNN's RNN) follows the CPU's loss curve" {
+	need_gpu
+	need_fashion
+	local cpu gpu
+	cpu=$(curve "$REPO/models/fashion_lstm.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/fashion_lstm.yaml" gpu:0)
+	echo "cpu: $cpu"
+	echo "gpu: $gpu"
+	same_curve "$gpu" "$cpu" 0.02
+}
+
+@test "the residual CNN on gpu:0 follows the CPU's loss curve" {
+	need_gpu
+	need_fashion
+	local cpu gpu
+	cpu=$(curve "$REPO/models/fashion_resnet.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/fashion_resnet.yaml" gpu:0)
+	echo "cpu: $cpu"
+	echo "gpu: $gpu"
+	same_curve "$gpu" "$cpu" 0.02
+}
+
+@test "the separable CNN on gpu:0 (grouped convolutions) follows the CPU's loss curve" {
+	need_gpu
+	need_fashion
+	local cpu gpu
+	cpu=$(curve "$REPO/models/fashion_separable.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/fashion_separable.yaml" gpu:0)
+	echo "cpu: $cpu"
+	echo "gpu: $gpu"
+	same_curve "$gpu" "$cpu" 0.02
+}
+
+@test "bf16 on gpu:0 trains to a loss close to fp32's" {
+	need_gpu
+	need_fashion
+	local fp32 bf16
+	fp32=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
+	bf16=$("$DTRAIN" fit "$REPO/models/fashion_cnn.yaml" -q --json --set fit.epochs=3 --set fit.steps_per_epoch=10 \
+		--set checkpoint.enabled=false --set distribute.device=gpu:0 --set compile.precision=bf16 |
+		jq -r 'select(.event == "epoch") | .loss')
+	echo "fp32: $fp32"
+	echo "bf16: $bf16"
+	same_curve "$bf16" "$fp32" 0.05
+}
+
 @test "tf32 on gpu:0 trains to a loss close to fp32's" {
 	need_gpu
 	need_fashion

@@ -9,11 +9,13 @@
 #   bench   tests/bench/gpu_bench.sh: dtrain against the machine's PyTorch on
 #           the same GPU, fashion_mlp, fashion_cnn, cnn32 at fp32 and bf16,
 #           samples/s and peak GPU memory
+#   memcheck  compute-sanitizer's memcheck over test_cuda_ops
 # and writes to $OUT the log (device-run.log), one JSON summary
 # (device-run.json, rewritten after every stage, so a killed run still
-# leaves one) and the stages' TAP and benchmark files (7 files: the tool brings
-# back 8). In all about 4 minutes when everything passes; the limits add up
-# to 7 min 50 s, unpacking and the search for the CUDA libraries aside.
+# leaves one) and the stages' output and benchmark files (8 files: the tool
+# brings back 8). The limits add up to 10 minutes, unpacking and the search
+# for the CUDA libraries aside; on the first H200 (2026-12-04) the env, unit
+# and fit stages took 9, 6 and 25 seconds.
 #
 # The call (the device tool's `run`, from the repository root here, after
 # `make device-kit`):
@@ -22,14 +24,14 @@
 # holds only this script and the archive.
 #
 # Environment: OUT (default build/device-out), STAGES (default "env unit fit
-# bench"), KIT (default build/device-kit.tar.xz), KIT_UNPACK (1: unpack the
+# bench memcheck"), KIT (default build/device-kit.tar.xz), KIT_UNPACK (1: unpack the
 # archive over the working tree, 0: never; by default where there is no
 # build/dtrain, or the kit/ it unpacked came from another archive).
 set -u
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 OUT=${OUT:-$REPO/build/device-out}
-STAGES=${STAGES:-env unit fit bench}
+STAGES=${STAGES:-env unit fit bench memcheck}
 KIT=${KIT:-build/device-kit.tar.xz}
 mkdir -p "$OUT"
 LOG=$OUT/device-run.log
@@ -107,11 +109,13 @@ if [ ! -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 		echo "device-run: cannot install Fashion-MNIST under /usr/share/datasets (not root?)"
 fi
 
-# cuBLAS, cuDNN and NCCL of the image: the toolkit's folders, else PyTorch's wheels.
+# cuBLAS, cuDNN and NCCL of the image: PyTorch's wheels first, so that dtrain
+# and the PyTorch it is measured against run the same cuDNN (the image's
+# system cuDNN was 9.14, PyTorch's 9.19), else the toolkit's folders.
 CUDA_DIRS=
 for lib in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
-	dir=$(timeout 20 find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda*/lib* /usr/lib/x86_64-linux-gnu \
-		/opt /usr/local/lib -name "$lib" -print -quit 2>/dev/null | head -1)
+	dir=$(timeout 20 find /opt /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda*/lib* \
+		/usr/lib/x86_64-linux-gnu /usr/local/lib -name "$lib" -print -quit 2>/dev/null | head -1)
 	if [ -n "$dir" ]; then
 		dir=$(dirname "$dir")
 		[[ ":$CUDA_DIRS:" == *":$dir:"* ]] || CUDA_DIRS=${CUDA_DIRS:+$CUDA_DIRS:}$dir
@@ -119,6 +123,9 @@ for lib in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
 		echo "device-run: $lib not found on this machine"
 	fi
 done
+# PyTorch runs in the image's own environment: the kit's folders first on
+# the path would hand it libraries it was not built with.
+export PY="env LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} python3"
 export LD_LIBRARY_PATH=$REPO/kit/lib${CUDA_DIRS:+:$CUDA_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$REPO/kit/bin:$REPO/kit/bats/bin:$PATH
 export DTRAIN=$REPO/build/dtrain BUILD=build
@@ -144,7 +151,7 @@ if wants env; then
 		build/dtrain devices
 		build/dtrain devices --json >"$TMPDIR_RUN/devices.json"
 		bats --version
-		python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+		$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 			"cudnn", torch.backends.cudnn.version(), "gpu", torch.cuda.is_available())'
 		! grep -q 'not found' <(ldd build/dtrain build/libdtrain_cuda.so)
 	}
@@ -154,19 +161,55 @@ if wants env; then
 fi
 
 if wants unit; then
-	# The unit suites with GPU cases (they skip those without a GPU).
+	# The unit suites with GPU cases (they skip those without a GPU). A CUDA
+	# error aborts the process (dt_cuda_bug) or leaves the context unusable
+	# for every case after it: in a suite that did not pass, each case that
+	# did not pass runs again alone (DT_TEST_FILTER), and one that reports
+	# nothing is a failure naming its exit status. The first case that failed
+	# alone runs once more under compute-sanitizer, where the image has it.
 	suites=$(grep -l 'gpu\|cuda' tests/unit/test_*.c | xargs -n1 basename | sed 's/\.c$//')
 	unit_run() {
-		local s rc=0
+		local s n rc=0 src=0 out=$TMPDIR_RUN/suite.tap crashed= sanitizer
 		for s in $suites; do
 			echo "# suite $s"
-			CMOCKA_MESSAGE_OUTPUT=TAP "build/tests/unit/$s" || rc=1
+			CMOCKA_MESSAGE_OUTPUT=TAP timeout -k 5 40 "build/tests/unit/$s" >"$out" 2>&1
+			src=$?
+			if [ $src -eq 0 ]; then
+				cat "$out"
+				continue
+			fi
+			rc=1
+			# A CUDA error can leave the context unusable for every later case:
+			# the suite's failures become comments, and each case that did not
+			# pass runs again alone.
+			sed -E 's/^(not ok [0-9]+ - )/# in the whole suite: \1/' "$out"
+			echo "# suite $s: exit status $src; each case that did not pass, alone"
+			for n in $(sed -n 's/.*cmocka_unit_test(\(test_[A-Za-z0-9_]*\)).*/\1/p' "tests/unit/$s.c"); do
+				grep -Eq "^ok [0-9]+ - $n( |\$)" "$out" && continue
+				DT_TEST_FILTER=$n CMOCKA_MESSAGE_OUTPUT=TAP timeout -k 5 40 "build/tests/unit/$s" \
+					>"$out.one" 2>&1
+				src=$?
+				# only the result line of the case asked for (the filter matches substrings)
+				grep -Ev '^(not )?ok [0-9]+ - |^1\.\.' "$out.one"
+				if grep -Eq "^(not )?ok [0-9]+ - $n( |\$)" "$out.one"; then
+					grep -E "^(not )?ok [0-9]+ - $n( |\$)" "$out.one"
+				else
+					echo "not ok - $n (no result: exit status $src)"
+				fi
+				grep -Eq "^ok [0-9]+ - $n( |\$)" "$out.one" || crashed=${crashed:-$s:$n}
+			done
 		done
+		sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+		if [ -n "$crashed" ] && [ -n "$sanitizer" ]; then
+			echo "# compute-sanitizer on ${crashed#*:}"
+			DT_TEST_FILTER=${crashed#*:} timeout -k 5 60 "$sanitizer" --print-limit 5 \
+				"build/tests/unit/${crashed%%:*}" 2>&1 | sed 's/^/# /' | head -100
+		fi
 		return $rc
 	}
 	export -f unit_run
 	export suites
-	stage unit 120 unit_run
+	stage unit 150 unit_run
 	record unit "$STAGE_RC" "$STAGE_S" "$(tap_counts "$OUT/unit.txt")"
 fi
 
@@ -179,6 +222,22 @@ if wants bench; then
 	rm -f "$OUT/bench.jsonl"
 	stage bench 170 env JSON="$OUT/bench.jsonl" tests/bench/gpu_bench.sh 2
 	record bench "$STAGE_RC" "$STAGE_S" "{\"rows\": $(cat "$OUT/bench.jsonl" 2>/dev/null | jq -cs .)}"
+fi
+
+if wants memcheck; then
+	# compute-sanitizer's memcheck over the whole GPU op suite: an
+	# out-of-bounds access or a read of memory never written that the
+	# comparisons with the CPU happened not to see.
+	memcheck_run() {
+		local sanitizer
+		sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+		[ -n "$sanitizer" ] || { echo "no compute-sanitizer on this machine"; return 0; }
+		"$sanitizer" --tool memcheck --print-limit 20 --error-exitcode 9 build/tests/unit/test_cuda_ops
+	}
+	export -f memcheck_run
+	stage memcheck 100 memcheck_run
+	record memcheck "$STAGE_RC" "$STAGE_S" \
+		"{\"summary\": $(grep -o 'ERROR SUMMARY: [0-9]* error' "$OUT/memcheck.txt" | tail -1 | jq -R . || echo null)}"
 fi
 
 say "done; summary in $SUMMARY"
