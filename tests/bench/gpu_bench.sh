@@ -15,10 +15,10 @@
 #                batches per epoch (default 200; 0: whole epochs);
 #   fashion_cnn  models/fashion_cnn.yaml, likewise;
 #   cnn32        tests/bench/cnn32.yaml, 32x32x3 synthetic inputs, batch 512:
-#                nine conv-bn-relu blocks, the largest plain CNN dtrain can
-#                express (it has no residual layer for a ResNet).
+#                nine conv-bn-relu blocks without shortcuts;
+#   resnet32     tests/bench/resnet32.yaml, ResNet-20 on the same inputs.
 # Environment: DTRAIN (default build/dtrain), GPU (default 0), STEPS,
-# PRECISIONS, MODELS (default "fashion_mlp fashion_cnn cnn32"), PY (default
+# PRECISIONS, MODELS (default "fashion_mlp fashion_cnn cnn32 resnet32"), PY (default
 # python3), JSON (a file: one JSON object per row is appended to it).
 # Needs: a GPU, dtrain built with the CUDA backend, jq, and for the PyTorch
 # side python3-torch with CUDA (the script says SKIP for PyTorch otherwise
@@ -32,7 +32,7 @@ GPU=${GPU:-0}
 DTRAIN=${DTRAIN:-build/dtrain}
 PY=${PY:-python3}
 PRECISIONS=${PRECISIONS:-fp32 bf16}
-MODELS=${MODELS:-fashion_mlp fashion_cnn cnn32}
+MODELS=${MODELS:-fashion_mlp fashion_cnn cnn32 resnet32}
 JSON=${JSON:-}
 [ -x "$DTRAIN" ] || { echo "gpu_bench: build dtrain first (make)"; exit 1; }
 command -v jq >/dev/null || { echo "gpu_bench: needs jq"; exit 1; }
@@ -108,9 +108,9 @@ for model in $MODELS; do
 			continue
 		fi
 		;;
-	cnn32) yaml=tests/bench/cnn32.yaml steps=0 batch=512 ;;
+	cnn32 | resnet32) yaml=tests/bench/$model.yaml steps=0 batch=512 ;;
 	*)
-		echo "gpu_bench: unknown model '$model' (fashion_mlp, fashion_cnn, cnn32)"
+		echo "gpu_bench: unknown model '$model' (fashion_mlp, fashion_cnn, cnn32, resnet32)"
 		exit 1
 		;;
 	esac

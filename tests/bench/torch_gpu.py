@@ -11,6 +11,10 @@ Trains on CUDA, the way dtrain does, one of:
                blocks (16, 32, 64 channels; stride 2 into 32 and 64), global
                average pooling, dense 10, on synthetic 32x32x3 inputs (SGD 0.05
                momentum 0.9, batch 512);
+  resnet32     tests/bench/resnet32.yaml: ResNet-20 on the same inputs (a 3x3
+               stem, three stages of three basic blocks of 16, 32, 64
+               channels, a strided 1x1 convolution with a bias on the
+               shortcut of a block that changes the shape; same optimizer);
 
 with the batches in page-locked host memory copied to the GPU each step
 (non_blocking, as dtrain does), the loss read back every step (dtrain's
@@ -21,7 +25,7 @@ products and convolutions in bfloat16, float32 accumulation).
 Reports samples/s of the best epoch (the training loop only) and the peak
 memory PyTorch's allocator held (torch.cuda.max_memory_reserved).
 
-    /usr/bin/python3 tests/bench/torch_gpu.py --model fashion_mlp|fashion_cnn|cnn32
+    /usr/bin/python3 tests/bench/torch_gpu.py --model fashion_mlp|fashion_cnn|cnn32|resnet32
         [--epochs N] [--steps N] [--batch N] [--precision fp32|tf32|bf16] [--json]
 
 Prints "SKIP: ..." and exits 0 where torch, CUDA or the data is missing.
@@ -68,6 +72,26 @@ def synthetic(n, seed):
     return x.reshape(n, 32, 32, 3).permute(0, 3, 1, 2).contiguous(), y
 
 
+def conv_bn(nn, cin, cout, stride):
+    """A 3x3 convolution without a bias and its batch normalization (Keras' eps and momentum)."""
+    return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+            nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)]
+
+
+class Block(torch.nn.Module):
+    """relu(conv-bn-relu-conv-bn(x) + shortcut(x)), dtrain's residual block."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        nn = torch.nn
+        self.body = nn.Sequential(*conv_bn(nn, cin, cout, stride), nn.ReLU(), *conv_bn(nn, cout, cout, 1))
+        self.shortcut = (nn.Conv2d(cin, cout, 1, stride=stride) if stride != 1 or cin != cout
+                         else nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
 def make_model(kind):
     nn = torch.nn
     if kind == "fashion_mlp":
@@ -79,14 +103,19 @@ def make_model(kind):
             nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
             nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(),
             nn.Linear(64 * 12 * 12, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10))
-    else:
+    elif kind == "cnn32":
         layers, cin = [], 3
         for cout, stride in [(16, 1)] * 3 + [(32, 2), (32, 1), (32, 1), (64, 2), (64, 1), (64, 1)]:
-            layers += [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
-                       nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01), nn.ReLU()]
+            layers += [*conv_bn(nn, cin, cout, stride), nn.ReLU()]
             cin = cout
         model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
-    for m in model:
+    else:
+        layers, cin = [*conv_bn(nn, 3, 16, 1), nn.ReLU()], 16
+        for cout, stride in [(16, 1)] * 3 + [(32, 2), (32, 1), (32, 1), (64, 2), (64, 1), (64, 1)]:
+            layers.append(Block(cin, cout, stride))
+            cin = cout
+        model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    for m in model.modules():
         if isinstance(m, (nn.Linear, nn.Conv2d)):
             nn.init.xavier_uniform_(m.weight)
             if m.bias is not None:
@@ -96,7 +125,7 @@ def make_model(kind):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="fashion_cnn", choices=["fashion_mlp", "fashion_cnn", "cnn32"])
+    p.add_argument("--model", default="fashion_cnn", choices=["fashion_mlp", "fashion_cnn", "cnn32", "resnet32"])
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--steps", type=int, default=0, help="batches per epoch (default: all)")
     p.add_argument("--batch", type=int, default=0, help="batch size (default: the model's)")
@@ -121,7 +150,7 @@ def main():
     batch = a.batch or batch
     x, y = x.pin_memory(), y.pin_memory()
     model = make_model(a.model).to(dev)
-    if a.model != "cnn32":
+    if a.model in ("fashion_mlp", "fashion_cnn"):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)

@@ -7,15 +7,15 @@
 #           the CPU; test_strategies: the GPU devices)
 #   fit     tests/cli/gpu.bats: fits on gpu:0 against the CPU's loss curves
 #   bench   tests/bench/gpu_bench.sh: dtrain against the machine's PyTorch on
-#           the same GPU, fashion_mlp, fashion_cnn, cnn32 at fp32 and bf16,
+#           the same GPU, fashion_mlp, fashion_cnn, cnn32, resnet32 at fp32 and bf16,
 #           samples/s and peak GPU memory
 #   memcheck  compute-sanitizer's memcheck over test_cuda_ops
 # and writes to $OUT the log (device-run.log), one JSON summary
 # (device-run.json, rewritten after every stage, so a killed run still
 # leaves one) and the stages' output and benchmark files (8 files: the tool
-# brings back 8). The limits add up to 10 minutes, unpacking and the search
-# for the CUDA libraries aside; on the first H200 (2026-12-04) the env, unit
-# and fit stages took 9, 6 and 25 seconds.
+# brings back 8). The limits add up to 9 min 35 s, unpacking and the search
+# for the CUDA libraries aside; on an H200 (2026-12-04) all five took 145 s
+# (env 9, unit 2, fit 41, bench 89 before resnet32 joined it, memcheck 3).
 #
 # The call (the device tool's `run`, from the repository root here, after
 # `make device-kit`):
@@ -209,18 +209,18 @@ if wants unit; then
 	}
 	export -f unit_run
 	export suites
-	stage unit 150 unit_run
+	stage unit 120 unit_run
 	record unit "$STAGE_RC" "$STAGE_S" "$(tap_counts "$OUT/unit.txt")"
 fi
 
 if wants fit; then
-	stage fit 135 bats --tap tests/cli/gpu.bats
+	stage fit 120 bats --tap tests/cli/gpu.bats
 	record fit "$STAGE_RC" "$STAGE_S" "$(tap_counts "$OUT/fit.txt")"
 fi
 
 if wants bench; then
 	rm -f "$OUT/bench.jsonl"
-	stage bench 170 env JSON="$OUT/bench.jsonl" tests/bench/gpu_bench.sh 2
+	stage bench 200 env JSON="$OUT/bench.jsonl" tests/bench/gpu_bench.sh 2
 	record bench "$STAGE_RC" "$STAGE_S" "{\"rows\": $(cat "$OUT/bench.jsonl" 2>/dev/null | jq -cs .)}"
 fi
 
@@ -235,7 +235,7 @@ if wants memcheck; then
 		"$sanitizer" --tool memcheck --print-limit 20 --error-exitcode 9 build/tests/unit/test_cuda_ops
 	}
 	export -f memcheck_run
-	stage memcheck 100 memcheck_run
+	stage memcheck 90 memcheck_run
 	record memcheck "$STAGE_RC" "$STAGE_S" \
 		"{\"summary\": $(grep -o 'ERROR SUMMARY: [0-9]* error' "$OUT/memcheck.txt" | tail -1 | jq -R . || echo null)}"
 fi
