@@ -49,8 +49,7 @@ struct deconv_plan {
 	cudnnFilterDescriptor_t w;
 	cudnnConvolutionDescriptor_t conv;
 	float *w_t, *dw_t, *z; /* (in, kh, kw, filters) twice; (max_batch, fh, fw, filters) */
-	void *ws;
-	size_t ws_bytes;
+	size_t ws_bytes; /* the workspace its algorithms need (dt_gpu_workspace) */
 	struct entry cache[CACHE_SIZE];
 };
 
@@ -69,11 +68,8 @@ static cudnnMathType_t math_asked(void)
 
 static void ws_reserve(struct deconv_plan *p, size_t bytes)
 {
-	if (bytes <= p->ws_bytes)
-		return;
-	dt_cuda_free(p->dev.index, (float *)p->ws);
-	p->ws = dt_cuda_alloc(p->dev.index, (int64_t)((bytes + sizeof(float) - 1) / sizeof(float)));
-	p->ws_bytes = bytes;
+	if (bytes > p->ws_bytes)
+		p->ws_bytes = bytes;
 }
 
 /* The first proposal (cuDNN's order) the precision allows whose workspace fits; DT_CUDA_BUG if none. */
@@ -232,8 +228,8 @@ static void deconv_forward(struct dt_plan *pl, const struct dt_tensor *x, const 
 		e->have_fwd = 1;
 	}
 	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
-	DT_CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, p->w_t, e->x, x->data, p->conv, e->fwd, p->ws,
-						 p->ws_bytes, &zero, e->z, p->z));
+	DT_CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, p->w_t, e->x, x->data, p->conv, e->fwd,
+						 dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero, e->z, p->z));
 	zt = z_view(p, n);
 	yt = image_view(y, n, c->out_h, c->out_w, c->out_c);
 	dt_cuda_backend.shift2d(&zt, &yt, c->pad_top, c->pad_left);
@@ -283,8 +279,8 @@ static void deconv_backward(struct dt_plan *pl, const struct dt_tensor *x, const
 		e->have_filter = 1;
 	}
 	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
-	DT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->z, p->z, e->x, x->data, p->conv, e->filter, p->ws,
-						   p->ws_bytes, &zero, p->w, p->dw_t));
+	DT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->z, p->z, e->x, x->data, p->conv, e->filter,
+						   dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero, p->w, p->dw_t));
 	k_deconv_transpose LAUNCH(g, rows * cols)(p->dw_t, dw->data, cols, rows);
 	DT_CUDA_LAUNCH_CHECK();
 	if (db)
@@ -307,8 +303,8 @@ static void deconv_backward(struct dt_plan *pl, const struct dt_tensor *x, const
 			e->have_data = 1;
 		}
 		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
-		DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->z, p->z, p->w, p->w_t, p->conv, e->data, p->ws,
-						    p->ws_bytes, &zero, e->x, dx->data));
+		DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->z, p->z, p->w, p->w_t, p->conv, e->data,
+						    dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero, e->x, dx->data));
 	}
 }
 
@@ -328,7 +324,6 @@ static void deconv_plan_free(struct dt_plan *pl)
 	dt_cuda_free(p->dev.index, p->w_t);
 	dt_cuda_free(p->dev.index, p->dw_t);
 	dt_cuda_free(p->dev.index, p->z);
-	dt_cuda_free(p->dev.index, (float *)p->ws);
 	free(p);
 }
 

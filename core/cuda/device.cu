@@ -66,6 +66,16 @@ static void gpu_init(struct dt_gpu *g, int index)
 	__atomic_store_n(&g->ready, 1, __ATOMIC_RELEASE);
 }
 
+void *dt_gpu_workspace(struct dt_gpu *g, size_t bytes)
+{
+	if (bytes > g->ws_bytes) {
+		dt_cuda_free(g->index, (float *)g->ws);
+		g->ws = dt_cuda_alloc(g->index, (int64_t)((bytes + sizeof(float) - 1) / sizeof(float)));
+		g->ws_bytes = bytes;
+	}
+	return g->ws;
+}
+
 struct dt_gpu *dt_gpu_use(struct dt_device dev)
 {
 	struct dt_gpu *g;

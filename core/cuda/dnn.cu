@@ -145,8 +145,7 @@ struct conv_plan {
 	 */
 	cudnnDataType_t dtype;
 	__nv_bfloat16 *xb, *yb, *wb, *dwb;
-	void *ws;
-	size_t ws_bytes;
+	size_t ws_bytes; /* the workspace its algorithms need (dt_gpu_workspace) */
 	struct conv_entry cache[CACHE_SIZE];
 };
 
@@ -171,11 +170,8 @@ static int math_ok(cudnnMathType_t m, int pass)
 
 static void ws_reserve(struct conv_plan *p, size_t bytes)
 {
-	if (bytes <= p->ws_bytes)
-		return;
-	dt_cuda_free(p->base.dev.index, (float *)p->ws);
-	p->ws = dt_cuda_alloc(p->base.dev.index, (int64_t)((bytes + sizeof(float) - 1) / sizeof(float)));
-	p->ws_bytes = bytes;
+	if (bytes > p->ws_bytes)
+		p->ws_bytes = bytes;
 }
 
 /*
@@ -499,7 +495,7 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	if (!e->have_fwd)
 		choose_fwd(p, g, e, cx, cw, cy);
 	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
-	DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd, p->ws, p->ws_bytes, &zero,
+	DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd, dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero,
 					    e->y, cy));
 	if (p->dtype == CUDNN_DATA_BFLOAT16)
 		from_bf16(g, p->yb, y->data, t_count(y));
@@ -547,8 +543,8 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 	if (!e->have_filter)
 		choose_filter(p, g, e, cx, cdy, cdw);
 	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->filter_math));
-	DT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, cx, e->y, cdy, p->conv, e->bwd_filter, p->ws,
-						   p->ws_bytes, &zero, p->w, cdw));
+	DT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, e->x, cx, e->y, cdy, p->conv, e->bwd_filter,
+						   dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero, p->w, cdw));
 	if (bf16)
 		from_bf16(g, p->dwb, p->dw_t, rows * cols);
 	/* (out, kh*kw*in) back to Keras' (kh*kw*in, out) */
@@ -569,8 +565,8 @@ void dt_cuda_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const 
 		if (!e->have_data)
 			choose_data(p, g, e, cw, cdy, cdx);
 		DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->data_math));
-		DT_CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, cw, e->y, cdy, p->conv, e->bwd_data, p->ws,
-							 p->ws_bytes, &zero, e->x, cdx));
+		DT_CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, cw, e->y, cdy, p->conv, e->bwd_data,
+							 dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero, e->x, cdx));
 		if (bf16)
 			from_bf16(g, p->xb, dxin, (int64_t)n * p->in_h * p->in_w * c->in_c);
 		if (p->padded) {
@@ -596,7 +592,6 @@ static void conv_plan_free(struct conv_plan *p)
 	dt_cuda_free(dev, p->dw_t);
 	dt_cuda_free(dev, p->xp);
 	dt_cuda_free(dev, p->dxp);
-	dt_cuda_free(dev, (float *)p->ws);
 	dt_cuda_free(dev, (float *)p->xb);
 	dt_cuda_free(dev, (float *)p->yb);
 	dt_cuda_free(dev, (float *)p->wb);

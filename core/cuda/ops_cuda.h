@@ -69,10 +69,20 @@ struct dt_gpu {
 	unsigned long long *count; /* 1 device counter */
 	double *host_acc;      /* pinned mirrors of acc and count */
 	unsigned long long *host_count;
+	void *ws;              /* cuDNN's workspace, shared by every plan (dt_gpu_workspace) */
+	size_t ws_bytes;
 };
 
 /* Makes dev the current device (and its state, on first use). */
 struct dt_gpu *dt_gpu_use(struct dt_device dev);
+/*
+ * The GPU's one cuDNN workspace, at least bytes: every plan runs on the GPU's
+ * one stream, one op after another, so all share it, as PyTorch's and
+ * TensorFlow's do; a plan keeps only the size its algorithms need. Growing
+ * it hands the smaller one back to the allocator (stream-ordered, so safe
+ * while an op queued before still reads it).
+ */
+void *dt_gpu_workspace(struct dt_gpu *g, size_t bytes);
 /* The precision set by set_precision. */
 enum dt_precision dt_cuda_precision(void);
 /* Device memory from the caching allocator, zeroed (asynchronously, on the GPU's stream). */
