@@ -12,8 +12,9 @@
  * on the first step of that size: timed on that step's buffers
  * (cudnnFind*AlgorithmEx, as PyTorch's cudnn.benchmark; DTRAIN_CUDNN_FIND=0
  * takes cuDNN's heuristic order, cudnnGet*Algorithm_v7, instead), the
- * fastest that the precision allows, then cached with their workspace,
- * which the plan takes from the allocator then and never on later steps.
+ * fastest that the precision allows, then cached with the size of their
+ * workspace; the GPU's one workspace (dt_gpu_workspace), shared by every
+ * plan, grows to it then and never on later steps.
  * Under precision bf16 a plan converts x, w and dy to bfloat16 buffers of
  * its own and runs cuDNN's pseudo-bfloat16 configuration (bf16 tensors,
  * float32 compute), converting y, dw and dx back; where cuDNN proposes no
@@ -495,8 +496,8 @@ void dt_cuda_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	if (!e->have_fwd)
 		choose_fwd(p, g, e, cx, cw, cy);
 	DT_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, e->fwd_math));
-	DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd, dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero,
-					    e->y, cy));
+	DT_CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, e->x, cx, p->w, cw, p->conv, e->fwd,
+					    dt_gpu_workspace(g, p->ws_bytes), p->ws_bytes, &zero, e->y, cy));
 	if (p->dtype == CUDNN_DATA_BFLOAT16)
 		from_bf16(g, p->yb, y->data, t_count(y));
 	if (b)
