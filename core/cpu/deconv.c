@@ -65,7 +65,7 @@ struct deconv_plan {
 	dnnl_memory_desc_t w_md, b_md;
 	dnnl_memory_t w, dw, b, db;
 	float *scratch, *w_fwd, *w_bwd, *dw_bwd, *zero_bias, *db_unused;
-	float *crop; /* y or dy without the trailing rows and columns (has_trailing), else NULL */
+	float *crop; /* y or dy without the trailing rows and columns (a negative end padding), else NULL */
 	int crop_h, crop_w;
 	size_t scratch_bytes, w_fwd_bytes, w_bwd_bytes, dw_bwd_bytes;
 	struct entry cache[CACHE_SIZE];

@@ -18,9 +18,9 @@
  * only: under fp32 FMA algorithms (no TF32), as dnn.cu; tensor-op ones
  * under tf32 and bf16. Algorithms come from cuDNN's heuristics
  * (cudnnGet*Algorithm_v7), chosen per batch size on its first step, the
- * GPU's shared workspace grown to theirs then (dt_gpu_workspace). The plan's head points at this
- * file's table (plan_free and the deconvolution ops), so dnn.cu needs no
- * case for it.
+ * GPU's shared workspace grown to theirs then (dt_gpu_workspace). The
+ * plan's head points at this file's table (plan_free and the
+ * deconvolution ops), so dnn.cu needs no case for it.
  */
 #include <stdlib.h>
 
