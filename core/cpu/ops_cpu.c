@@ -130,8 +130,7 @@ static void cpu_gemm(int trans_a, int trans_b, float alpha, const struct dt_tens
 		dt_cpu_matmul(cpu_precision == DT_PRECISION_BF16, trans_a, trans_b, m, n, k, alpha, a->data, b->data,
 			      beta, c->data);
 	else
-		DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a->data,
-					 dt_tensor_cols(a), b->data, dt_tensor_cols(b), beta, c->data, n));
+		dt_cpu_sgemm(trans_a, trans_b, m, n, k, alpha, a->data, b->data, beta, c->data);
 }
 
 static void cpu_bias_add(struct dt_tensor *yt, const struct dt_tensor *bt)

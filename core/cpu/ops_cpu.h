@@ -79,6 +79,12 @@ enum dt_precision dt_cpu_precision(void);
 void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 		   const float *b, float beta, float *c);
 /*
+ * The same product in float32 on oneDNN's sgemm (matmul.c), an operand whose
+ * rows alias in the caches copied first to longer rows where that is faster.
+ */
+void dt_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+		  const float *b, float beta, float *c);
+/*
  * float32 to bfloat16 as the avx512_bf16 instruction (vcvtneps2bf16) and so
  * oneDNN there round: to nearest even, denormals to a zero of their sign, NaN
  * kept quiet.

@@ -77,6 +77,36 @@ static void test_gemm_all_transposes(void **state)
 }
 
 /*
+ * Operands whose rows are 512 and 1024 floats apart, which dt_cpu_sgemm copies
+ * to longer rows on an AVX2 CPU (matmul.c): m and n of 512 and 1024 put them
+ * on every operand in turn, at 1 and 2 threads, twice (the copies' buffers
+ * are grown once and reused).
+ */
+static void test_gemm_aliasing_rows(void **state)
+{
+	static const int shapes[][3] = { { 3, 6, 512 }, { 512, 6, 1024 }, { 1024, 4, 5 } }; /* m, k, n */
+	(void)state;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		int m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+		float *a = malloc(sizeof(float) * m * k), *at = malloc(sizeof(float) * m * k);
+		float *b = malloc(sizeof(float) * k * n), *bt = malloc(sizeof(float) * k * n);
+		float *c = malloc(sizeof(float) * m * n), *ref = malloc(sizeof(float) * m * n);
+		fill_random(a, m * k, 10 + s);
+		fill_random(b, k * n, 20 + s);
+		transpose(a, m, k, at);
+		transpose(b, k, n, bt);
+		product(a, b, m, k, n, 0, ref);
+		for (int threads = 1; threads <= 2; threads++) {
+			dt_ops_set_threads(threads);
+			for (int rep = 0; rep < 2; rep++)
+				check_transposes(a, at, b, bt, ref, m, k, n, c, 1e-5);
+		}
+		dt_ops_set_threads(1);
+		free(a), free(at), free(b), free(bt), free(c), free(ref);
+	}
+}
+
+/*
  * Precision bf16 on a CPU that has it: products of bfloat16-rounded
  * operands summed in float32, for every transpose and with alpha and beta;
  * the operands go in unrounded, so a float32 product fails the tolerance.
@@ -482,6 +512,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm_all_transposes),
+		cmocka_unit_test(test_gemm_aliasing_rows),
 		cmocka_unit_test(test_gemm_bf16),
 		cmocka_unit_test(test_to_bf16),
 		cmocka_unit_test(test_threads_flush_denormals),
