@@ -171,7 +171,7 @@ static void test_to_bf16(void **state)
 	};
 	const int ns = (int)(sizeof(special) / sizeof(special[0]));
 	float *src = malloc(N * sizeof(float));
-	uint16_t *buf = aligned_alloc(64, (N + 64) * sizeof(uint16_t));
+	uint16_t *buf = aligned_alloc(64, ((N + 64) * sizeof(uint16_t) + 63) & ~(size_t)63); /* a multiple of the alignment */
 	int threads = dt_ops_get_threads();
 
 	fill_random(src, N, 7);
