@@ -23,11 +23,12 @@ need_fashion() {
 		skip "Fashion-MNIST is not installed (make deps)"
 }
 
-# curve YAML DEVICE: the per-epoch losses (3 epochs of 10 steps) of a fit on DEVICE, one per line.
+# curve YAML DEVICE [PRECISION]: the per-epoch losses (3 epochs of 10 steps) of a fit on
+# DEVICE (in PRECISION, default fp32), one per line.
 curve() {
 	"$DTRAIN" fit "$1" -q --json --set fit.epochs=3 --set fit.steps_per_epoch=10 \
 		--set checkpoint.enabled=false --set distribute.strategy=one_device \
-		--set distribute.device="$2" | jq -r 'select(.event == "epoch") | .loss'
+		--set distribute.device="$2" --set compile.precision="${3:-fp32}" | jq -r 'select(.event == "epoch") | .loss'
 }
 
 # same_curve A B TOL: two loss curves agree within relative TOL at every epoch.
@@ -37,95 +38,47 @@ same_curve() {
 		END { exit bad || n != 3 }'
 }
 
-@test "fashion_mlp on gpu:0 follows the CPU's loss curve" {
+# follows_cpu MODEL TOL: models/MODEL.yaml on gpu:0 follows the CPU's loss curve within TOL.
+follows_cpu() {
 	need_gpu
 	need_fashion
 	local cpu gpu
-	cpu=$(curve "$REPO/models/fashion_mlp.yaml" cpu:0)
-	gpu=$(curve "$REPO/models/fashion_mlp.yaml" gpu:0)
+	cpu=$(curve "$REPO/models/$1.yaml" cpu:0)
+	gpu=$(curve "$REPO/models/$1.yaml" gpu:0)
 	echo "cpu: $cpu"
 	echo "gpu: $gpu"
-	same_curve "$gpu" "$cpu" 0.01
+	same_curve "$gpu" "$cpu" "$2"
 }
 
-@test "fashion_cnn on gpu:0 follows the CPU's loss curve" {
+# near_fp32 PRECISION TOL: fashion_cnn on gpu:0 in PRECISION follows its fp32 loss curve within TOL.
+near_fp32() {
 	need_gpu
 	need_fashion
-	local cpu gpu
-	cpu=$(curve "$REPO/models/fashion_cnn.yaml" cpu:0)
-	gpu=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
-	echo "cpu: $cpu"
-	echo "gpu: $gpu"
-	same_curve "$gpu" "$cpu" 0.01
+	local fp32 other
+	fp32=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
+	other=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0 "$1")
+	echo "fp32: $fp32"
+	echo "$1: $other"
+	same_curve "$other" "$fp32" "$2"
 }
 
-@test "the batch-normalized CNN on gpu:0 follows the CPU's loss curve" {
-	need_gpu
-	need_fashion
-	local cpu gpu
-	cpu=$(curve "$REPO/models/fashion_cnn_bn.yaml" cpu:0)
-	gpu=$(curve "$REPO/models/fashion_cnn_bn.yaml" gpu:0)
-	echo "cpu: $cpu"
-	echo "gpu: $gpu"
-	same_curve "$gpu" "$cpu" 0.02
-}
+@test "fashion_mlp on gpu:0 follows the CPU's loss curve" { follows_cpu fashion_mlp 0.01; }
 
-@test "the LSTM on gpu:0 (cuDNN's RNN) follows the CPU's loss curve" {
-	need_gpu
-	need_fashion
-	local cpu gpu
-	cpu=$(curve "$REPO/models/fashion_lstm.yaml" cpu:0)
-	gpu=$(curve "$REPO/models/fashion_lstm.yaml" gpu:0)
-	echo "cpu: $cpu"
-	echo "gpu: $gpu"
-	same_curve "$gpu" "$cpu" 0.02
-}
+@test "fashion_cnn on gpu:0 follows the CPU's loss curve" { follows_cpu fashion_cnn 0.01; }
 
-@test "the residual CNN on gpu:0 follows the CPU's loss curve" {
-	need_gpu
-	need_fashion
-	local cpu gpu
-	cpu=$(curve "$REPO/models/fashion_resnet.yaml" cpu:0)
-	gpu=$(curve "$REPO/models/fashion_resnet.yaml" gpu:0)
-	echo "cpu: $cpu"
-	echo "gpu: $gpu"
-	same_curve "$gpu" "$cpu" 0.02
-}
+@test "the batch-normalized CNN on gpu:0 follows the CPU's loss curve" { follows_cpu fashion_cnn_bn 0.02; }
+
+@test "the LSTM on gpu:0 (cuDNN's RNN) follows the CPU's loss curve" { follows_cpu fashion_lstm 0.02; }
+
+@test "the residual CNN on gpu:0 follows the CPU's loss curve" { follows_cpu fashion_resnet 0.02; }
 
 @test "the separable CNN on gpu:0 (grouped convolutions) follows the CPU's loss curve" {
-	need_gpu
-	need_fashion
-	local cpu gpu
-	cpu=$(curve "$REPO/models/fashion_separable.yaml" cpu:0)
-	gpu=$(curve "$REPO/models/fashion_separable.yaml" gpu:0)
-	echo "cpu: $cpu"
-	echo "gpu: $gpu"
-	same_curve "$gpu" "$cpu" 0.02
+	follows_cpu fashion_separable 0.02
 }
 
-@test "bf16 on gpu:0 trains to a loss close to fp32's" {
-	need_gpu
-	need_fashion
-	local fp32 bf16
-	fp32=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
-	bf16=$("$DTRAIN" fit "$REPO/models/fashion_cnn.yaml" -q --json --set fit.epochs=3 --set fit.steps_per_epoch=10 \
-		--set checkpoint.enabled=false --set distribute.device=gpu:0 --set compile.precision=bf16 |
-		jq -r 'select(.event == "epoch") | .loss')
-	echo "fp32: $fp32"
-	echo "bf16: $bf16"
-	same_curve "$bf16" "$fp32" 0.05
-}
+@test "bf16 on gpu:0 trains to a loss close to fp32's" { near_fp32 bf16 0.05; }
 
-@test "tf32 on gpu:0 trains to a loss close to fp32's" {
-	need_gpu
-	need_fashion
-	local fp32 tf32
-	fp32=$(curve "$REPO/models/fashion_cnn.yaml" gpu:0)
-	tf32=$("$DTRAIN" fit "$REPO/models/fashion_cnn.yaml" -q --json --set fit.epochs=3 --set fit.steps_per_epoch=10 \
-		--set checkpoint.enabled=false --set distribute.device=gpu:0 --set compile.precision=tf32 |
-		jq -r 'select(.event == "epoch") | .loss')
-	same_curve "$tf32" "$fp32" 0.05
-}
+@test "tf32 on gpu:0 trains to a loss close to fp32's" { near_fp32 tf32 0.05; }
 
 @test "a GPU that does not exist: a config error naming the device" {
 	run --separate-stderr "$DTRAIN" fit "$MODELS/blobs.yaml" --set distribute.device=gpu:$((GPUS + 3))
