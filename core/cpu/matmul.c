@@ -197,12 +197,8 @@ void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int
 /* Whether sgemm reads an operand with rows ld floats apart along k slowly on this CPU (see the top). */
 static int slow_rows(int64_t ld)
 {
-	static int avx2 = -1;
-	if (avx2 < 0) {
-		dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-		avx2 = isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni;
-	}
-	return avx2 && ld >= 512 && ld % 512 == 0;
+	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+	return (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni) && ld >= 512 && ld % 512 == 0;
 }
 
 /* x (rows, cols) into *buf with rows cols + ROW_PAD floats apart; the copy. */
@@ -223,12 +219,8 @@ void dt_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, flo
 	int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
 	int pad_a = trans_a && k > 0 && slow_rows(lda), pad_b = !trans_b && k > 0 && slow_rows(ldb);
 
-	if (!pad_a && !pad_b) {
-		DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
-					 c, n));
-		return;
-	}
-	pthread_mutex_lock(&mm.lock);
+	if (pad_a || pad_b) /* the copies are this file's buffers */
+		pthread_mutex_lock(&mm.lock);
 	if (pad_a) {
 		a = pad_rows(&mm.apad, &mm.apad_bytes, a, k, lda);
 		lda += ROW_PAD;
@@ -238,5 +230,6 @@ void dt_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, flo
 		ldb += ROW_PAD;
 	}
 	DT_DNNL_CHECK(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, n));
-	pthread_mutex_unlock(&mm.lock);
+	if (pad_a || pad_b)
+		pthread_mutex_unlock(&mm.lock);
 }

@@ -18,8 +18,8 @@
 #                nine conv-bn-relu blocks without shortcuts;
 #   resnet32     tests/bench/resnet32.yaml, ResNet-20 on the same inputs.
 # Environment: DTRAIN (default build/dtrain), GPU (default 0), STEPS,
-# PRECISIONS, MODELS (default "fashion_mlp fashion_cnn cnn32 resnet32"), PY (default
-# python3), JSON (a file: one JSON object per row is appended to it).
+# PRECISIONS, MODELS (default "fashion_mlp fashion_cnn cnn32 resnet32"), PY
+# (default python3), JSON (a file: one JSON object per row is appended to it).
 # Needs: a GPU, dtrain built with the CUDA backend, jq, and for the PyTorch
 # side python3-torch with CUDA (the script says SKIP for PyTorch otherwise
 # and still prints dtrain's figures). Not part of make check;

@@ -133,9 +133,11 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 GLIBC=$(ldd --version 2>/dev/null | head -1 | grep -o '[0-9.]*$')
+# compute-sanitizer of the image (the unit and memcheck stages), or nothing
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 TMPDIR_RUN=$(mktemp -d)
 trap 'rm -rf "$TMPDIR_RUN"' EXIT
-export OUT GLIBC TMPDIR_RUN
+export OUT GLIBC TMPDIR_RUN SANITIZER
 summary
 
 if wants env; then
@@ -169,7 +171,7 @@ if wants unit; then
 	# alone runs once more under compute-sanitizer, where the image has it.
 	suites=$(grep -l 'gpu\|cuda' tests/unit/test_*.c | xargs -n1 basename | sed 's/\.c$//')
 	unit_run() {
-		local s n rc=0 src=0 out=$TMPDIR_RUN/suite.tap crashed= sanitizer
+		local s n rc=0 src=0 out=$TMPDIR_RUN/suite.tap crashed= result
 		for s in $suites; do
 			echo "# suite $s"
 			CMOCKA_MESSAGE_OUTPUT=TAP timeout -k 5 40 "build/tests/unit/$s" >"$out" 2>&1
@@ -191,18 +193,14 @@ if wants unit; then
 				src=$?
 				# only the result line of the case asked for (the filter matches substrings)
 				grep -Ev '^(not )?ok [0-9]+ - |^1\.\.' "$out.one"
-				if grep -Eq "^(not )?ok [0-9]+ - $n( |\$)" "$out.one"; then
-					grep -E "^(not )?ok [0-9]+ - $n( |\$)" "$out.one"
-				else
-					echo "not ok - $n (no result: exit status $src)"
-				fi
-				grep -Eq "^ok [0-9]+ - $n( |\$)" "$out.one" || crashed=${crashed:-$s:$n}
+				result=$(grep -E "^(not )?ok [0-9]+ - $n( |\$)" "$out.one")
+				echo "${result:-not ok - $n (no result: exit status $src)}"
+				[[ $result == ok* ]] || crashed=${crashed:-$s:$n}
 			done
 		done
-		sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-		if [ -n "$crashed" ] && [ -n "$sanitizer" ]; then
+		if [ -n "$crashed" ] && [ -n "$SANITIZER" ]; then
 			echo "# compute-sanitizer on ${crashed#*:}"
-			DT_TEST_FILTER=${crashed#*:} timeout -k 5 60 "$sanitizer" --print-limit 5 \
+			DT_TEST_FILTER=${crashed#*:} timeout -k 5 60 "$SANITIZER" --print-limit 5 \
 				"build/tests/unit/${crashed%%:*}" 2>&1 | sed 's/^/# /' | head -100
 		fi
 		return $rc
@@ -229,10 +227,8 @@ if wants memcheck; then
 	# out-of-bounds access or a read of memory never written that the
 	# comparisons with the CPU happened not to see.
 	memcheck_run() {
-		local sanitizer
-		sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-		[ -n "$sanitizer" ] || { echo "no compute-sanitizer on this machine"; return 0; }
-		"$sanitizer" --tool memcheck --print-limit 20 --error-exitcode 9 build/tests/unit/test_cuda_ops
+		[ -n "$SANITIZER" ] || { echo "no compute-sanitizer on this machine"; return 0; }
+		"$SANITIZER" --tool memcheck --print-limit 20 --error-exitcode 9 build/tests/unit/test_cuda_ops
 	}
 	export -f memcheck_run
 	stage memcheck 90 memcheck_run

@@ -595,10 +595,6 @@ static void test_batchnorm_by_hand(void **state)
 	dt_plan_free(p);
 }
 
-/*
- * More batch sizes than the cache holds, in an order that evicts and makes
- * sizes again: every result still right.
- */
 /* ---- transposed convolution ---- */
 
 /*
@@ -684,6 +680,10 @@ static void test_deconv_geometries(void **state)
 	}
 }
 
+/*
+ * More batch sizes than the cache holds, in an order that evicts and makes
+ * sizes again: every result still right.
+ */
 static void test_cache_many_sizes(void **state)
 {
 	static const int sizes[] = { 12, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 1, 10, 11, 2, 12, 5 };
