@@ -30,6 +30,11 @@
  * than its forward loses (oneDNN's blocked forward is slower inside the
  * step than brgconv's NHWC one, and so is the pooling that reads it).
  *
+ * Where oneDNN runs AVX2, a float32 convolution's weight gradient with 32
+ * input channels or more runs on sgemm instead (conv_gemm.c, measured
+ * there): a plan with gemm_bww makes no weight-gradient primitive, and its
+ * backward data reorders dy itself.
+ *
  * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
  * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation
  * tails, replica slices), least recently used out; a size is made once, on
@@ -40,6 +45,7 @@
  * Scratchpads are in user mode: oneDNN's own global scratchpad is per
  * creating thread, and a plan may be made on one thread and run on another.
  */
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +439,9 @@ struct conv_plan {
 	struct buf x_bww, dy_bww;         /* the weight gradient's x and dy */
 	struct buf x_lo;                  /* bf16: the forward's bfloat16 copy of x */
 	struct buf zero_bias, db_unused;  /* for b == NULL, db == NULL */
+	int gemm_bww;                     /* the weight gradient on sgemm (conv_gemm.c), not a primitive */
+	int gemm_threads;                 /* the threads gemm_work is sized for */
+	struct buf gemm_work;
 };
 
 /*
@@ -619,6 +628,10 @@ static struct conv_entry *conv_entry(struct conv_plan *p, int n)
 		return e;
 	conv_entry_clear(e);
 	e->s.n = n;
+	if (p->gemm_bww && omp_get_max_threads() > p->gemm_threads) {
+		p->gemm_threads = omp_get_max_threads();
+		buf_reserve(&p->gemm_work, (size_t)dt_cpu_conv_gemm_work(g, p->gemm_threads) * sizeof(float));
+	}
 	md = conv_mds(g, n, p->bf16);
 	op = conv_fwd_op(g, n, p->bf16, &p->b_md);
 	e->fwd_pd = prim_make_op(&e->fwd, &op, NULL, &p->base.scratch, g->act == DT_ACT_RELU);
@@ -666,8 +679,11 @@ static void conv_make_bwd_data(struct conv_plan *p, struct conv_entry *e)
 	e->w_bwd = layout_for(&p->base, &p->w_md, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
 			      &e->w_to_bwd, &p->w_bwd, 1);
 	dy_md = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-	DT_DNNL_CHECK(dnnl_primitive_get_primitive_desc(e->bwd_weights.p, &wpd));
-	e->dy_shared = dnnl_memory_desc_equal(dy_md, dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_dst_md, 0));
+	if (e->bwd_weights.p) {
+		DT_DNNL_CHECK(dnnl_primitive_get_primitive_desc(e->bwd_weights.p, &wpd));
+		e->dy_shared = dnnl_memory_desc_equal(dy_md,
+						      dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_dst_md, 0));
+	}
 	if (!e->dy_shared)
 		e->dy_bwd = layout_for(&p->base, &md.y, dy_md, &e->dy_to_bwd, &p->dy_bwd, 1);
 	e->dx_bwd = layout_for(&p->base, &md.x, dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0),
@@ -772,14 +788,19 @@ int dt_cpu_channel_block(void)
  */
 int dt_cpu_conv_runs(const struct dt_conv_geom *g, int with_dx)
 {
+	int bf16;
+	unsigned bww;
+
 	if (dt_conv_groups(g) > 1)
 		return 0;
 	if ((g->x_layout == DT_LAYOUT_BLOCKED && g->in_c % g->block) ||
 	    (g->y_layout == DT_LAYOUT_BLOCKED && g->out_c % g->block))
 		return 0;
 	pthread_once(&engine_once, engine_init);
-	/* the weight gradient takes oneDNN's layouts when dx runs too (conv_make_bwd_weights) */
-	return conv_prims_run(g, 1, conv_reads_bf16(g, 1), 1u << (with_dx ? 1 : 0), with_dx, 1);
+	/* the weight gradient takes oneDNN's layouts when dx runs too (conv_make_bwd_weights), or runs on sgemm */
+	bf16 = conv_reads_bf16(g, 1);
+	bww = !bf16 && dt_cpu_conv_gemm_weights(g) ? 0 : 1u << (with_dx ? 1 : 0);
+	return conv_prims_run(g, 1, bf16, bww, with_dx, 1);
 }
 
 struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom *g, int max_batch)
@@ -796,6 +817,7 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	p->g = *g;
 	p->w_md = conv_weights_md(g, dnnl_f32, dnnl_hwio);
 	p->bf16 = conv_reads_bf16(g, max_batch);
+	p->gemm_bww = !p->bf16 && dt_cpu_conv_gemm_weights(g);
 	p->b_md = md_vec(g->out_c);
 	p->w = dt_dnnl_mem_new(&p->w_md);
 	p->dw = dt_dnnl_mem_new(&p->w_md);
@@ -842,6 +864,35 @@ void dt_cpu_conv_forward(struct dt_plan *pl, const struct dt_tensor *x, const st
 	prim_run(&e->fwd, &p->base.scratch, 4, args);
 }
 
+/*
+ * The weight gradient (dw, db when not NULL) on the entry's primitive, or on
+ * sgemm; the dy it read in the primitive's layout, which backward data may
+ * share (NULL on sgemm).
+ */
+static dnnl_memory_t conv_backward_weights(struct conv_plan *p, struct conv_entry *e, const struct dt_tensor *x,
+					   const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db)
+{
+	dnnl_memory_t xm, dym, dwm;
+	dnnl_exec_arg_t args[4];
+
+	if (p->gemm_bww) {
+		dt_cpu_conv_gemm_backward_weights(&p->g, e->s.n, p->gemm_threads, x->data, dy->data, dw->data,
+						  db ? db->data : NULL, p->gemm_work.p);
+		return NULL;
+	}
+	xm = in_layout(&e->x_to_bww, &p->base.scratch, dt_dnnl_bind(e->x, x->data), e->x_bww, &p->x_bww);
+	dym = in_layout(&e->dy_to_bww, &p->base.scratch, dt_dnnl_bind(e->dy, dy->data), e->dy_bww, &p->dy_bww);
+	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd.p) : dt_dnnl_bind(p->dw, dw->data);
+	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, xm };
+	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
+	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
+	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, dt_dnnl_bind(p->db, db ? db->data : p->db_unused.p) };
+	prim_run(&e->bwd_weights, &p->base.scratch, 4, args);
+	if (e->dw_bwd)
+		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, dt_dnnl_bind(p->dw, dw->data));
+	return dym;
+}
+
 void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const struct dt_tensor *w,
 			  const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db,
 			  struct dt_tensor *dx)
@@ -850,8 +901,8 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	const struct dt_conv_geom *g = &p->g;
 	int n = conv_batch(p, x, dy);
 	struct conv_entry *e;
-	dnnl_memory_t xm, dym, dwm;
-	dnnl_exec_arg_t args[5];
+	dnnl_memory_t dym;
+	dnnl_exec_arg_t args[3];
 
 	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
 	DT_ASSERT(dt_tensor_count(w) == dt_conv_kernel_count(g));
@@ -865,22 +916,12 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 		return;
 	}
 	e = conv_entry(p, n);
-	if (!e->bwd_weights.p)
+	if (!p->gemm_bww && !e->bwd_weights.p)
 		conv_make_bwd_weights(p, e, dx != NULL);
 	if (dx && !e->bwd_data.p)
 		conv_make_bwd_data(p, e);
 
-	xm = in_layout(&e->x_to_bww, &p->base.scratch, dt_dnnl_bind(e->x, x->data), e->x_bww, &p->x_bww);
-	dym = in_layout(&e->dy_to_bww, &p->base.scratch, dt_dnnl_bind(e->dy, dy->data), e->dy_bww, &p->dy_bww);
-	dwm = e->dw_bwd ? dt_dnnl_bind(e->dw_bwd, p->dw_bwd.p) : dt_dnnl_bind(p->dw, dw->data);
-	args[0] = (dnnl_exec_arg_t){ DNNL_ARG_SRC, xm };
-	args[1] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_DST, dym };
-	args[2] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_WEIGHTS, dwm };
-	args[3] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, dt_dnnl_bind(p->db, db ? db->data : p->db_unused.p) };
-	prim_run(&e->bwd_weights, &p->base.scratch, 4, args);
-	if (e->dw_bwd)
-		reorder_run(&e->dw_from_bwd, &p->base.scratch, dwm, dt_dnnl_bind(p->dw, dw->data));
-
+	dym = conv_backward_weights(p, e, x, dy, dw, db);
 	if (dx) {
 		dnnl_memory_t dxm = dt_dnnl_bind(e->dx, dx->data);
 		dnnl_memory_t wm = in_layout(&e->w_to_bwd, &p->base.scratch, dt_dnnl_bind(p->w, w->data), e->w_bwd,
@@ -915,6 +956,7 @@ static void conv_plan_free(struct conv_plan *p)
 	buf_release(&p->dy_bww);
 	buf_release(&p->zero_bias);
 	buf_release(&p->db_unused);
+	buf_release(&p->gemm_work);
 }
 
 /* ---- batch normalization ---- */

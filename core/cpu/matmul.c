@@ -201,6 +201,8 @@ static int slow_rows(int64_t ld)
 	return (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni) && ld >= 512 && ld % 512 == 0;
 }
 
+int64_t dt_cpu_sgemm_ld(int64_t cols) { return slow_rows(cols) ? cols + ROW_PAD : cols; }
+
 /* x (rows, cols) into *buf with rows cols + ROW_PAD floats apart; the copy. */
 static const float *pad_rows(void **buf, size_t *have, const float *x, int64_t rows, int64_t cols)
 {

@@ -84,6 +84,18 @@ void dt_cpu_matmul(int bf16, int trans_a, int trans_b, int64_t m, int64_t n, int
  */
 void dt_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
 		  const float *b, float beta, float *c);
+/* The row stride at which sgemm reads rows of cols floats along k fast: cols, or longer where it would alias. */
+int64_t dt_cpu_sgemm_ld(int64_t cols);
+/*
+ * A float32 convolution's weight gradient on sgemm (conv_gemm.c): whether
+ * g's plan takes it, the floats of work it needs at `threads` threads, and
+ * the gradient itself (dw, and db unless NULL, overwritten) from x and dy in
+ * g's layouts at batch n > 0.
+ */
+int dt_cpu_conv_gemm_weights(const struct dt_conv_geom *g);
+int64_t dt_cpu_conv_gemm_work(const struct dt_conv_geom *g, int threads);
+void dt_cpu_conv_gemm_backward_weights(const struct dt_conv_geom *g, int n, int threads, const float *x,
+				       const float *dy, float *dw, float *db, float *work);
 /*
  * float32 to bfloat16 as the avx512_bf16 instruction (vcvtneps2bf16) and so
  * oneDNN there round: to nearest even, denormals to a zero of their sign, NaN

@@ -102,6 +102,13 @@ static const struct conv_case conv_cases[] = {
 	{ 5, 5, 2, 3, 5, 5, 1, 1, 1, 1, 0 },     /* the kernel covers the input: 1x1 out */
 	{ 6, 6, 32, 32, 3, 3, 1, 1, 1, 1, 1 },   /* VGG-style same, blocked channels */
 	{ 4, 20, 24, 40, 3, 3, 2, 1, 1, 1, 1 },  /* wide input, stride 2 by 1 */
+	/* 32 channels in and more: the weight gradient on sgemm where the CPU runs AVX2 (conv_gemm.c) */
+	{ 9, 9, 32, 16, 3, 3, 2, 2, 1, 1, 1 },   /* same, stride 2 */
+	{ 10, 9, 32, 8, 3, 3, 1, 1, 2, 2, 1 },   /* dilation 2, same */
+	{ 8, 9, 48, 8, 5, 3, 1, 1, 1, 1, 1 },    /* rectangular kernel, same */
+	{ 7, 8, 40, 12, 1, 1, 2, 2, 1, 1, 0 },   /* 1x1, stride 2, channels not a block's multiple */
+	{ 4, 5, 32, 512, 3, 3, 1, 1, 1, 1, 1 },  /* dy's rows 2 KiB apart: copied to longer ones */
+	{ 3, 4, 511, 8, 1, 1, 1, 1, 1, 1, 0 },   /* 511 patch values and the bias column: 2 KiB rows */
 };
 
 static int64_t conv_x_count(const struct dt_conv_geom *g, int n) { return (int64_t)n * g->in_h * g->in_w * g->in_c; }
@@ -236,6 +243,36 @@ static void conv_geometries(int bf16, enum dt_activation act)
 }
 
 static void test_conv_geometries(void **state) { conv_geometries(0, DT_ACT_LINEAR); }
+
+/*
+ * Geometries whose weight gradient runs on sgemm in chunks of 512 output
+ * positions (conv_gemm.c, where the CPU runs AVX2), at batches that make
+ * one chunk and several, at 1, 2 and 3 threads: a thread without a chunk,
+ * a short last chunk, the threads' sums added.
+ */
+static void test_conv_gemm_threads(void **state)
+{
+	static const struct conv_case cases[] = {
+		{ 28, 28, 32, 16, 3, 3, 1, 1, 1, 1, 1 }, /* 784 positions a sample */
+		{ 13, 11, 32, 24, 3, 3, 1, 1, 1, 1, 0 }, /* 99 */
+		{ 20, 20, 32, 8, 3, 3, 1, 1, 2, 2, 1 },  /* dilated, padded: a pixel at a time */
+	};
+	(void)state;
+	for (int threads = 1; threads <= 3; threads++) {
+		dt_ops_set_threads(threads);
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			struct dt_conv_geom g = conv_geom(&cases[i]);
+			struct dt_plan *p = dt_plan_conv(DT_CPU, &g, 6);
+			char name[96];
+			snprintf(name, sizeof name, "conv %dx%dx%d->%d, %d threads", g.in_h, g.in_w, g.in_c, g.out_c,
+				 threads);
+			check_conv(p, &g, 6, 500 + 10 * i, name, 0);
+			check_conv(p, &g, 1, 600 + 10 * i, name, 0);
+			dt_plan_free(p);
+		}
+	}
+	dt_ops_set_threads(1);
+}
 
 /* A plan's own relu (dt_conv_geom.act, oneDNN's post-op on the CPU), under bf16 too where the CPU has it. */
 static void test_conv_relu(void **state)
@@ -767,6 +804,7 @@ int main(void)
 		cmocka_unit_test(test_conv_keras_padding),
 		cmocka_unit_test(test_conv_by_hand),
 		cmocka_unit_test(test_conv_geometries),
+		cmocka_unit_test(test_conv_gemm_threads),
 		cmocka_unit_test(test_conv_bf16),
 		cmocka_unit_test(test_conv_relu),
 		cmocka_unit_test(test_pool_geometries),

@@ -1,0 +1,203 @@
+/*
+ * A float32 convolution's weight gradient as products on sgemm, where that
+ * is faster than oneDNN's own primitive (dt_cpu_conv_gemm_weights):
+ *
+ *   dw[kh][kw][ci][co] = sum over output positions p of x at (p, kh, kw)[ci] * dy[p][co]
+ *
+ * The output positions of the batch are taken in chunks of CHUNK rows. For a
+ * chunk, its rows of x's patches (im2col: row p holds, for each (kh, kw), the
+ * in_c values of x it reads, zeros in the padding) are copied to col, with a
+ * last column of ones; then one sgemm adds col^T dy to a sum of (kh * kw *
+ * in_c + 1) x out_c, whose last row is the bias gradient (the column of
+ * ones sums dy). With several threads each sums the chunks of its share of
+ * the positions, and the sums are added at the end. x and dy may be NHWC or
+ * in oneDNN's channel blocks; a blocked dy is copied to NHWC rows chunk by
+ * chunk.
+ *
+ * Measured alone on a 2-vCPU Zen 3 (AVX2; oneDNN 2.6.3), batch 128, against
+ * oneDNN's weight gradient in its own layouts (reorders not counted;
+ * tests/bench/conv_formats.c), ms at 1 thread / 2 threads:
+ *
+ *   26x26x32 -> 24x24x64 (Keras' MNIST CNN)  41.5 / 22.1 against 32.5 / 17.1
+ *   28x28x32 -> 28x28x32 'same'              27.5 / 14.9 against 24.7 / 12.8
+ *   28x28x32 -> 28x28x64 'same'              54.5 / 28.9 against 45.3 / 23.1
+ *   14x14x64 -> 14x14x64 'same'              26.4 / 13.9 against 21.9 / 11.8
+ *    7x7x128 -> 7x7x128 'same'               26.3 / 13.1 against 24.3 / 12.2
+ *   1x1 14x14x64 -> 14x14x64                  2.9 /  1.8 against  2.7 /  1.4
+ *
+ * With fewer input channels the copies cost more than the products gain:
+ * 28x28x16 -> 32 ran even (14.5 against 14.0), 28x28x8 -> 16 and 3-channel
+ * first layers 1.5-3x slower. So it takes in_c >= 32, float32, one group,
+ * where oneDNN runs AVX2; AVX-512's kernels were not measured.
+ */
+#include <omp.h>
+#include <string.h>
+
+#include "core/cpu/ops_cpu.h"
+
+/* Output positions per sgemm: its k. 256 to 2304 ran within 3% of each other. */
+#define CHUNK 512
+
+int dt_cpu_conv_gemm_weights(const struct dt_conv_geom *g)
+{
+	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+	return dt_conv_groups(g) == 1 && g->in_c >= 32 && (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni);
+}
+
+/* The rows of one thread's work: the patches (col), dy's rows (when copied), the sum. */
+struct gemm_work {
+	int64_t kk;       /* kh * kw * in_c: the sum's rows before the bias row */
+	int64_t ld_col;   /* col's row stride */
+	int64_t ld_dy;    /* the copied dy's row stride */
+	int64_t floats;   /* one thread's share of the work buffer */
+};
+
+static struct gemm_work gemm_work(const struct dt_conv_geom *g)
+{
+	struct gemm_work w;
+	w.kk = (int64_t)g->kh * g->kw * g->in_c;
+	w.ld_col = dt_cpu_sgemm_ld((w.kk + 1 + 7) / 8 * 8);
+	w.ld_dy = dt_cpu_sgemm_ld(g->out_c);
+	w.floats = CHUNK * w.ld_col + CHUNK * w.ld_dy + (w.kk + 1) * g->out_c;
+	w.floats = (w.floats + 15) / 16 * 16; /* each thread's share on its own cache lines */
+	return w;
+}
+
+int64_t dt_cpu_conv_gemm_work(const struct dt_conv_geom *g, int threads) { return threads * gemm_work(g).floats; }
+
+/*
+ * The offset of (n, h, w, channel c) in a tensor of c_all channels in
+ * layout `layout` (channel blocks of `block`); the channels of one block,
+ * or all of NHWC's, follow it.
+ */
+static inline int64_t at(enum dt_layout layout, int block, int64_t n, int h, int w, int c, int height, int width,
+			 int c_all)
+{
+	if (layout == DT_LAYOUT_NHWC)
+		return ((n * height + h) * width + w) * c_all + c;
+	return (((n * (c_all / block) + c / block) * height + h) * width + w) * block + c % block;
+}
+
+/* Loops the compiler vectorizes for any n (memcpy and memset of a size known only at run time were 2x slower). */
+static inline void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = src[i];
+}
+
+static inline void zero_floats(float *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = 0;
+}
+
+/*
+ * One kernel row of a patch: the kw pixels of x at (n, ih, iw0 + j * dil_w)
+ * to dst, in_c values each, zeros outside x. NHWC without dilation: one run.
+ */
+static void patch_row(const struct dt_conv_geom *g, const float *x, int64_t n, int ih, int iw0, float *dst)
+{
+	if (ih < 0 || ih >= g->in_h) {
+		zero_floats(dst, (int64_t)g->kw * g->in_c);
+		return;
+	}
+	if (g->x_layout == DT_LAYOUT_NHWC && g->dil_w == 1) {
+		int j0 = iw0 < 0 ? -iw0 : 0, j1 = iw0 + g->kw > g->in_w ? g->in_w - iw0 : g->kw;
+		if (j1 < j0)
+			j1 = j0;
+		zero_floats(dst, (int64_t)j0 * g->in_c);
+		copy_floats(dst + (int64_t)j0 * g->in_c, x + ((n * g->in_h + ih) * g->in_w + iw0 + j0) * g->in_c,
+			    (int64_t)(j1 - j0) * g->in_c);
+		zero_floats(dst + (int64_t)j1 * g->in_c, (int64_t)(g->kw - j1) * g->in_c);
+		return;
+	}
+	for (int j = 0; j < g->kw; j++) {
+		int iw = iw0 + j * g->dil_w, step = g->x_layout == DT_LAYOUT_NHWC ? g->in_c : g->block;
+		float *d = dst + (int64_t)j * g->in_c;
+		if (iw < 0 || iw >= g->in_w) {
+			zero_floats(d, g->in_c);
+			continue;
+		}
+		for (int c = 0; c < g->in_c; c += step)
+			copy_floats(d + c, x + at(g->x_layout, g->block, n, ih, iw, c, g->in_h, g->in_w, g->in_c), step);
+	}
+}
+
+/* The patches of positions [p0, p1) into col, one row each, a 1 after each. */
+static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, const float *x, int64_t p0, int64_t p1,
+		   float *col)
+{
+	int64_t per_sample = (int64_t)g->out_h * g->out_w;
+	for (int64_t p = p0; p < p1; p++) {
+		int64_t n = p / per_sample;
+		int oh = (int)(p % per_sample / g->out_w), ow = (int)(p % g->out_w);
+		float *row = col + (p - p0) * w->ld_col;
+		for (int i = 0; i < g->kh; i++)
+			patch_row(g, x, n, oh * g->stride_h - g->pad_top + i * g->dil_h, ow * g->stride_w - g->pad_left,
+				  row + (int64_t)i * g->kw * g->in_c);
+		row[w->kk] = 1.0f;
+	}
+}
+
+/*
+ * dy's rows [p0, p1) as sgemm reads them, *ld floats apart: in place when
+ * NHWC with rows sgemm reads fast, else copied to buf.
+ */
+static const float *dy_rows(const struct dt_conv_geom *g, const struct gemm_work *w, const float *dy, int64_t p0,
+			    int64_t p1, float *buf, int64_t *ld)
+{
+	int64_t per_sample = (int64_t)g->out_h * g->out_w;
+	*ld = w->ld_dy;
+	if (g->y_layout == DT_LAYOUT_NHWC && w->ld_dy == g->out_c)
+		return dy + p0 * g->out_c;
+	for (int64_t p = p0; p < p1; p++) {
+		int64_t n = p / per_sample;
+		int oh = (int)(p % per_sample / g->out_w), ow = (int)(p % g->out_w);
+		int step = g->y_layout == DT_LAYOUT_NHWC ? g->out_c : g->block;
+		for (int c = 0; c < g->out_c; c += step)
+			copy_floats(buf + (p - p0) * w->ld_dy + c,
+				    dy + at(g->y_layout, g->block, n, oh, ow, c, g->out_h, g->out_w, g->out_c), step);
+	}
+	return buf;
+}
+
+void dt_cpu_conv_gemm_backward_weights(const struct dt_conv_geom *g, int n, int threads, const float *x,
+				       const float *dy, float *dw, float *db, float *work)
+{
+	struct gemm_work w = gemm_work(g);
+	int64_t positions = (int64_t)n * g->out_h * g->out_w, chunks = (positions + CHUNK - 1) / CHUNK;
+	int64_t sum_floats = (w.kk + 1) * g->out_c;
+	int nt = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
+
+	DT_ASSERT(dt_cpu_conv_gemm_weights(g) && threads >= 1);
+	if (nt > chunks)
+		nt = chunks > 0 ? (int)chunks : 1;
+#pragma omp parallel num_threads(nt)
+	{
+		int t = omp_get_thread_num();
+		float *col = work + t * w.floats, *buf = col + CHUNK * w.ld_col, *sum = buf + CHUNK * w.ld_dy;
+		int64_t first = chunks * t / nt, last = chunks * (t + 1) / nt;
+		if (first == last)
+			memset(sum, 0, (size_t)sum_floats * sizeof(float));
+		for (int64_t c = first; c < last; c++) {
+			int64_t p0 = c * CHUNK, p1 = p0 + CHUNK < positions ? p0 + CHUNK : positions;
+			int64_t ld;
+			const float *rows;
+			im2col(g, &w, x, p0, p1, col);
+			rows = dy_rows(g, &w, dy, p0, p1, buf, &ld);
+			/* sum (kk + 1, out_c) += col^T (kk + 1, rows) dy (rows, out_c); the first chunk sets it */
+			DT_DNNL_CHECK(dnnl_sgemm('T', 'N', w.kk + 1, g->out_c, p1 - p0, 1.0f, col, w.ld_col, rows, ld,
+						 c == first ? 0.0f : 1.0f, sum, g->out_c));
+		}
+	}
+	/* dw, then db, from the threads' sums, added in thread order */
+	for (int64_t i = 0; i < sum_floats; i++) {
+		float s = 0;
+		for (int t = 0; t < nt; t++)
+			s += work[t * w.floats + CHUNK * w.ld_col + CHUNK * w.ld_dy + i];
+		if (i < w.kk * g->out_c)
+			dw[i] = s;
+		else if (db)
+			db[i - w.kk * g->out_c] = s;
+	}
+}
