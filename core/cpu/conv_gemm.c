@@ -65,19 +65,6 @@ static struct gemm_work gemm_work(const struct dt_conv_geom *g)
 
 int64_t dt_cpu_conv_gemm_work(const struct dt_conv_geom *g, int threads) { return threads * gemm_work(g).floats; }
 
-/*
- * The offset of (n, h, w, channel c) in a tensor of c_all channels in
- * layout `layout` (channel blocks of `block`); the channels of one block,
- * or all of NHWC's, follow it.
- */
-static inline int64_t at(enum dt_layout layout, int block, int64_t n, int h, int w, int c, int height, int width,
-			 int c_all)
-{
-	if (layout == DT_LAYOUT_NHWC)
-		return ((n * height + h) * width + w) * c_all + c;
-	return (((n * (c_all / block) + c / block) * height + h) * width + w) * block + c % block;
-}
-
 /* Loops the compiler vectorizes for any n (memcpy and memset of a size known only at run time were 2x slower). */
 static inline void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
 {
@@ -92,16 +79,48 @@ static inline void zero_floats(float *dst, int64_t n)
 }
 
 /*
- * One kernel row of a patch: the kw pixels of x at (n, ih, iw0 + j * dil_w)
- * to dst, in_c values each, zeros outside x. NHWC without dilation: one run.
+ * Where a tensor of c channels, height x width, keeps pixel (n, h, w): the
+ * offset of its first channel. NHWC holds its channels side by side; a
+ * tensor in channel blocks of b, in c / b planes of height * width * b.
  */
-static void patch_row(const struct dt_conv_geom *g, const float *x, int64_t n, int ih, int iw0, float *dst)
+static inline int64_t pixel_at(enum dt_layout layout, int b, int64_t n, int h, int w, int c, int height, int width)
 {
+	if (layout == DT_LAYOUT_NHWC)
+		return ((n * height + h) * width + w) * c;
+	return ((n * (c / b) * height + h) * width + w) * b;
+}
+
+/*
+ * The c channels of a pixel, its first at src, side by side into dst: one
+ * run from NHWC (b 0), else a block from each plane. Inlined with b a
+ * constant, so that a block is one or two vector moves.
+ */
+static inline __attribute__((always_inline)) void gather_pixel(float *restrict dst, const float *restrict src, int c,
+								int b, int64_t plane)
+{
+	if (!b) {
+		copy_floats(dst, src, c);
+		return;
+	}
+	for (int k = 0; k < c; k += b, src += plane)
+		for (int l = 0; l < b; l++)
+			dst[k + l] = src[l];
+}
+
+/*
+ * One kernel row of a patch: the kw pixels of x at (n, ih, iw0 + j * dil_w)
+ * to dst, in_c values each, zeros outside x; b: x's channel block, 0 for
+ * NHWC. NHWC without dilation: one run.
+ */
+static inline __attribute__((always_inline)) void patch_row(const struct dt_conv_geom *g, const float *x, int64_t n,
+							     int ih, int iw0, float *dst, int b)
+{
+	int64_t plane = (int64_t)g->in_h * g->in_w * b;
 	if (ih < 0 || ih >= g->in_h) {
 		zero_floats(dst, (int64_t)g->kw * g->in_c);
 		return;
 	}
-	if (g->x_layout == DT_LAYOUT_NHWC && g->dil_w == 1) {
+	if (!b && g->dil_w == 1) {
 		int j0 = iw0 < 0 ? -iw0 : 0, j1 = iw0 + g->kw > g->in_w ? g->in_w - iw0 : g->kw;
 		if (j1 < j0)
 			j1 = j0;
@@ -112,20 +131,19 @@ static void patch_row(const struct dt_conv_geom *g, const float *x, int64_t n, i
 		return;
 	}
 	for (int j = 0; j < g->kw; j++) {
-		int iw = iw0 + j * g->dil_w, step = g->x_layout == DT_LAYOUT_NHWC ? g->in_c : g->block;
+		int iw = iw0 + j * g->dil_w;
 		float *d = dst + (int64_t)j * g->in_c;
-		if (iw < 0 || iw >= g->in_w) {
+		if (iw < 0 || iw >= g->in_w)
 			zero_floats(d, g->in_c);
-			continue;
-		}
-		for (int c = 0; c < g->in_c; c += step)
-			copy_floats(d + c, x + at(g->x_layout, g->block, n, ih, iw, c, g->in_h, g->in_w, g->in_c), step);
+		else
+			gather_pixel(d, x + pixel_at(g->x_layout, b, n, ih, iw, g->in_c, g->in_h, g->in_w), g->in_c, b,
+				     plane);
 	}
 }
 
-/* The patches of positions [p0, p1) into col, one row each, a 1 after each. */
-static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, const float *x, int64_t p0, int64_t p1,
-		   float *col)
+/* The patches of positions [p0, p1) into col, one row each, a 1 after each; b as patch_row's. */
+static inline __attribute__((always_inline)) void im2col_b(const struct dt_conv_geom *g, const struct gemm_work *w,
+							    const float *x, int64_t p0, int64_t p1, float *col, int b)
 {
 	int64_t per_sample = (int64_t)g->out_h * g->out_w;
 	for (int64_t p = p0; p < p1; p++) {
@@ -134,8 +152,40 @@ static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, cons
 		float *row = col + (p - p0) * w->ld_col;
 		for (int i = 0; i < g->kh; i++)
 			patch_row(g, x, n, oh * g->stride_h - g->pad_top + i * g->dil_h, ow * g->stride_w - g->pad_left,
-				  row + (int64_t)i * g->kw * g->in_c);
+				  row + (int64_t)i * g->kw * g->in_c, b);
 		row[w->kk] = 1.0f;
+	}
+}
+
+/* dy's rows [p0, p1) into buf, ld_dy floats apart; b: dy's channel block, 0 for NHWC. */
+static inline __attribute__((always_inline)) void dy_copy_b(const struct dt_conv_geom *g, const struct gemm_work *w,
+							     const float *dy, int64_t p0, int64_t p1, float *buf, int b)
+{
+	int64_t per_sample = (int64_t)g->out_h * g->out_w, plane = per_sample * b;
+	for (int64_t p = p0; p < p1; p++) {
+		int64_t n = p / per_sample;
+		int oh = (int)(p % per_sample / g->out_w), ow = (int)(p % g->out_w);
+		gather_pixel(buf + (p - p0) * w->ld_dy, dy + pixel_at(g->y_layout, b, n, oh, ow, g->out_c, g->out_h, g->out_w),
+			     g->out_c, b, plane);
+	}
+}
+
+/* The channel block of a layout: 0 for NHWC, else the geometry's (8 or 16, as constants for the inlined loops). */
+static int block_of(const struct dt_conv_geom *g, enum dt_layout layout)
+{
+	if (layout == DT_LAYOUT_NHWC)
+		return 0;
+	DT_ASSERT(g->block == 8 || g->block == 16);
+	return g->block;
+}
+
+static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, const float *x, int64_t p0, int64_t p1,
+		   float *col)
+{
+	switch (block_of(g, g->x_layout)) {
+	case 0: im2col_b(g, w, x, p0, p1, col, 0); break;
+	case 8: im2col_b(g, w, x, p0, p1, col, 8); break;
+	default: im2col_b(g, w, x, p0, p1, col, 16); break;
 	}
 }
 
@@ -146,18 +196,16 @@ static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, cons
 static const float *dy_rows(const struct dt_conv_geom *g, const struct gemm_work *w, const float *dy, int64_t p0,
 			    int64_t p1, float *buf, int64_t *ld)
 {
-	int64_t per_sample = (int64_t)g->out_h * g->out_w;
-	*ld = w->ld_dy;
-	if (g->y_layout == DT_LAYOUT_NHWC && w->ld_dy == g->out_c)
+	if (g->y_layout == DT_LAYOUT_NHWC && w->ld_dy == g->out_c) {
+		*ld = g->out_c;
 		return dy + p0 * g->out_c;
-	for (int64_t p = p0; p < p1; p++) {
-		int64_t n = p / per_sample;
-		int oh = (int)(p % per_sample / g->out_w), ow = (int)(p % g->out_w);
-		int step = g->y_layout == DT_LAYOUT_NHWC ? g->out_c : g->block;
-		for (int c = 0; c < g->out_c; c += step)
-			copy_floats(buf + (p - p0) * w->ld_dy + c,
-				    dy + at(g->y_layout, g->block, n, oh, ow, c, g->out_h, g->out_w, g->out_c), step);
 	}
+	switch (block_of(g, g->y_layout)) {
+	case 0: dy_copy_b(g, w, dy, p0, p1, buf, 0); break;
+	case 8: dy_copy_b(g, w, dy, p0, p1, buf, 8); break;
+	default: dy_copy_b(g, w, dy, p0, p1, buf, 16); break;
+	}
+	*ld = w->ld_dy;
 	return buf;
 }
 
