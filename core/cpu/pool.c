@@ -102,7 +102,8 @@ static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int 
  * One output pixel of image b: its ng groups of cw channels, from the window
  * of x at (oh, ow), into y (and the window positions into argmax, when
  * training max pooling), y0 the pixel's offset in y. Inlined with cw a
- * constant 16 where the layout is blocked: one vector per group and step.
+ * constant 16 or 8 where the layout is blocked (AVX-512's block, AVX2's):
+ * one vector per group and step.
  */
 static inline __attribute__((always_inline)) void pool_pixel(const struct dt_pool_geom *g, const float *xb,
 							     struct strides xs, struct strides ys, int oh, int ow,
@@ -183,6 +184,8 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 				int64_t y0 = b * ys.image + ((int64_t)oh * g->out_w + ow) * ys.pixel;
 				if (cw == 16)
 					pool_pixel(g, xb, xs, ys, oh, ow, yt->data, argmax, y0, ng, 16);
+				else if (cw == 8)
+					pool_pixel(g, xb, xs, ys, oh, ow, yt->data, argmax, y0, ng, 8);
 				else
 					pool_pixel(g, xb, xs, ys, oh, ow, yt->data, argmax, y0, ng, cw);
 			}
@@ -267,6 +270,8 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 				int64_t x0 = b * xs.image + ((int64_t)ih * g->in_w + iw) * xs.pixel;
 				if (cw == 16)
 					unpool_pixel(g, dyt->data, p->argmax, xs, ys, b, ih, iw, dxt->data, x0, ng, 16);
+				else if (cw == 8)
+					unpool_pixel(g, dyt->data, p->argmax, xs, ys, b, ih, iw, dxt->data, x0, ng, 8);
 				else
 					unpool_pixel(g, dyt->data, p->argmax, xs, ys, b, ih, iw, dxt->data, x0, ng, cw);
 			}
