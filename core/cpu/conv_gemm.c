@@ -217,7 +217,7 @@ void dt_cpu_conv_gemm_backward_weights(const struct dt_conv_geom *g, int n, int 
 	int64_t sum_floats = (w.kk + 1) * g->out_c;
 	int nt = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
 
-	DT_ASSERT(dt_cpu_conv_gemm_weights(g) && threads >= 1);
+	DT_ASSERT(dt_conv_groups(g) == 1 && threads >= 1);
 	if (nt > chunks)
 		nt = chunks > 0 ? (int)chunks : 1;
 #pragma omp parallel num_threads(nt)

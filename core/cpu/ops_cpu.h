@@ -88,9 +88,9 @@ void dt_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, flo
 int64_t dt_cpu_sgemm_ld(int64_t cols);
 /*
  * A float32 convolution's weight gradient on sgemm (conv_gemm.c): whether
- * g's plan takes it, the floats of work it needs at `threads` threads, and
- * the gradient itself (dw, and db unless NULL, overwritten) from x and dy in
- * g's layouts at batch n > 0.
+ * g's plan takes it (on this CPU), the floats of work it needs at `threads`
+ * threads, and the gradient itself (dw, and db unless NULL, overwritten)
+ * from x and dy in g's layouts at batch n > 0, for any ungrouped g on any CPU.
  */
 int dt_cpu_conv_gemm_weights(const struct dt_conv_geom *g);
 int64_t dt_cpu_conv_gemm_work(const struct dt_conv_geom *g, int threads);

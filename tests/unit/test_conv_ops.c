@@ -274,6 +274,69 @@ static void test_conv_gemm_threads(void **state)
 	dt_ops_set_threads(1);
 }
 
+/* NHWC src (n images of `pixels` pixels, c channels) into dst in channel blocks of b. */
+static void to_blocks(const float *src, float *dst, int n, int64_t pixels, int c, int b)
+{
+	for (int i = 0; i < n; i++)
+		for (int64_t px = 0; px < pixels; px++)
+			for (int ch = 0; ch < c; ch++)
+				dst[((i * (int64_t)(c / b) + ch / b) * pixels + px) * b + ch % b] =
+					src[(i * pixels + px) * c + ch];
+}
+
+/*
+ * The weight gradient on sgemm (conv_gemm.c) called directly, so on every
+ * CPU whichever its plans take: x and dy in NHWC and in blocks of 8 and 16,
+ * at 1, 2 and 3 threads, at batches of several chunks and of one, with and
+ * without db; few channels too, which the plans give oneDNN.
+ */
+static void test_conv_gemm_direct(void **state)
+{
+	static const struct conv_case cases[] = {
+		{ 28, 28, 32, 16, 3, 3, 1, 1, 1, 1, 1 }, /* 784 positions a sample: several chunks */
+		{ 20, 20, 32, 8, 3, 3, 1, 1, 2, 2, 1 },  /* dilated, padded */
+		{ 9, 9, 16, 32, 3, 3, 2, 2, 1, 1, 1 },   /* stride 2 */
+		{ 7, 8, 48, 16, 5, 3, 1, 1, 1, 1, 1 },   /* rectangular kernel */
+		{ 10, 10, 3, 8, 3, 3, 1, 1, 1, 1, 0 },   /* 3 channels (NHWC only) */
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		for (int b = 0; b <= 16; b += 8) {
+			struct dt_conv_geom g = conv_geom(&cases[i]);
+			int n = 4;
+			if (b && (g.in_c % b || g.out_c % b))
+				continue;
+			int64_t nx = conv_x_count(&g, n), ny = conv_y_count(&g, n), nw = conv_w_count(&g);
+			float *x = rnd(nx, 900 + i), *dy = rnd(ny, 950 + i), *xb = rnd(nx, 0), *dyb = rnd(ny, 0);
+			float *w = rnd(nw, 990 + i), *dw = rnd(nw, 0), *db = rnd(g.out_c, 0);
+			float *work = rnd(dt_cpu_conv_gemm_work(&g, 3), 0);
+			double *rdw = zeros_d(nw), *rdb = zeros_d(g.out_c), *rdx = zeros_d(nx);
+			char what[128];
+			g.x_layout = g.y_layout = b ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			g.block = b;
+			if (b) {
+				to_blocks(x, xb, n, (int64_t)g.in_h * g.in_w, g.in_c, b);
+				to_blocks(dy, dyb, n, (int64_t)g.out_h * g.out_w, g.out_c, b);
+			}
+			ref_conv_backward(&g, n, x, w, dy, rdw, rdb, rdx);
+			for (int threads = 1; threads <= 3; threads++) {
+				dt_ops_set_threads(threads);
+				snprintf(what, sizeof what, "conv %dx%dx%d->%d block %d, %d threads: dw", g.in_h, g.in_w,
+					 g.in_c, g.out_c, b, threads);
+				dt_cpu_conv_gemm_backward_weights(&g, n, threads, b ? xb : x, b ? dyb : dy, dw, db, work);
+				assert_close(dw, rdw, nw, what);
+				assert_close(db, rdb, g.out_c, "db");
+				for (int64_t k = 0; k < nw; k++)
+					dw[k] = 1e6f;
+				dt_cpu_conv_gemm_backward_weights(&g, n, threads, b ? xb : x, b ? dyb : dy, dw, NULL, work);
+				assert_close(dw, rdw, nw, what);
+			}
+			dt_ops_set_threads(1);
+			free(x), free(dy), free(xb), free(dyb), free(w), free(dw), free(db), free(work);
+			free(rdw), free(rdb), free(rdx);
+		}
+}
+
 /* A plan's own relu (dt_conv_geom.act, oneDNN's post-op on the CPU), under bf16 too where the CPU has it. */
 static void test_conv_relu(void **state)
 {
@@ -805,6 +868,7 @@ int main(void)
 		cmocka_unit_test(test_conv_by_hand),
 		cmocka_unit_test(test_conv_geometries),
 		cmocka_unit_test(test_conv_gemm_threads),
+		cmocka_unit_test(test_conv_gemm_direct),
 		cmocka_unit_test(test_conv_bf16),
 		cmocka_unit_test(test_conv_relu),
 		cmocka_unit_test(test_pool_geometries),
