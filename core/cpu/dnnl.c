@@ -873,7 +873,7 @@ static dnnl_memory_t conv_backward_weights(struct conv_plan *p, struct conv_entr
 					   const struct dt_tensor *dy, struct dt_tensor *dw, struct dt_tensor *db)
 {
 	dnnl_memory_t xm, dym, dwm;
-	dnnl_exec_arg_t args[4];
+	dnnl_exec_arg_t args[5]; /* and prim_run's scratchpad */
 
 	if (p->gemm_bww) {
 		dt_cpu_conv_gemm_backward_weights(&p->g, e->s.n, p->gemm_threads, x->data, dy->data, dw->data,
@@ -902,7 +902,7 @@ void dt_cpu_conv_backward(struct dt_plan *pl, const struct dt_tensor *x, const s
 	int n = conv_batch(p, x, dy);
 	struct conv_entry *e;
 	dnnl_memory_t dym;
-	dnnl_exec_arg_t args[3];
+	dnnl_exec_arg_t args[4]; /* and prim_run's scratchpad */
 
 	DT_ASSERT(p->base.head.kind == DT_CPU_PLAN_CONV);
 	DT_ASSERT(dt_tensor_count(w) == dt_conv_kernel_count(g));
