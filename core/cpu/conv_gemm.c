@@ -79,53 +79,37 @@ static inline void zero_floats(float *dst, int64_t n)
 }
 
 /*
- * Where a tensor of c channels, height x width, keeps pixel (n, h, w): the
- * offset of its first channel. NHWC holds its channels side by side; a
- * tensor in channel blocks of b, in c / b planes of height * width * b.
- */
-static inline int64_t pixel_at(enum dt_layout layout, int b, int64_t n, int h, int w, int c, int height, int width)
-{
-	if (layout == DT_LAYOUT_NHWC)
-		return ((n * height + h) * width + w) * c;
-	return ((n * (c / b) * height + h) * width + w) * b;
-}
-
-/*
- * The c channels of a pixel, its first at src, side by side into dst: one
- * run from NHWC (b 0), else a block from each plane. Inlined with b a
- * constant, so that a block is one or two vector moves.
+ * The c channels of a pixel, its first at src, side by side into dst: its
+ * groups of cw, `group` apart (one group of c from NHWC, a block from each
+ * plane from channel blocks). Inlined with cw a constant for blocks, so
+ * that a block is one or two vector moves.
  */
 static inline __attribute__((always_inline)) void gather_pixel(float *restrict dst, const float *restrict src, int c,
-								int b, int64_t plane)
+								int cw, int64_t group)
 {
-	if (!b) {
-		copy_floats(dst, src, c);
-		return;
-	}
-	for (int k = 0; k < c; k += b, src += plane)
-		for (int l = 0; l < b; l++)
-			dst[k + l] = src[l];
+	for (int k = 0; k < c; k += cw, src += group)
+		copy_floats(dst + k, src, cw);
 }
 
 /*
- * One kernel row of a patch: the kw pixels of x at (n, ih, iw0 + j * dil_w)
- * to dst, in_c values each, zeros outside x; b: x's channel block, 0 for
- * NHWC. NHWC without dilation: one run.
+ * One kernel row of a patch: the kw pixels of image xb (strides xs, groups
+ * of cw) at (ih, iw0 + j * dil_w) to dst, in_c values each, zeros outside
+ * x. NHWC without dilation: one run.
  */
-static inline __attribute__((always_inline)) void patch_row(const struct dt_conv_geom *g, const float *x, int64_t n,
-							     int ih, int iw0, float *dst, int b)
+static inline __attribute__((always_inline)) void patch_row(const struct dt_conv_geom *g, const float *xb,
+							     struct dt_cpu_strides xs, int cw, int ih, int iw0,
+							     float *dst)
 {
-	int64_t plane = (int64_t)g->in_h * g->in_w * b;
 	if (ih < 0 || ih >= g->in_h) {
 		zero_floats(dst, (int64_t)g->kw * g->in_c);
 		return;
 	}
-	if (!b && g->dil_w == 1) {
+	if (g->x_layout == DT_LAYOUT_NHWC && g->dil_w == 1) {
 		int j0 = iw0 < 0 ? -iw0 : 0, j1 = iw0 + g->kw > g->in_w ? g->in_w - iw0 : g->kw;
 		if (j1 < j0)
 			j1 = j0;
 		zero_floats(dst, (int64_t)j0 * g->in_c);
-		copy_floats(dst + (int64_t)j0 * g->in_c, x + ((n * g->in_h + ih) * g->in_w + iw0 + j0) * g->in_c,
+		copy_floats(dst + (int64_t)j0 * g->in_c, xb + ((int64_t)ih * g->in_w + iw0 + j0) * xs.pixel,
 			    (int64_t)(j1 - j0) * g->in_c);
 		zero_floats(dst + (int64_t)j1 * g->in_c, (int64_t)(g->kw - j1) * g->in_c);
 		return;
@@ -136,57 +120,53 @@ static inline __attribute__((always_inline)) void patch_row(const struct dt_conv
 		if (iw < 0 || iw >= g->in_w)
 			zero_floats(d, g->in_c);
 		else
-			gather_pixel(d, x + pixel_at(g->x_layout, b, n, ih, iw, g->in_c, g->in_h, g->in_w), g->in_c, b,
-				     plane);
+			gather_pixel(d, xb + ((int64_t)ih * g->in_w + iw) * xs.pixel, g->in_c, cw, xs.group);
 	}
 }
 
-/* The patches of positions [p0, p1) into col, one row each, a 1 after each; b as patch_row's. */
-static inline __attribute__((always_inline)) void im2col_b(const struct dt_conv_geom *g, const struct gemm_work *w,
-							    const float *x, int64_t p0, int64_t p1, float *col, int b)
+/* The patches of positions [p0, p1) into col, one row each, a 1 after each; x in groups of cw. */
+static inline __attribute__((always_inline)) void im2col_cw(const struct dt_conv_geom *g, const struct gemm_work *w,
+							     const float *x, int64_t p0, int64_t p1, float *col, int cw)
 {
 	int64_t per_sample = (int64_t)g->out_h * g->out_w;
+	struct dt_cpu_strides xs = dt_cpu_strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, g->in_c, cw);
 	for (int64_t p = p0; p < p1; p++) {
-		int64_t n = p / per_sample;
+		const float *xb = x + p / per_sample * xs.image;
 		int oh = (int)(p % per_sample / g->out_w), ow = (int)(p % g->out_w);
 		float *row = col + (p - p0) * w->ld_col;
 		for (int i = 0; i < g->kh; i++)
-			patch_row(g, x, n, oh * g->stride_h - g->pad_top + i * g->dil_h, ow * g->stride_w - g->pad_left,
-				  row + (int64_t)i * g->kw * g->in_c, b);
+			patch_row(g, xb, xs, cw, oh * g->stride_h - g->pad_top + i * g->dil_h,
+				  ow * g->stride_w - g->pad_left, row + (int64_t)i * g->kw * g->in_c);
 		row[w->kk] = 1.0f;
 	}
 }
 
-/* dy's rows [p0, p1) into buf, ld_dy floats apart; b: dy's channel block, 0 for NHWC. */
-static inline __attribute__((always_inline)) void dy_copy_b(const struct dt_conv_geom *g, const struct gemm_work *w,
-							     const float *dy, int64_t p0, int64_t p1, float *buf, int b)
+/* dy's rows [p0, p1) into buf, ld_dy floats apart; dy in groups of cw. */
+static inline __attribute__((always_inline)) void dy_copy_cw(const struct dt_conv_geom *g, const struct gemm_work *w,
+							      const float *dy, int64_t p0, int64_t p1, float *buf,
+							      int cw)
 {
-	int64_t per_sample = (int64_t)g->out_h * g->out_w, plane = per_sample * b;
-	for (int64_t p = p0; p < p1; p++) {
-		int64_t n = p / per_sample;
-		int oh = (int)(p % per_sample / g->out_w), ow = (int)(p % g->out_w);
-		gather_pixel(buf + (p - p0) * w->ld_dy, dy + pixel_at(g->y_layout, b, n, oh, ow, g->out_c, g->out_h, g->out_w),
-			     g->out_c, b, plane);
-	}
+	int64_t per_sample = (int64_t)g->out_h * g->out_w;
+	struct dt_cpu_strides ys = dt_cpu_strides_of(g->y_layout, per_sample, g->out_c, cw);
+	for (int64_t p = p0; p < p1; p++)
+		gather_pixel(buf + (p - p0) * w->ld_dy, dy + p / per_sample * ys.image + p % per_sample * ys.pixel,
+			     g->out_c, cw, ys.group);
 }
 
-/* The channel block of a layout: 0 for NHWC, else the geometry's (8 or 16, as constants for the inlined loops). */
-static int block_of(const struct dt_conv_geom *g, enum dt_layout layout)
-{
-	if (layout == DT_LAYOUT_NHWC)
-		return 0;
-	DT_ASSERT(g->block == 8 || g->block == 16);
-	return g->block;
-}
-
+/*
+ * The channels a layout's loops take at once (dt_cpu_strides_of's cw):
+ * every one of c for NHWC, else the geometry's block; the blocks (8 or 16)
+ * as constants for the inlined loops.
+ */
 static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, const float *x, int64_t p0, int64_t p1,
 		   float *col)
 {
-	switch (block_of(g, g->x_layout)) {
-	case 0: im2col_b(g, w, x, p0, p1, col, 0); break;
-	case 8: im2col_b(g, w, x, p0, p1, col, 8); break;
-	default: im2col_b(g, w, x, p0, p1, col, 16); break;
-	}
+	if (g->x_layout == DT_LAYOUT_NHWC)
+		im2col_cw(g, w, x, p0, p1, col, g->in_c);
+	else if (g->block == 8)
+		im2col_cw(g, w, x, p0, p1, col, 8);
+	else
+		im2col_cw(g, w, x, p0, p1, col, 16);
 }
 
 /*
@@ -200,11 +180,12 @@ static const float *dy_rows(const struct dt_conv_geom *g, const struct gemm_work
 		*ld = g->out_c;
 		return dy + p0 * g->out_c;
 	}
-	switch (block_of(g, g->y_layout)) {
-	case 0: dy_copy_b(g, w, dy, p0, p1, buf, 0); break;
-	case 8: dy_copy_b(g, w, dy, p0, p1, buf, 8); break;
-	default: dy_copy_b(g, w, dy, p0, p1, buf, 16); break;
-	}
+	if (g->y_layout == DT_LAYOUT_NHWC)
+		dy_copy_cw(g, w, dy, p0, p1, buf, g->out_c);
+	else if (g->block == 8)
+		dy_copy_cw(g, w, dy, p0, p1, buf, 8);
+	else
+		dy_copy_cw(g, w, dy, p0, p1, buf, 16);
 	*ld = w->ld_dy;
 	return buf;
 }
@@ -218,6 +199,7 @@ void dt_cpu_conv_gemm_backward_weights(const struct dt_conv_geom *g, int n, int 
 	int nt = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
 
 	DT_ASSERT(dt_conv_groups(g) == 1 && threads >= 1);
+	DT_ASSERT((g->x_layout == DT_LAYOUT_NHWC && g->y_layout == DT_LAYOUT_NHWC) || g->block == 8 || g->block == 16);
 	if (nt > chunks)
 		nt = chunks > 0 ? (int)chunks : 1;
 #pragma omp parallel num_threads(nt)

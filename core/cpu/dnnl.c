@@ -756,6 +756,9 @@ static int conv_reads_bf16(const struct dt_conv_geom *g, int n)
 	return dt_cpu_precision() == DT_PRECISION_BF16 && conv_bf16_runs(g, n);
 }
 
+/* Whether a plan for g (reading bfloat16 when bf16) takes its weight gradient on sgemm (conv_gemm.c). */
+static int conv_gemm_bww(const struct dt_conv_geom *g, int bf16) { return !bf16 && dt_cpu_conv_gemm_weights(g); }
+
 /*
  * The channels of oneDNN's own blocks on this CPU: 16 from AVX-512 (the
  * Xeon Phi's aside), 8 on AVX2; none below.
@@ -799,7 +802,7 @@ int dt_cpu_conv_runs(const struct dt_conv_geom *g, int with_dx)
 	pthread_once(&engine_once, engine_init);
 	/* the weight gradient takes oneDNN's layouts when dx runs too (conv_make_bwd_weights), or runs on sgemm */
 	bf16 = conv_reads_bf16(g, 1);
-	bww = !bf16 && dt_cpu_conv_gemm_weights(g) ? 0 : 1u << (with_dx ? 1 : 0);
+	bww = conv_gemm_bww(g, bf16) ? 0 : 1u << (with_dx ? 1 : 0);
 	return conv_prims_run(g, 1, bf16, bww, with_dx, 1);
 }
 
@@ -817,7 +820,7 @@ struct dt_plan *dt_cpu_plan_conv(struct dt_device dev, const struct dt_conv_geom
 	p->g = *g;
 	p->w_md = conv_weights_md(g, dnnl_f32, dnnl_hwio);
 	p->bf16 = conv_reads_bf16(g, max_batch);
-	p->gemm_bww = !p->bf16 && dt_cpu_conv_gemm_weights(g);
+	p->gemm_bww = conv_gemm_bww(g, p->bf16);
 	p->b_md = md_vec(g->out_c);
 	p->w = dt_dnnl_mem_new(&p->w_md);
 	p->dw = dt_dnnl_mem_new(&p->w_md);

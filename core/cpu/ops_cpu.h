@@ -122,6 +122,27 @@ uint64_t dt_cpu_primitives_made(void);
 
 
 /*
+ * Where a layout (core/op_types.h) puts the values of a tensor of images of
+ * `pixels` pixels of c channels, taken in groups of cw channels (a block of
+ * BLOCKED, else all c): lane j of group k of image b at pixel p is at
+ * b * image + k * group + p * pixel + j. NHWC: groups side by side in each
+ * pixel; BLOCKED (cw the block): each group a plane of its own. The pooling
+ * loops (pool.c) and the convolution's sgemm weight gradient (conv_gemm.c)
+ * read both layouts through it.
+ */
+struct dt_cpu_strides {
+	int64_t image, group;
+	int pixel;
+};
+
+static inline struct dt_cpu_strides dt_cpu_strides_of(enum dt_layout layout, int64_t pixels, int c, int cw)
+{
+	if (layout == DT_LAYOUT_BLOCKED)
+		return (struct dt_cpu_strides){ pixels * c, pixels * cw, cw };
+	return (struct dt_cpu_strides){ pixels * c, cw, c };
+}
+
+/*
  * The head of every CPU plan, so that dt_cpu_plan_free (dnnl.c) frees each
  * kind: pooling plans are pool.c's own loops, the others oneDNN primitives
  * (dnnl.c).

@@ -65,25 +65,6 @@ static int pool_batch(const struct pool_plan *p, const struct dt_tensor *x, cons
 	return n;
 }
 
-/*
- * Where a layout (core/op_types.h) puts the values of a tensor of images of
- * `pixels` pixels of c channels, taken in groups of cw channels (a block of
- * BLOCKED, else all c): lane j of group k of image b at pixel p is at
- * b * image + k * group + p * pixel + j. NHWC: groups side by side in each
- * pixel; BLOCKED (cw the block): each group a plane of its own.
- */
-struct strides {
-	int64_t image, group;
-	int pixel;
-};
-
-static struct strides strides_of(enum dt_layout layout, int64_t pixels, int c, int cw)
-{
-	if (layout == DT_LAYOUT_BLOCKED)
-		return (struct strides){ pixels * c, pixels * cw, cw };
-	return (struct strides){ pixels * c, cw, c };
-}
-
 /* The channels the loops take at once: a block where either side is BLOCKED, else every channel. */
 static int group_width(const struct dt_pool_geom *g)
 {
@@ -106,8 +87,8 @@ static void pool_window(int o, int stride, int pad, int k, int in, int *lo, int 
  * one vector per group and step.
  */
 static inline __attribute__((always_inline)) void pool_pixel(const struct dt_pool_geom *g, const float *xb,
-							     struct strides xs, struct strides ys, int oh, int ow,
-							     float *y, uint16_t *argmax, int64_t y0, int ng, int cw)
+							     struct dt_cpu_strides xs, struct dt_cpu_strides ys, int oh,
+							     int ow, float *y, uint16_t *argmax, int64_t y0, int ng, int cw)
 {
 	const int max = g->kind == DT_POOL_MAX;
 	int i0, i1, j0, j1, first = 1;
@@ -171,8 +152,8 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 	struct pool_plan *p = (struct pool_plan *)pl;
 	const struct dt_pool_geom *g = &p->g;
 	const int n = pool_batch(p, xt, yt), c = g->c, cw = group_width(g), ng = c / cw;
-	const struct strides xs = strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
-	const struct strides ys = strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
+	const struct dt_cpu_strides xs = dt_cpu_strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
+	const struct dt_cpu_strides ys = dt_cpu_strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
 	uint16_t *argmax = g->kind == DT_POOL_MAX && training ? p->argmax : NULL; /* where y is */
 
 	DT_ASSERT(p->head.kind == DT_CPU_PLAN_POOL);
@@ -208,9 +189,9 @@ static void pool_covering(int i, int stride, int pad, int k, int out, int *lo, i
  * at x0, from the outputs whose windows hold it. Inlined as pool_pixel.
  */
 static inline __attribute__((always_inline)) void unpool_pixel(const struct dt_pool_geom *g, const float *dy,
-							       const uint16_t *argmax, struct strides xs,
-							       struct strides ys, int b, int ih, int iw, float *dx,
-							       int64_t x0, int ng, int cw)
+							       const uint16_t *argmax, struct dt_cpu_strides xs,
+							       struct dt_cpu_strides ys, int b, int ih, int iw,
+							       float *dx, int64_t x0, int ng, int cw)
 {
 	int oh0, oh1, ow0, ow1;
 	pool_covering(ih, g->stride_h, g->pad_top, g->kh, g->out_h, &oh0, &oh1);
@@ -257,8 +238,8 @@ void dt_cpu_pool_backward(struct dt_plan *pl, const struct dt_tensor *dyt, struc
 	struct pool_plan *p = (struct pool_plan *)pl;
 	const struct dt_pool_geom *g = &p->g;
 	const int n = pool_batch(p, dxt, dyt), c = g->c, cw = group_width(g), ng = c / cw;
-	const struct strides xs = strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
-	const struct strides ys = strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
+	const struct dt_cpu_strides xs = dt_cpu_strides_of(g->x_layout, (int64_t)g->in_h * g->in_w, c, cw);
+	const struct dt_cpu_strides ys = dt_cpu_strides_of(g->y_layout, (int64_t)g->out_h * g->out_w, c, cw);
 
 	DT_ASSERT(p->head.kind == DT_CPU_PLAN_POOL);
 	/* Max pooling reads the window positions its training forward of this batch left. */
