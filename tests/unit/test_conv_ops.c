@@ -437,6 +437,8 @@ static const struct pool_case pool_cases[] = {
 	{ DT_POOL_MAX, 17, 16, 3, 17, 16, 1, 1, 0 }, /* global: 272 window positions */
 	{ DT_POOL_AVG, 17, 16, 3, 17, 16, 1, 1, 0 },
 	{ DT_POOL_MAX, 3, 3, 2, 2, 2, 1, 1, 0 },     /* most inputs in several windows */
+	{ DT_POOL_MAX, 7, 6, 21, 3, 3, 1, 2, 1 },    /* two runs of 8 channels in vectors and 5 left over */
+	{ DT_POOL_MAX, 4, 4, 64, 2, 2, 2, 2, 0 },    /* fashion_cnn's channels: eight runs */
 };
 
 /*
