@@ -29,6 +29,16 @@
  * 28x28x16 -> 32 ran even (14.5 against 14.0), 28x28x8 -> 16 and 3-channel
  * first layers 1.5-3x slower. So it takes in_c >= 32, float32, one group,
  * where oneDNN runs AVX2; AVX-512's kernels were not measured.
+ *
+ * It takes a first layer's NHWC x with its dy in channel blocks as well,
+ * which oneDNN 2.6 runs only in a reference loop on AVX2: so fashion_cnn's
+ * first convolution may write its output in blocks, and its 32 -> 64 one
+ * run blocked on both sides (no reorder of dy or dx around its data
+ * gradient). 1 thread, Zen 3, `dtrain time`, old and new binaries
+ * alternating four times: the step 117.6-119.6 -> 115.5-117.4 ms (conv2d_1
+ * forward 31.7-32.0 -> 29.9-30.1, backward 64.9-66.3 -> 63.5-64.9; the
+ * first layer's backward 3.3-3.4 -> 3.7-3.9, the pooling's, into blocks,
+ * 1.8 -> 2.4); at 2 threads 61.1-62.0 -> 59.8-61.8 ms.
  */
 #include <omp.h>
 #include <string.h>
@@ -41,7 +51,9 @@
 int dt_cpu_conv_gemm_weights(const struct dt_conv_geom *g)
 {
 	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-	return dt_conv_groups(g) == 1 && g->in_c >= 32 && (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni);
+	int first_layer_blocked = g->x_layout == DT_LAYOUT_NHWC && g->y_layout == DT_LAYOUT_BLOCKED;
+	return dt_conv_groups(g) == 1 && (g->in_c >= 32 || first_layer_blocked) &&
+	       (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni);
 }
 
 /* The rows of one thread's work: the patches (col), dy's rows (when copied), the sum. */

@@ -31,9 +31,10 @@
  * step than brgconv's NHWC one, and so is the pooling that reads it).
  *
  * Where oneDNN runs AVX2, a float32 convolution's weight gradient with 32
- * input channels or more runs on sgemm instead (conv_gemm.c, measured
- * there): a plan with gemm_bww makes no weight-gradient primitive, and its
- * backward data reorders dy itself.
+ * input channels or more, or with NHWC x and blocked dy (a first layer's),
+ * runs on sgemm instead (conv_gemm.c, measured there): a plan with gemm_bww
+ * makes no weight-gradient primitive, and its backward data reorders dy
+ * itself.
  *
  * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
  * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation

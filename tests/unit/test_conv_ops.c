@@ -288,7 +288,8 @@ static void to_blocks(const float *src, float *dst, int n, int64_t pixels, int c
  * The weight gradient on sgemm (conv_gemm.c) called directly, so on every
  * CPU whichever its plans take: x and dy in NHWC and in blocks of 8 and 16,
  * at 1, 2 and 3 threads, at batches of several chunks and of one, with and
- * without db; few channels too, which the plans give oneDNN.
+ * without db; few channels too: NHWC, and a first layer's NHWC x with dy in
+ * blocks, which the plans on AVX2 take here (dt_cpu_conv_gemm_weights).
  */
 static void test_conv_gemm_direct(void **state)
 {
@@ -297,14 +298,16 @@ static void test_conv_gemm_direct(void **state)
 		{ 20, 20, 32, 8, 3, 3, 1, 1, 2, 2, 1 },  /* dilated, padded */
 		{ 9, 9, 16, 32, 3, 3, 2, 2, 1, 1, 1 },   /* stride 2 */
 		{ 7, 8, 48, 16, 5, 3, 1, 1, 1, 1, 1 },   /* rectangular kernel */
-		{ 10, 10, 3, 8, 3, 3, 1, 1, 1, 1, 0 },   /* 3 channels (NHWC only) */
+		{ 10, 10, 3, 8, 3, 3, 1, 1, 1, 1, 0 },   /* 3 channels: NHWC x, dy NHWC or in blocks */
+		{ 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, 0 },  /* a grey image's first layer, as fashion_cnn's */
+		{ 9, 8, 3, 16, 3, 3, 2, 2, 1, 1, 1 },    /* an RGB image's, same, stride 2 */
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		for (int b = 0; b <= 16; b += 8) {
 			struct dt_conv_geom g = conv_geom(&cases[i]);
-			int n = 4;
-			if (b && (g.in_c % b || g.out_c % b))
+			int n = 4, x_blocked = b && g.in_c % b == 0;
+			if (b && g.out_c % b)
 				continue;
 			int64_t nx = conv_x_count(&g, n), ny = conv_y_count(&g, n), nw = conv_w_count(&g);
 			float *x = rnd(nx, 900 + i), *dy = rnd(ny, 950 + i), *xb = rnd(nx, 0), *dyb = rnd(ny, 0);
@@ -312,17 +315,20 @@ static void test_conv_gemm_direct(void **state)
 			float *work = rnd(dt_cpu_conv_gemm_work(&g, 3), 0);
 			double *rdw = zeros_d(nw), *rdb = zeros_d(g.out_c), *rdx = zeros_d(nx);
 			char what[128];
-			g.x_layout = g.y_layout = b ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			/* a first layer's few channels stay NHWC in x, its dy in blocks (dt_cpu_conv_gemm_weights) */
+			g.x_layout = x_blocked ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
+			g.y_layout = b ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
 			g.block = b;
-			if (b) {
+			memcpy(xb, x, (size_t)nx * sizeof(float));
+			if (x_blocked)
 				to_blocks(x, xb, n, (int64_t)g.in_h * g.in_w, g.in_c, b);
+			if (b)
 				to_blocks(dy, dyb, n, (int64_t)g.out_h * g.out_w, g.out_c, b);
-			}
 			ref_conv_backward(&g, n, x, w, dy, rdw, rdb, rdx);
 			for (int threads = 1; threads <= 3; threads++) {
 				dt_ops_set_threads(threads);
-				snprintf(what, sizeof what, "conv %dx%dx%d->%d block %d, %d threads: dw", g.in_h, g.in_w,
-					 g.in_c, g.out_c, b, threads);
+				snprintf(what, sizeof what, "conv %dx%dx%d->%d block %d (x %s), %d threads: dw", g.in_h,
+					 g.in_w, g.in_c, g.out_c, b, x_blocked ? "blocked" : "NHWC", threads);
 				dt_cpu_conv_gemm_backward_weights(&g, n, threads, b ? xb : x, b ? dyb : dy, dw, db, work);
 				assert_close(dw, rdw, nw, what);
 				assert_close(db, rdb, g.out_c, "db");

@@ -461,8 +461,9 @@ static void compare_models(struct dt_model *a, struct dt_model *b, int n, uint64
  * a run of convolutions and pooling computes what the same model computes
  * in NHWC: the output and every gradient, at two batch sizes. models[k]:
  * the YAML, its input, and each layer's layouts (x, y: 'N' NHWC, 'B'
- * blocked, '?' either: a first convolution's blocked output runs on
- * oneDNN's JIT code on AVX-512, not on AVX2); each layer's y is the next one's x.
+ * blocked, '?' either: a first convolution's blocked output is taken where
+ * its weight gradient runs blocked, on oneDNN's JIT code on AVX-512, on
+ * sgemm on AVX2 (conv_gemm.c)); each layer's y is the next one's x.
  * In float32, and under precision bf16 where the CPU has it. There both
  * builds round the same values to bfloat16 (on Zen 4 they agree to the last
  * bit), but an activation that differs in its last bits between two kernels
