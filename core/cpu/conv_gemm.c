@@ -30,6 +30,12 @@
  * first layers 1.5-3x slower. So it takes in_c >= 32, float32, one group,
  * where oneDNN runs AVX2; AVX-512's kernels were not measured.
  *
+ * A first layer's NHWC x of 1 to 3 channels is copied by patch value
+ * instead (im2col_by_value: col transposed, each of its rows a run along
+ * the positions), and then the products win: 28x28x1 -> 32 valid 2.33 ms
+ * (oneDNN) against 1.39, 5x5 2.9; 32x32x3 -> 32 'same' 4.80 against 4.57
+ * (4.86 by position).
+ *
  * It takes a first layer's NHWC x with its dy in channel blocks as well,
  * which oneDNN 2.6 runs only in a reference loop on AVX2: so fashion_cnn's
  * first convolution may write its output in blocks, and its 32 -> 64 one
@@ -38,7 +44,9 @@
  * alternating four times: the step 117.6-119.6 -> 115.5-117.4 ms (conv2d_1
  * forward 31.7-32.0 -> 29.9-30.1, backward 64.9-66.3 -> 63.5-64.9; the
  * first layer's backward 3.3-3.4 -> 3.7-3.9, the pooling's, into blocks,
- * 1.8 -> 2.4); at 2 threads 61.1-62.0 -> 59.8-61.8 ms.
+ * 1.8 -> 2.4); at 2 threads 61.1-62.0 -> 59.8-61.8 ms. With the copy by
+ * patch value, three times: 115.5-118.3 -> 113.4-114.1 ms (the first
+ * layer's backward 3.1-3.3 -> 2.5-2.6 ms).
  */
 #include <omp.h>
 #include <string.h>
@@ -48,29 +56,42 @@
 /* Output positions per sgemm: its k. 256 to 2304 ran within 3% of each other. */
 #define CHUNK 512
 
+/*
+ * NHWC x of fewer channels than this (a first layer's image) has its
+ * patches copied a patch value at a time along the chunk's positions (col
+ * transposed: a row per value of the patch, im2col_by_value), not a
+ * position at a time: a grey image's 3x3 patch is three runs of 3 floats,
+ * and the copies' overhead was twice the product's time.
+ */
+#define NARROW 4
+
 int dt_cpu_conv_gemm_weights(const struct dt_conv_geom *g)
 {
 	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-	int first_layer_blocked = g->x_layout == DT_LAYOUT_NHWC && g->y_layout == DT_LAYOUT_BLOCKED;
-	return dt_conv_groups(g) == 1 && (g->in_c >= 32 || first_layer_blocked) &&
+	int first_layer = g->x_layout == DT_LAYOUT_NHWC && (g->in_c < NARROW || g->y_layout == DT_LAYOUT_BLOCKED);
+	return dt_conv_groups(g) == 1 && (g->in_c >= 32 || first_layer) &&
 	       (isa == dnnl_cpu_isa_avx2 || isa == dnnl_cpu_isa_avx2_vnni);
 }
 
 /* The rows of one thread's work: the patches (col), dy's rows (when copied), the sum. */
 struct gemm_work {
-	int64_t kk;       /* kh * kw * in_c: the sum's rows before the bias row */
-	int64_t ld_col;   /* col's row stride */
-	int64_t ld_dy;    /* the copied dy's row stride */
-	int64_t floats;   /* one thread's share of the work buffer */
+	int64_t kk;        /* kh * kw * in_c: the sum's rows before the bias row */
+	int by_value;      /* col is (kk + 1, CHUNK), a row per patch value: NHWC x of fewer than NARROW channels */
+	int64_t ld_col;    /* col's row stride */
+	int64_t col_floats;
+	int64_t ld_dy;     /* the copied dy's row stride */
+	int64_t floats;    /* one thread's share of the work buffer */
 };
 
 static struct gemm_work gemm_work(const struct dt_conv_geom *g)
 {
 	struct gemm_work w;
 	w.kk = (int64_t)g->kh * g->kw * g->in_c;
-	w.ld_col = dt_cpu_sgemm_ld((w.kk + 1 + 7) / 8 * 8);
+	w.by_value = g->x_layout == DT_LAYOUT_NHWC && g->in_c < NARROW;
+	w.ld_col = dt_cpu_sgemm_ld(w.by_value ? CHUNK : (w.kk + 1 + 7) / 8 * 8);
+	w.col_floats = w.by_value ? (w.kk + 1) * w.ld_col : CHUNK * w.ld_col;
 	w.ld_dy = dt_cpu_sgemm_ld(g->out_c);
-	w.floats = CHUNK * w.ld_col + CHUNK * w.ld_dy + (w.kk + 1) * g->out_c;
+	w.floats = w.col_floats + CHUNK * w.ld_dy + (w.kk + 1) * g->out_c;
 	w.floats = (w.floats + 15) / 16 * 16; /* each thread's share on its own cache lines */
 	return w;
 }
@@ -166,6 +187,52 @@ static inline __attribute__((always_inline)) void dy_copy_cw(const struct dt_con
 }
 
 /*
+ * The patches of positions [p0, p1) of NHWC x into col by value (gemm_work's
+ * by_value): row k holds value k of every position's patch, zeros in the
+ * padding; row kk ones. An output row's positions at a time, so that a
+ * value's run along them reads x at a fixed stride.
+ */
+static void im2col_by_value(const struct dt_conv_geom *g, const struct gemm_work *w, const float *x, int64_t p0,
+			    int64_t p1, float *col)
+{
+	const int64_t per_sample = (int64_t)g->out_h * g->out_w, ld = w->ld_col;
+	const int64_t step = (int64_t)g->stride_w * g->in_c; /* from one position's value to the next one's */
+	for (int64_t p = p0; p < p1;) {
+		/* positions [p, p + n): image b, output row oh, columns [ow0, ow0 + n) */
+		const int64_t b = p / per_sample;
+		const int oh = (int)(p % per_sample / g->out_w), ow0 = (int)(p % g->out_w);
+		const int n = (int)(p1 - p < g->out_w - ow0 ? p1 - p : g->out_w - ow0);
+		float *at = col + (p - p0);
+		for (int i = 0; i < g->kh; i++) {
+			const int64_t ih = (int64_t)oh * g->stride_h - g->pad_top + (int64_t)i * g->dil_h;
+			const int inside = ih >= 0 && ih < g->in_h;
+			const int64_t row = (b * g->in_h + ih) * g->in_w; /* x's pixel (b, ih, 0) */
+			for (int j = 0; j < g->kw; j++) {
+				/* position q reads column iw = first + q * stride_w, inside x for q in [q0, q1) */
+				const int64_t first = (int64_t)ow0 * g->stride_w - g->pad_left + (int64_t)j * g->dil_w;
+				int64_t q0 = first >= 0 ? 0 : (-first + g->stride_w - 1) / g->stride_w;
+				int64_t q1 = first < g->in_w ? (g->in_w - first + g->stride_w - 1) / g->stride_w : 0;
+				q1 = !inside ? 0 : q1 < n ? q1 : n;
+				q0 = q0 < q1 ? q0 : q1;
+				for (int ci = 0; ci < g->in_c; ci++) {
+					float *dst = at + (((int64_t)i * g->kw + j) * g->in_c + ci) * ld;
+					const int64_t from = (row + first) * g->in_c + ci;
+					for (int64_t q = 0; q < q0; q++)
+						dst[q] = 0;
+					for (int64_t q = q0; q < q1; q++)
+						dst[q] = x[from + q * step];
+					for (int64_t q = q1; q < n; q++)
+						dst[q] = 0;
+				}
+			}
+		}
+		for (int q = 0; q < n; q++)
+			at[w->kk * ld + q] = 1.0f;
+		p += n;
+	}
+}
+
+/*
  * The channels a layout's loops take at once (dt_cpu_strides_of's cw):
  * every one of c for NHWC, else the geometry's block; the blocks (8 or 16)
  * as constants for the inlined loops.
@@ -173,7 +240,9 @@ static inline __attribute__((always_inline)) void dy_copy_cw(const struct dt_con
 static void im2col(const struct dt_conv_geom *g, const struct gemm_work *w, const float *x, int64_t p0, int64_t p1,
 		   float *col)
 {
-	if (g->x_layout == DT_LAYOUT_NHWC)
+	if (w->by_value)
+		im2col_by_value(g, w, x, p0, p1, col);
+	else if (g->x_layout == DT_LAYOUT_NHWC)
 		im2col_cw(g, w, x, p0, p1, col, g->in_c);
 	else if (g->block == 8)
 		im2col_cw(g, w, x, p0, p1, col, 8);
@@ -217,7 +286,7 @@ void dt_cpu_conv_gemm_backward_weights(const struct dt_conv_geom *g, int n, int 
 #pragma omp parallel num_threads(nt)
 	{
 		int t = omp_get_thread_num();
-		float *col = work + t * w.floats, *buf = col + CHUNK * w.ld_col, *sum = buf + CHUNK * w.ld_dy;
+		float *col = work + t * w.floats, *buf = col + w.col_floats, *sum = buf + CHUNK * w.ld_dy;
 		int64_t first = chunks * t / nt, last = chunks * (t + 1) / nt;
 		if (first == last)
 			memset(sum, 0, (size_t)sum_floats * sizeof(float));
@@ -228,15 +297,15 @@ void dt_cpu_conv_gemm_backward_weights(const struct dt_conv_geom *g, int n, int 
 			im2col(g, &w, x, p0, p1, col);
 			rows = dy_rows(g, &w, dy, p0, p1, buf, &ld);
 			/* sum (kk + 1, out_c) += col^T (kk + 1, rows) dy (rows, out_c); the first chunk sets it */
-			DT_DNNL_CHECK(dnnl_sgemm('T', 'N', w.kk + 1, g->out_c, p1 - p0, 1.0f, col, w.ld_col, rows, ld,
-						 c == first ? 0.0f : 1.0f, sum, g->out_c));
+			DT_DNNL_CHECK(dnnl_sgemm(w.by_value ? 'N' : 'T', 'N', w.kk + 1, g->out_c, p1 - p0, 1.0f, col,
+						 w.ld_col, rows, ld, c == first ? 0.0f : 1.0f, sum, g->out_c));
 		}
 	}
 	/* dw, then db, from the threads' sums, added in thread order */
 	for (int64_t i = 0; i < sum_floats; i++) {
 		float s = 0;
 		for (int t = 0; t < nt; t++)
-			s += work[t * w.floats + CHUNK * w.ld_col + CHUNK * w.ld_dy + i];
+			s += work[t * w.floats + w.col_floats + CHUNK * w.ld_dy + i];
 		if (i < w.kk * g->out_c)
 			dw[i] = s;
 		else if (db)

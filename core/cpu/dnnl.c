@@ -31,8 +31,8 @@
  * step than brgconv's NHWC one, and so is the pooling that reads it).
  *
  * Where oneDNN runs AVX2, a float32 convolution's weight gradient with 32
- * input channels or more, or with NHWC x and blocked dy (a first layer's),
- * runs on sgemm instead (conv_gemm.c, measured there): a plan with gemm_bww
+ * input channels or more, or a first layer's (NHWC x of 1-3 channels, or
+ * NHWC x with blocked dy), runs on sgemm instead (conv_gemm.c, measured there): a plan with gemm_bww
  * makes no weight-gradient primitive, and its backward data reorders dy
  * itself.
  *

@@ -301,6 +301,7 @@ static void test_conv_gemm_direct(void **state)
 		{ 10, 10, 3, 8, 3, 3, 1, 1, 1, 1, 0 },   /* 3 channels: NHWC x, dy NHWC or in blocks */
 		{ 28, 28, 1, 32, 3, 3, 1, 1, 1, 1, 0 },  /* a grey image's first layer, as fashion_cnn's */
 		{ 9, 8, 3, 16, 3, 3, 2, 2, 1, 1, 1 },    /* an RGB image's, same, stride 2 */
+		{ 11, 12, 2, 8, 3, 3, 1, 2, 2, 2, 1 },   /* 2 channels, dilated, same, strides 1 and 2 */
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
