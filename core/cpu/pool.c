@@ -301,14 +301,18 @@ static inline __attribute__((always_inline)) void unpool_pixel(const struct dt_p
 				pool_window(ow, g->stride_w, g->pad_left, g->kw, g->in_w, &j0, &j1);
 				inv = 1.0f / (float)((int64_t)(i1 - i0) * (j1 - j0));
 			}
+			const uint16_t at = (uint16_t)(i * g->kw + j);
 			for (int k = 0; k < ng; k++) {
 				const float *dyo = dy + o + k * ys.group;
 				float *dxi = dx + x0 + k * xs.group;
 				if (max) {
 					const uint16_t *ao = argmax + o + k * ys.group;
-					uint16_t at = (uint16_t)(i * g->kw + j);
-					for (int c = 0; c < c0; c += POOL_RUN)
-						unmax_run(dyo + c, ao + c, at, first, dxi + c);
+					if (first)
+						for (int c = 0; c < c0; c += POOL_RUN)
+							unmax_run(dyo + c, ao + c, at, 1, dxi + c);
+					else
+						for (int c = 0; c < c0; c += POOL_RUN)
+							unmax_run(dyo + c, ao + c, at, 0, dxi + c);
 #pragma omp simd
 					for (int ch = c0; ch < cw; ch++)
 						dxi[ch] += ao[ch] == at ? dyo[ch] : 0.0f;
