@@ -248,7 +248,6 @@ void dt_cpu_pool_forward(struct dt_plan *pl, const struct dt_tensor *xt, struct 
 		p->trained_n = n;
 }
 
-
 /*
  * dx of POOL_RUN channels at dxi, max pooling, from the output at dyo and ao
  * (its window positions) whose window position at holds the input: dy where
@@ -273,9 +272,8 @@ static inline __attribute__((always_inline)) void unmax_run(const float *dyo, co
 /*
  * One input pixel (ih, iw) of image b: its ng groups of cw channels of dx,
  * at x0, from the outputs whose windows hold it (rows and cols: the plan's
- * cover of ih and iw). Max pooling takes runs of
- * POOL_RUN channels in unmax_run, and the channels left over below. Inlined
- * as pool_pixel.
+ * cover of ih and iw). Max pooling takes runs of POOL_RUN channels in
+ * unmax_run, and the channels left over below. Inlined as pool_pixel.
  */
 static inline __attribute__((always_inline)) void unpool_pixel(const struct dt_pool_geom *g, const float *dy,
 							       const uint16_t *argmax, struct dt_cpu_strides xs,
