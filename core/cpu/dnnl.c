@@ -32,9 +32,9 @@
  *
  * Where oneDNN runs AVX2, a float32 convolution's weight gradient with 32
  * input channels or more, or a first layer's (NHWC x of 1-3 channels, or
- * NHWC x with blocked dy), runs on sgemm instead (conv_gemm.c, measured there): a plan with gemm_bww
- * makes no weight-gradient primitive, and its backward data reorders dy
- * itself.
+ * NHWC x with blocked dy), runs on sgemm instead (conv_gemm.c, measured
+ * there): a plan with gemm_bww makes no weight-gradient primitive, and its
+ * backward data reorders dy itself.
  *
  * A oneDNN primitive is made for one batch size. Each plan keeps a cache of
  * CACHE_SIZE sizes (the full batch, the epoch's short last batch, evaluation

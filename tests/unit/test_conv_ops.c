@@ -320,7 +320,6 @@ static void test_conv_gemm_direct(void **state)
 			g.x_layout = x_blocked ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
 			g.y_layout = b ? DT_LAYOUT_BLOCKED : DT_LAYOUT_NHWC;
 			g.block = b;
-			memcpy(xb, x, (size_t)nx * sizeof(float));
 			if (x_blocked)
 				to_blocks(x, xb, n, (int64_t)g.in_h * g.in_w, g.in_c, b);
 			if (b)
@@ -330,12 +329,14 @@ static void test_conv_gemm_direct(void **state)
 				dt_ops_set_threads(threads);
 				snprintf(what, sizeof what, "conv %dx%dx%d->%d block %d (x %s), %d threads: dw", g.in_h,
 					 g.in_w, g.in_c, g.out_c, b, x_blocked ? "blocked" : "NHWC", threads);
-				dt_cpu_conv_gemm_backward_weights(&g, n, threads, b ? xb : x, b ? dyb : dy, dw, db, work);
+				dt_cpu_conv_gemm_backward_weights(&g, n, threads, x_blocked ? xb : x, b ? dyb : dy, dw, db,
+								  work);
 				assert_close(dw, rdw, nw, what);
 				assert_close(db, rdb, g.out_c, "db");
 				for (int64_t k = 0; k < nw; k++)
 					dw[k] = 1e6f;
-				dt_cpu_conv_gemm_backward_weights(&g, n, threads, b ? xb : x, b ? dyb : dy, dw, NULL, work);
+				dt_cpu_conv_gemm_backward_weights(&g, n, threads, x_blocked ? xb : x, b ? dyb : dy, dw, NULL,
+								  work);
 				assert_close(dw, rdw, nw, what);
 			}
 			dt_ops_set_threads(1);
