@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "mpi_coll.h"
 
-enum { TAG_NOTICE = 7001, TAG_ABORT };
+enum { TAG_NOTICE = 7001, TAG_ABORT, TAG_RING = 7200 /* + the part's index */ };
 
 static int started;
 static MPI_Comm abort_comm = MPI_COMM_NULL; /* the abort notices, apart from every other message */
@@ -301,7 +301,24 @@ static void step_text(char *buf, size_t size, int64_t step)
 		buf[0] = '\0';
 }
 
-static void wait_group(struct dt_mpi_group *g, MPI_Request *req, int nreq, const char *what, int64_t step)
+/* The requests a wait is for; whether they are through (a poll of wait_group). */
+struct reqs {
+	MPI_Request *req;
+	int n;
+};
+
+static int reqs_through(struct dt_mpi_group *g, void *ctx)
+{
+	struct reqs *q = ctx;
+	int done = 0;
+	(void)g;
+	MPI_Testall(q->n, q->req, &done, MPI_STATUSES_IGNORE);
+	return done;
+}
+
+/* Polls through(g, ctx) until it is 1, watched against the group's deadline. */
+static void wait_group(struct dt_mpi_group *g, int (*through)(struct dt_mpi_group *g, void *ctx), void *ctx,
+		       const char *what, int64_t step)
 {
 	/*
 	 * Rank 0 names the missing ranks (after g->grace, an observer's turn);
@@ -310,11 +327,10 @@ static void wait_group(struct dt_mpi_group *g, MPI_Request *req, int nreq, const
 	double limit = g->timeout + g->grace + (g->rank < 2 ? g->rank : 2) * dt_mpi_grace(g->timeout);
 	double start = dt_mpi_now(), waited = 0, beat = g->timeout / 4;
 	char at[48], missing[256], silent[256];
-	int done = 0, len = 0, slen = 0, nmissing = 0, nsilent = 0, stops = dt_mpi_stops();
+	int len = 0, slen = 0, nmissing = 0, nsilent = 0, stops = dt_mpi_stops();
 
 	for (;;) {
-		MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
-		if (done)
+		if (through(g, ctx))
 			return;
 		if (dt_mpi_stops() != stops) {
 			/* This rank was stopped: the time it lost is its own, not the others' (they name it). */
@@ -406,29 +422,114 @@ static void allreduce(struct dt_mpi_group *g, void *v, int64_t n, MPI_Datatype t
 	DT_ASSERT(n <= 0x7fffffff);
 	notice(g);
 	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, type, op, g->comm, &r);
-	wait_group(g, &r, 1, what, step);
+	wait_group(g, reqs_through, &(struct reqs){ &r, 1 }, what, step);
 }
 
-void dt_mpi_allreduce_float_start(struct dt_mpi_group *g, float *v, int64_t n, MPI_Request *r)
+/* Chunk c of n floats cut in `size`: [lo(c), lo(c + 1)). */
+static int64_t chunk_lo(int64_t n, int size, int c)
 {
-	*r = MPI_REQUEST_NULL;
+	return n * c / size;
+}
+
+int64_t dt_mpi_ring_chunk(const struct dt_mpi_group *g, int64_t n)
+{
+	return (n + g->size - 1) / g->size;
+}
+
+/*
+ * The chunks of r's step: the one sent to the next member and the one
+ * received from the previous. Reduce-scatter step k sends chunk rank - k
+ * (summed over k + 1 members by then) and receives chunk rank - k - 1;
+ * all-gather step k sends rank + 1 - k (summed over all) and receives
+ * rank - k.
+ */
+static void ring_chunks(const struct dt_mpi_group *g, const struct dt_mpi_ring *r, int *send, int *recv)
+{
+	int p = g->size, k = r->step < p - 1 ? r->step : r->step - (p - 1);
+	*send = ((g->rank - k + (r->step < p - 1 ? 0 : 1)) % p + p) % p;
+	*recv = (*send - 1 + p) % p;
+}
+
+static void ring_post(struct dt_mpi_group *g, struct dt_mpi_ring *r)
+{
+	int p = g->size, send, recv;
+	int64_t slo, shi, rlo, rhi;
+	ring_chunks(g, r, &send, &recv);
+	slo = chunk_lo(r->n, p, send);
+	shi = chunk_lo(r->n, p, send + 1);
+	rlo = chunk_lo(r->n, p, recv);
+	rhi = chunk_lo(r->n, p, recv + 1);
+	MPI_Irecv(r->step < p - 1 ? r->tmp : r->v + rlo, (int)(rhi - rlo), MPI_FLOAT, (g->rank - 1 + p) % p, r->tag,
+		  g->comm, &r->req[1]);
+	MPI_Isend(r->v + slo, (int)(shi - slo), MPI_FLOAT, (g->rank + 1) % p, r->tag, g->comm, &r->req[0]);
+}
+
+/* Takes r's steps whose messages are through: adds a received chunk, posts the next step. 1 when r is done. */
+static int ring_advance(struct dt_mpi_group *g, struct dt_mpi_ring *r)
+{
+	int p = g->size, done = 0;
+	while (r->step < 2 * (p - 1)) {
+		MPI_Testall(2, r->req, &done, MPI_STATUSES_IGNORE);
+		if (!done)
+			return 0;
+		if (r->step < p - 1) {
+			int send, recv;
+			int64_t lo, hi;
+			float *v = r->v;
+			const float *t = r->tmp;
+			ring_chunks(g, r, &send, &recv);
+			lo = chunk_lo(r->n, p, recv);
+			hi = chunk_lo(r->n, p, recv + 1);
+#pragma omp simd
+			for (int64_t i = lo; i < hi; i++)
+				v[i] += t[i - lo];
+		}
+		if (++r->step < 2 * (p - 1))
+			ring_post(g, r);
+	}
+	return 1;
+}
+
+void dt_mpi_ring_start(struct dt_mpi_group *g, struct dt_mpi_ring *r, int index, float *v, int64_t n, float *tmp)
+{
+	int *tag_ub, flag = 0;
+	memset(r, 0, sizeof(*r));
+	r->v = v;
+	r->tmp = tmp;
+	r->n = n;
+	r->req[0] = r->req[1] = MPI_REQUEST_NULL;
 	if (g->size == 1)
 		return;
-	DT_ASSERT(n <= 0x7fffffff);
+	MPI_Comm_get_attr(g->comm, MPI_TAG_UB, &tag_ub, &flag);
+	DT_ASSERT(n <= 0x7fffffff && index >= 0 && (!flag || TAG_RING + index <= *tag_ub));
+	r->tag = TAG_RING + index;
 	notice(g);
-	MPI_Iallreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, g->comm, r);
+	ring_post(g, r);
 }
 
-void dt_mpi_progress(MPI_Request *reqs, int n)
+struct rings {
+	struct dt_mpi_ring *r;
+	int n;
+};
+
+static int rings_through(struct dt_mpi_group *g, void *ctx)
 {
-	int done;
-	MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+	struct rings *q = ctx;
+	int done = 1;
+	for (int i = 0; i < q->n; i++)
+		done &= ring_advance(g, &q->r[i]);
+	return done;
 }
 
-void dt_mpi_wait_started(struct dt_mpi_group *g, MPI_Request *reqs, int n, const char *what, int64_t step)
+void dt_mpi_ring_progress(struct dt_mpi_group *g, struct dt_mpi_ring *rings, int n)
+{
+	rings_through(g, &(struct rings){ rings, n });
+}
+
+void dt_mpi_ring_wait(struct dt_mpi_group *g, struct dt_mpi_ring *rings, int n, const char *what, int64_t step)
 {
 	if (g->size > 1 && n > 0)
-		wait_group(g, reqs, n, what, step);
+		wait_group(g, rings_through, &(struct rings){ rings, n }, what, step);
 }
 
 void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step)
@@ -449,7 +550,7 @@ void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *
 	DT_ASSERT(bytes <= 0x7fffffff);
 	notice(g);
 	MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, g->comm, &r);
-	wait_group(g, &r, 1, what, step);
+	wait_group(g, reqs_through, &(struct reqs){ &r, 1 }, what, step);
 }
 
 void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, double grace, const char *who, const char *what,

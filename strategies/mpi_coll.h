@@ -110,16 +110,39 @@ void dt_mpi_group_release(struct dt_mpi_group *g);
 void dt_mpi_allreduce_double(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
 void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *what, int64_t step);
 /*
- * A float sum (the gradients), in parts: _start posts one (an arrival
- * notice, then MPI_Iallreduce) and returns at once; dt_mpi_progress lets
- * the posted ones advance (Open MPI moves a non-blocking collective only
- * inside MPI calls); dt_mpi_wait_started waits for reqs[0..n), watched as
- * every collective, the last one posted naming the missing ranks. Every
- * member posts the same sequence of sums.
+ * A float sum (the gradients), in parts, each summed by a ring of the
+ * group's members: the part is cut in `size` chunks; in size - 1 steps each
+ * member sends a chunk to the next member and adds the chunk the previous
+ * one sent into its own (reduce-scatter), after which member r holds chunk
+ * r + 1 summed over all; in size - 1 more steps the summed chunks go round
+ * (all-gather). Each member sends and receives 2 (size - 1) / size of the
+ * part at once. Open MPI's MPI_Iallreduce instead reduces to one member and
+ * broadcasts back, one direction at a time, for any in-place sum and for
+ * fewer than 4 members; between two network namespaces over TCP (2 vCPUs,
+ * Zen 3) it summed the MLP's 670k floats in 2.3-2.8 ms against 1.6-1.7 by
+ * a ring. Each element is added up by one member and copied to the others:
+ * the same bits on every rank.
+ *
+ * dt_mpi_ring_start posts part `index`'s first step (after an arrival
+ * notice) and returns at once; tmp holds dt_mpi_ring_chunk(g, n) floats,
+ * untouched by the caller until the sum is done. dt_mpi_ring_progress takes
+ * the next steps of rings[0..n) whose messages are through (MPI moves them
+ * only inside MPI calls); dt_mpi_ring_wait waits for them, watched as every
+ * collective. Every member starts the same sequence of parts, and no two
+ * parts of the same index are in flight at once.
  */
-void dt_mpi_allreduce_float_start(struct dt_mpi_group *g, float *v, int64_t n, MPI_Request *r);
-void dt_mpi_progress(MPI_Request *reqs, int n);
-void dt_mpi_wait_started(struct dt_mpi_group *g, MPI_Request *reqs, int n, const char *what, int64_t step);
+struct dt_mpi_ring {
+	float *v, *tmp;     /* the part (n floats); the room for a chunk received */
+	int64_t n;
+	int tag;            /* the messages' tag on the group's communicator */
+	int step;           /* steps done, of 2 (size - 1) */
+	MPI_Request req[2]; /* the step's send and receive */
+};
+
+int64_t dt_mpi_ring_chunk(const struct dt_mpi_group *g, int64_t n);
+void dt_mpi_ring_start(struct dt_mpi_group *g, struct dt_mpi_ring *r, int index, float *v, int64_t n, float *tmp);
+void dt_mpi_ring_progress(struct dt_mpi_group *g, struct dt_mpi_ring *rings, int n);
+void dt_mpi_ring_wait(struct dt_mpi_group *g, struct dt_mpi_ring *rings, int n, const char *what, int64_t step);
 /*
  * After every rank stopped on a signal at the same step: one last meeting of
  * the group, so that the chief has written its checkpoint and said how to

@@ -13,8 +13,9 @@
  * down, close a bucket at the first layer boundary past the size, so every
  * rank has the same buckets. While the last local replica runs backward,
  * each bucket whose layers are done is summed over the local replicas and
- * posted (MPI_Iallreduce), and the posted ones progress between layers;
- * apply_gradients posts what is left, waits for all, and updates. When
+ * its sum over the ranks started (a ring, mpi_coll.h), and the started ones
+ * progress between layers; apply_gradients starts what is left, waits for
+ * all, and updates. When
  * every rank runs on one host (distribute.communication auto, or
  * shared_memory) apply_gradients sums in shared memory instead (shm_sum.h),
  * after backward: each rank has one core or a few, so the sum has no core to
@@ -58,7 +59,9 @@ struct multi_worker {
 	int64_t bucket_floats;    /* distribute.bucket_mb */
 	int nbuckets;             /* -1: not planned yet */
 	int64_t *bucket_lo;       /* (nbuckets + 1): bucket b is [bucket_lo[b + 1], bucket_lo[b]), lo[0] = ntrainable */
-	MPI_Request *reqs;        /* (nbuckets) */
+	struct dt_mpi_ring *rings; /* (nbuckets) their sums */
+	float *ring_tmp;          /* the rings' room for received chunks, one after another */
+	int64_t *tmp_at;          /* (nbuckets) bucket b's room: ring_tmp + tmp_at[b] */
 	int posted;               /* buckets posted in this step */
 	int64_t early;            /* DTRAIN_STATS: buckets posted during backward */
 	int shared;               /* CPU replicas, every rank on this host: the sum in shared memory */
@@ -172,7 +175,7 @@ static void multi_worker_broadcast(struct dt_strategy *s, struct dt_model *repli
 /* The buckets of m's gradients: layer boundaries, from the end down, each bucket at least bucket_floats. */
 static void plan_buckets(struct multi_worker *w, const struct dt_model *m)
 {
-	int64_t hi = m->ntrainable;
+	int64_t hi = m->ntrainable, tmp = 0;
 	w->bucket_lo = dt_malloc((size_t)(m->nlayers + 2) * sizeof(*w->bucket_lo));
 	w->bucket_lo[0] = hi;
 	w->nbuckets = 0;
@@ -183,16 +186,22 @@ static void plan_buckets(struct multi_worker *w, const struct dt_model *m)
 			hi = lo;
 		}
 	}
-	w->reqs = dt_calloc(w->nbuckets ? w->nbuckets : 1, sizeof(*w->reqs));
+	w->rings = dt_calloc(w->nbuckets ? w->nbuckets : 1, sizeof(*w->rings));
+	w->tmp_at = dt_calloc(w->nbuckets ? w->nbuckets : 1, sizeof(*w->tmp_at));
+	for (int b = 0; b < w->nbuckets; b++) {
+		w->tmp_at[b] = tmp;
+		tmp += dt_mpi_ring_chunk(&w->group, w->bucket_lo[b] - w->bucket_lo[b + 1]);
+	}
+	w->ring_tmp = dt_malloc((size_t)(tmp ? tmp : 1) * sizeof(float));
 }
 
-/* Sums bucket w->posted over the local replicas and posts its all-reduce. */
+/* Sums bucket w->posted over the local replicas and starts its sum over the ranks. */
 static void post_bucket(struct dt_strategy *s, struct multi_worker *w, struct dt_model *replicas)
 {
 	int b = w->posted++;
 	int64_t lo = w->bucket_lo[b + 1], hi = w->bucket_lo[b];
 	dt_local_sum_grads(s, replicas, lo, hi);
-	dt_mpi_allreduce_float_start(&w->group, replicas[0].grads + lo, hi - lo, &w->reqs[b]);
+	dt_mpi_ring_start(&w->group, &w->rings[b], b, replicas[0].grads + lo, hi - lo, w->ring_tmp + w->tmp_at[b]);
 }
 
 static void multi_worker_grads_ready(struct dt_strategy *s, struct dt_model *replicas, int64_t lo)
@@ -206,7 +215,7 @@ static void multi_worker_grads_ready(struct dt_strategy *s, struct dt_model *rep
 		post_bucket(s, w, replicas);
 		w->early++;
 	}
-	dt_mpi_progress(w->reqs, w->posted);
+	dt_mpi_ring_progress(&w->group, w->rings, w->posted);
 }
 
 /*
@@ -266,7 +275,7 @@ static void multi_worker_apply(struct dt_strategy *s, struct dt_model *replicas,
 			plan_buckets(w, &replicas[0]);
 		while (w->posted < w->nbuckets)
 			post_bucket(s, w, replicas);
-		dt_mpi_wait_started(&w->group, w->reqs, w->posted, "the gradient all-reduce", w->step + 1);
+		dt_mpi_ring_wait(&w->group, w->rings, w->posted, "the gradient all-reduce", w->step + 1);
 		w->posted = 0;
 		w->t_allreduce += now() - a;
 	}
@@ -312,7 +321,9 @@ static void multi_worker_release(struct dt_strategy *s)
 				w->nbuckets == 1 ? "" : "s", (double)w->early / (double)w->step);
 	}
 	free(w->bucket_lo);
-	free(w->reqs);
+	free(w->rings);
+	free(w->ring_tmp);
+	free(w->tmp_at);
 	dt_shm_sum_release(&w->shm, !s->failed);
 	if (w->gpu)
 		dt_local_nccl_release(&w->nccl);

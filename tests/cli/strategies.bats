@@ -87,6 +87,17 @@ same() {
 	same one mw3
 }
 
+@test "the gradient sum's ring on 2 to 5 ranks: exact sums, the same bits on every rank, parts of fewer floats than ranks" {
+	need_mpi
+	local ring
+	ring=$(dirname "$DIFF")/ring_check
+	for n in 2 3 4 5; do
+		run mpi $n "$ring"
+		status_is 0
+		[[ $output == *"ring_check: $n ranks, 7 parts: same"* ]]
+	done
+}
+
 @test "multi_worker_mirrored: gradient buckets posted during backward (one per layer), and under accumulation" {
 	need_mpi
 	# On one host the sum is in shared memory unless communication says mpi (the next test).
