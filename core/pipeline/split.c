@@ -159,7 +159,8 @@ void dt_split_records(struct dt_split *s, int64_t count, int64_t nval, int64_t n
 			order[j] = t;
 		}
 	}
-	if (c->stratify) {
+	/* Nothing to cut leaves stratify moot, and the caller reads no labels for it. */
+	if (c->stratify && nval + ntest > 0) {
 		stratify(part, order, count, nval, ntest, labels, nclasses);
 	} else {
 		for (int64_t i = count - ntest - nval; i < count; i++)

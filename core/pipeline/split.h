@@ -53,7 +53,8 @@ struct dt_split {
  * remainder), never taking the last training record of a class, so the
  * parts may come out slightly smaller. labels (count) are the records'
  * classes below nclasses, -1 for unreadable records (a group of their own);
- * only read with c->stratify. Release with dt_split_release.
+ * only read with c->stratify and nval + ntest > 0 (NULL otherwise is fine).
+ * Release with dt_split_release.
  */
 void dt_split_records(struct dt_split *s, int64_t count, int64_t nval, int64_t ntest, const struct dt_split_config *c,
 		      uint64_t seed, const int32_t *labels, int nclasses);

@@ -194,6 +194,28 @@ sorted_model() {
 	stderr_has "m.yaml:" "give either 'test' or 'test_split', not both"
 }
 
+@test "stratify with nothing to split trains on every record: fit, config, summary, inspect" {
+	# No validation_split and no test_split (or test_split 0): stratify is moot, and crashed once.
+	csv_model train.csv test.csv "split: {stratify: true}"
+	sed -i 's/epochs: 30/epochs: 1/' "$TMP/m.yaml"
+	run --separate-stderr "$DTRAIN" fit -q --json "$TMP/m.yaml"
+	not_crashed
+	status_is 0
+	# All 60 records train, in batches of 8; data.test (20 records) is scored whole.
+	[ "$(jq -r 'select(.event == "epoch") | .steps' <<<"$output")" -eq 8 ]
+	[ "$(jq -r 'select(.event == "test") | .samples' <<<"$output")" -eq 20 ]
+	sed -i '/^  test:/d' "$TMP/m.yaml"
+	run --separate-stderr "$DTRAIN" fit -q --json "$TMP/m.yaml" --set data.test_split=0
+	not_crashed
+	status_is 0
+	[ "$(jq -r 'select(.event == "epoch") | .steps' <<<"$output")" -eq 8 ]
+	for cmd in config summary inspect; do
+		run --separate-stderr "$DTRAIN" "$cmd" "$TMP/m.yaml"
+		not_crashed
+		status_is 0
+	done
+}
+
 @test "stratify needs class labels: an error at data.split" {
 	printf 'a,y\n1,0.5\n2,1.5\n3,2.5\n4,3.5\n' >reg.csv
 	cat >r.yaml <<-EOF

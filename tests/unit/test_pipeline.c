@@ -1142,6 +1142,15 @@ static void test_split_stratify(void **state)
 		assert_true(per[0] == 4 && per[1] == 0 && per[2] == 2); /* 7 * 0.5 = 3.5, 4 * 0.5 = 2, then one more */
 		dt_split_release(&sp);
 	}
+
+	/* Nothing to cut: stratify is moot and reads no labels (the caller passes none). */
+	{
+		struct dt_split_config c = { .shuffle = 1, .stratify = 1 };
+		dt_split_records(&sp, 12, 0, 0, &c, 3, NULL, 2);
+		assert_partition(&sp, 12);
+		assert_true(sp.ntrain == 12 && sp.nval == 0 && sp.ntest == 0);
+		dt_split_release(&sp);
+	}
 }
 
 static void test_split_config(void **state)
