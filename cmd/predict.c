@@ -442,7 +442,8 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 		for (int i = 0; i < n; i++)
 			print_line(p, index++, p->named ? r->type->sample_name(r, i) : NULL,
 				   (p->values ? y : probs) + (int64_t)i * p->ncls);
-		if (ferror(stdout)) {
+		/* Each batch's lines out now, not when a block fills: the input may be a stream that goes on. */
+		if (fflush(stdout) != 0 || ferror(stdout)) {
 			if (output_failed(&quiet) < 0)
 				goto out;
 			break;

@@ -84,12 +84,13 @@ static int csv_readline(struct csv_lines *l)
 			if (!l->chunk)
 				l->chunk = dt_malloc(CSV_CHUNK);
 			l->pos = 0;
-			l->have = dt_gz_read(l->gz, l->name, l->chunk, CSV_CHUNK);
+			/* What has come, not a full chunk: predict prints a stream's first lines while it goes on. */
+			l->have = dt_gz_read_some(l->gz, l->name, l->chunk, CSV_CHUNK);
 			if (l->have < 0) {
 				l->have = 0;
 				return -1;
 			}
-			l->eof = l->have == 0; /* a short read may be the bytes before a cut: read on for its error */
+			l->eof = l->have == 0;
 			if (l->eof)
 				break;
 		}

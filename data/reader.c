@@ -281,6 +281,19 @@ int64_t dt_gz_read(struct dt_gz *g, const char *name, void *buf, int64_t n)
 	return got;
 }
 
+int64_t dt_gz_read_some(struct dt_gz *g, const char *name, void *buf, int64_t n)
+{
+	int64_t k;
+	if (g->pos < g->have) { /* bytes a line read made ahead */
+		k = g->have - g->pos < n ? g->have - g->pos : n;
+		memcpy(buf, g->out + g->pos, (size_t)k);
+		g->pos += k;
+		return k;
+	}
+	k = g->cut ? GZ_CUT : gz_make(g, name, buf, n);
+	return k == GZ_CUT ? gz_cut_error(name) : k;
+}
+
 int64_t dt_gz_gets(struct dt_gz *g, const char *name, char *buf, int64_t size)
 {
 	int64_t len = 0;

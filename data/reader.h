@@ -119,6 +119,13 @@ struct dt_gz *dt_gz_open(const char *path);
  */
 int64_t dt_gz_read(struct dt_gz *gz, const char *name, void *buf, int64_t n);
 /*
+ * Reads up to n bytes as read(2) does: what one read of the stream makes
+ * (at least 1 byte, waiting only while none has come), so that a reader of a
+ * pipe gets the lines already written while the writer goes on. Returns the
+ * bytes read, 0 at the end of the stream, or -1 after an error as dt_gz_read.
+ */
+int64_t dt_gz_read_some(struct dt_gz *gz, const char *name, void *buf, int64_t n);
+/*
  * Reads one line into buf, as fgets does: up to size - 1 bytes, through the
  * newline when it comes first, NUL-terminated (the line itself may hold NUL
  * bytes: the count tells its length). Returns the bytes stored, 0 at the end

@@ -173,6 +173,28 @@ npy_u1() {
 	[ "$kb" -lt 40000 ]
 }
 
+@test "predict prints a batch's lines while its input is still open" {
+	# 40 rows, then the input stays open: the first batch (32 rows) must come out before it ends.
+	mkfifo "$TMP/in"
+	"$DTRAIN" predict -q "$D/shaped.yaml" --checkpoint "$CKPT" - <"$TMP/in" >"$TMP/out" 2>"$TMP/err" &
+	pid=$!
+	exec 7>"$TMP/in"
+	gen_rows 40 3 >&7
+	for _ in $(seq 200); do # up to 20 s
+		[ "$(wc -l <"$TMP/out")" -ge 32 ] && break
+		sleep 0.1
+	done
+	early=$(wc -l <"$TMP/out")
+	gen_rows 60 4 >&7
+	exec 7>&-
+	wait "$pid"
+	[ -z "$(cat "$TMP/err")" ] || { cat "$TMP/err"; false; }
+	[ "$early" -eq 32 ]
+	[[ $(sed -n 32p "$TMP/out") == 31,* ]]
+	[ "$(wc -l <"$TMP/out")" -eq 100 ]
+	[[ $(tail -1 "$TMP/out") == 99,* ]]
+}
+
 @test "models/fruit_csv.yaml trains on its CSV and predicts fruit names" {
 	run --separate-stderr "$DTRAIN" fit -q "$REPO/models/fruit_csv.yaml" --set fit.epochs=2 --set checkpoint.dir="$TMP/fruit"
 	status_is 0
