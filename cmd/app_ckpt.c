@@ -5,6 +5,7 @@
  * class names and weights (the moving average under use_ema). One loader,
  * so that every command reads a checkpoint the same way.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,12 +261,20 @@ int dt_app_checkpoint(struct dt_app *a, const struct dt_opts *o)
 
 int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, char ***names)
 {
-	const char *meta = dt_checkpoint_meta(a->ckpt, "class_names");
+	const char *meta = dt_checkpoint_meta(a->ckpt, "class_names"), *count = dt_checkpoint_meta(a->ckpt, "num_classes");
 	cJSON *list = meta ? cJSON_Parse(meta) : NULL, *it;
 	int n = cJSON_GetArraySize(list), k = 0;
 
 	memset(map, 0, sizeof(*map));
 	*names = NULL;
+	if (!meta && count) {
+		char *end;
+		long c = strtol(count, &end, 10);
+		if (end == count || *end || c < 1 || c > INT_MAX)
+			return dt_error("the num_classes of '%s' is not a count of classes: '%.40s'", a->ckpt_path, count);
+		map->n = (int)c;
+		return 0;
+	}
 	if (!meta)
 		return 0;
 	if (!cJSON_IsArray(list) || n < 1) {

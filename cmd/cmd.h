@@ -125,10 +125,11 @@ void dt_app_config_name(struct dt_app *a);
  */
 int dt_app_checkpoint(struct dt_app *a, const struct dt_opts *o);
 /*
- * The class names fit stored in a->ckpt (class_names metadata, for training
- * data with named classes) into map, the strings owned by *names (free each,
- * then the array). map->n 0 when it has none. 0, or -1 when they are not a
- * list of names.
+ * The classes fit stored in a->ckpt into map: the class_names metadata (for
+ * training data with named classes), the strings owned by *names (free
+ * each, then the array), or num_classes (numbered classes: map->names and
+ * *names NULL). map->n 0 when it has neither. 0, or -1 when they are not a
+ * list of names or a count.
  */
 int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, char ***names);
 /*

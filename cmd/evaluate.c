@@ -118,7 +118,7 @@ out:
 	free(m.stats);
 	dt_preprocess_release(&pp);
 	dt_app_release(&a);
-	for (int i = 0; i < classes.n; i++)
+	for (int i = 0; names && i < classes.n; i++)
 		free(names[i]);
 	free(names);
 out_opts:

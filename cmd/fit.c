@@ -253,7 +253,7 @@ int cmd_fit(int argc, char **argv)
 	a.trainer.trace = trace;
 	a.strategy.quiet = o.quiet;
 	env = (struct dt_callback_env){ .dir = dir, .chief = a.strategy.is_chief, .quiet = o.quiet, .json = o.json };
-	if (a.train_src.class_names) {
+	if (dt_source_has_classes(&a.train_src)) {
 		env.class_names = a.train_src.class_names;
 		env.num_classes = a.train_src.num_classes;
 	}

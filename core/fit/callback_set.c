@@ -77,6 +77,10 @@ static void collect_metadata(struct dt_callback_set *set, const struct dt_run_co
 		set->class_names_json = cJSON_PrintUnformatted(names);
 		cJSON_Delete(names);
 		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "class_names", set->class_names_json };
+	} else if (env->num_classes > 0) {
+		/* Numbered classes: evaluate refuses a test label the training data did not have, as fit does. */
+		snprintf(set->num_classes_text, sizeof(set->num_classes_text), "%d", env->num_classes);
+		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "num_classes", set->num_classes_text };
 	}
 	if (env->preprocessing)
 		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "preprocessing", env->preprocessing };

@@ -25,7 +25,7 @@ struct dt_callback_env {
 	int quiet;                /* fit -q */
 	int json;                 /* fit --json */
 	char *const *class_names; /* the training data's class names, stored for predict; NULL: none */
-	int num_classes;
+	int num_classes;          /* its classes when labels are class indices (named or numbers), else 0 */
 	const char *preprocessing; /* the normalization fit used as JSON (evaluate and predict reuse it); NULL: none */
 	const struct dt_shape *input_shape; /* the model's per-sample input, stored for a checkpoint alone; NULL: none */
 };
@@ -49,6 +49,7 @@ struct dt_callback_set {
 	int nextra;
 	char *config_json;            /* the resolved config, in every file */
 	char *class_names_json;
+	char num_classes_text[16];    /* "3": numbered classes, that have no names to store */
 	char *input_shape_json;       /* [28,28,1] */
 };
 

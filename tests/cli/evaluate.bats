@@ -274,6 +274,40 @@ header_file() {
 	[ "$(jq -r .samples <<<"$output")" = 30 ]
 }
 
+@test "--data FILE: a numbered label the training data lacks is an error naming the row, as in fit; on_error: skip skips it" {
+	local d=$TMP/num
+	mkdir -p "$d"
+	# Classes 0 to 2 in training; the test file's row 5 (line 6) has class 3.
+	awk 'BEGIN { srand(4); print "a,b,y"; for (i = 0; i < 60; i++) { c = i % 3;
+		printf "%.3f,%.3f,%d\n", c + rand() * 0.3, c - rand() * 0.3, c } }' >"$d/train.csv"
+	head -11 "$d/train.csv" | awk -F, 'NR == 6 { $3 = 3 } 1' OFS=, >"$d/test.csv"
+	for units in 5 3; do
+		cat >"$d/m$units.yaml" <<-EOF
+			model: {layers: [dense: {units: $units, activation: softmax}]}
+			compile: {optimizer: adam, loss: sparse_categorical_crossentropy, metrics: [accuracy]}
+			data: {train: {format: csv, path: train.csv, label: y}}
+			fit: {epochs: 1}
+			checkpoint: {dir: $d/run$units}
+		EOF
+		"$DTRAIN" fit -q "$d/m$units.yaml" >/dev/null 2>&1
+		# More outputs than training classes (5) or as many (3): the same error either way.
+		run --separate-stderr "$DTRAIN" evaluate "$d/run$units/latest.safetensors" --data "$d/test.csv" --report
+		not_crashed
+		status_is 1
+		stderr_has "'$d/test.csv', row 6: label '3' is not a class of the training data (0 to 2)"
+		[ -z "$output" ]
+		run --separate-stderr "$DTRAIN" evaluate "$d/run$units/latest.safetensors" --data "$d/test.csv" --json \
+			--set data.on_error=skip
+		status_is 0
+		stderr_has "skipped 1 unreadable record of '$d/test.csv'"
+		[ "$(jq -r .event <<<"$output")" = evaluate ]
+	done
+	# fit scores the same file as data.test with the same error.
+	run --separate-stderr "$DTRAIN" fit -q "$d/m5.yaml" --set "data.test={format: csv, path: $d/test.csv, label: y}"
+	status_is 1
+	stderr_has "'$d/test.csv', row 6: label '3' is not a class of the training data (0 to 2)"
+}
+
 @test "CHECKPOINT first: an older checkpoint without input_shape still works; one without a config is refused by name" {
 	cp "$RUN/latest.safetensors" "$TMP/old.safetensors"
 	python3 "$REPO/tests/tools/ckpt_meta.py" "$TMP/old.safetensors" -input_shape -config_name
