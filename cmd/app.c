@@ -306,10 +306,16 @@ static int open_source(struct dt_source *s, const struct dt_node *args, const st
 	return dt_source_open_classes(s, args, dt_source_types, map) < 0 ? dt_exit_status() : 0;
 }
 
-/* The classes of the training source s, by which the other sources number theirs; NULL when it has none. */
-static const struct dt_class_map *source_classes(const struct dt_source *s, struct dt_class_map *m)
+/*
+ * The classes of the training source s, by which the other sources number
+ * theirs; NULL when it has none, or when the loss is a regression loss: whole
+ * numbers are then values (the diabetes data's targets), and a test target
+ * above the training data's largest is no unknown class.
+ */
+static const struct dt_class_map *source_classes(const struct dt_app *a, const struct dt_source *s,
+						 struct dt_class_map *m)
 {
-	if (!dt_source_has_classes(s))
+	if (!dt_source_has_classes(s) || dt_loss_is_regression(a->cfg.loss))
 		return NULL;
 	*m = (struct dt_class_map){ s->num_classes, s->class_names };
 	return m;
@@ -617,7 +623,7 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 			return rc;
 		*(need_train ? &a->have_train_src : &a->have_test_src) = 1;
 		rc = split_training(a, whole, &parts);
-		map = source_classes(whole, &classes);
+		map = source_classes(a, whole, &classes);
 	}
 	if (!rc && need_train)
 		rc = train_pipelines(a, &parts, map);

@@ -63,7 +63,7 @@ int cmd_evaluate(int argc, char **argv)
 		rc = DT_EXIT_FAIL;
 		if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_classes(&a, &classes, &names) < 0)
 			goto out;
-		a.test_classes = classes.n ? &classes : NULL;
+		a.test_classes = classes.n && !dt_loss_is_regression(a.cfg.loss) ? &classes : NULL;
 	}
 	if ((rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
 		goto out;

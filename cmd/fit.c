@@ -253,7 +253,7 @@ int cmd_fit(int argc, char **argv)
 	a.trainer.trace = trace;
 	a.strategy.quiet = o.quiet;
 	env = (struct dt_callback_env){ .dir = dir, .chief = a.strategy.is_chief, .quiet = o.quiet, .json = o.json };
-	if (dt_source_has_classes(&a.train_src)) {
+	if (dt_source_has_classes(&a.train_src) && !dt_loss_is_regression(a.cfg.loss)) {
 		env.class_names = a.train_src.class_names;
 		env.num_classes = a.train_src.num_classes;
 	}

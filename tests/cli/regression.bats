@@ -217,3 +217,24 @@ errors() {
 	[[ $stderr == *"val_rmse"* ]]
 	[[ $stderr != *"classes"* && $stderr != *"one class"* ]]
 }
+
+@test "whole-number targets are values, not classes: a test target above every training target is scored (fit and evaluate)" {
+	# The diabetes data's targets are whole numbers; they were taken for class numbers, and a
+	# test target above the training data's largest was "not a class of the training data".
+	printf 'x1,x2,x3,y\n1,0,0,3\n0,1,0,7\n0,0,1,12\n1,1,1,5\n' >"$TMP/train.csv"
+	printf 'x1,x2,x3,y\n1,0,0,40\n0,1,0,2\n' >"$TMP/test.csv"
+	weights "$TMP/c.safetensors" 3 1 0 0 0 4
+	run --separate-stderr bash -c "cd '$TMP' && '$DTRAIN' fit linear.yaml --json -q --init-weights c.safetensors"
+	status_is 0
+	local test want
+	test=$(jq -c 'select(.event == "test")' <<<"$output")
+	read -r -a want < <(errors "$TMP/test.csv" 4)
+	[ "$(jq -r .samples <<<"$test")" = 2 ]
+	close "$(jq -r .mae <<<"$test")" "${want[0]}"
+	close "$(jq -r .rmse <<<"$test")" "${want[1]}"
+	# the checkpoint keeps no classes, and evaluate scores the same file alike
+	! grep -a -q num_classes "$TMP/run/latest.safetensors"
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/run/latest.safetensors" --data "$TMP/test.csv" --json
+	status_is 0
+	close "$(jq -r .mae <<<"$output")" "${want[0]}"
+}
