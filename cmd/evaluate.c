@@ -100,7 +100,7 @@ int cmd_evaluate(int argc, char **argv)
 		if (ema)
 			cJSON_AddStringToObject(j, "weights", "ema");
 		dt_app_metrics_json(&a, &m, j);
-		cJSON_AddNumberToObject(j, "samples", (double)dt_pipeline_size(&a.test));
+		cJSON_AddNumberToObject(j, "samples", (double)m.samples);
 		if (o.report)
 			cJSON_AddItemToObject(j, "report", dt_report_json(m.stats, a.trainer.metrics.classes, report_names));
 		text = cJSON_PrintUnformatted(j);
@@ -108,7 +108,7 @@ int cmd_evaluate(int argc, char **argv)
 		free(text);
 		cJSON_Delete(j);
 	} else {
-		fprintf(stderr, "%lld samples", (long long)dt_pipeline_size(&a.test));
+		fprintf(stderr, "%lld samples", (long long)m.samples);
 		dt_app_metrics_line(&a, &m, stderr);
 		if (o.report)
 			dt_report_print(stdout, m.stats, a.trainer.metrics.classes, report_names);

@@ -30,14 +30,14 @@ static const char usage[] =
 	"  --resume               continue the run in checkpoint.dir from its latest checkpoint\n"
 	"  -h, --help             this help\n";
 
-static void print_test(const struct dt_app *a, int json, int quiet, const struct dt_metrics *m, int64_t n)
+static void print_test(const struct dt_app *a, int json, int quiet, const struct dt_metrics *m)
 {
 	if (json) {
 		cJSON *o = cJSON_CreateObject();
 		char *text;
 		cJSON_AddStringToObject(o, "event", "test");
 		dt_app_metrics_json(a, m, o);
-		cJSON_AddNumberToObject(o, "samples", (double)n);
+		cJSON_AddNumberToObject(o, "samples", (double)m->samples);
 		text = cJSON_PrintUnformatted(o);
 		printf("%s\n", text);
 		free(text);
@@ -45,7 +45,7 @@ static void print_test(const struct dt_app *a, int json, int quiet, const struct
 	}
 	if (quiet)
 		return;
-	fprintf(stderr, "test: %lld samples", (long long)n);
+	fprintf(stderr, "test: %lld samples", (long long)m->samples);
 	dt_app_metrics_line(a, m, stderr);
 }
 
@@ -211,7 +211,7 @@ static int train(struct dt_app *a, const struct dt_opts *o, const struct dt_call
 		}
 		if (dt_evaluate(&a->trainer, &a->test, &m) < 0)
 			return DT_EXIT_FAIL;
-		print_test(a, o->json, o->quiet, &m, dt_pipeline_size(&a->test));
+		print_test(a, o->json, o->quiet, &m);
 	}
 	return DT_EXIT_OK;
 }

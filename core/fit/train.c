@@ -368,6 +368,7 @@ int dt_evaluate(struct dt_trainer *t, struct dt_pipeline *p, struct dt_metrics *
 	out->accuracy = logs.accuracy;
 	out->mae = logs.mae;
 	out->rmse = logs.rmse;
+	out->samples = (int64_t)sums[DT_SUM_SAMPLES];
 	memcpy(out->metric, logs.metric, sizeof(out->metric));
 	if (out->stats)
 		memcpy(out->stats, stats, (size_t)t->metrics.nstats * sizeof(double));

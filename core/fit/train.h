@@ -43,6 +43,7 @@ struct dt_metrics {
 	double loss, accuracy, mae, rmse;
 	double metric[DT_MAX_METRICS]; /* the trainer's metrics' values (dt_metric_value) */
 	double *stats;                 /* set by the caller: a buffer of metrics.nstats that gets the statistics, or NULL */
+	int64_t samples;               /* dt_evaluate: the samples scored (records skipped under on_error: skip are not) */
 };
 
 /*

@@ -301,11 +301,18 @@ header_file() {
 		status_is 0
 		stderr_has "skipped 1 unreadable record of '$d/test.csv'"
 		[ "$(jq -r .event <<<"$output")" = evaluate ]
+		# the samples scored: 10 records, 1 skipped
+		[ "$(jq -r .samples <<<"$output")" = 9 ]
 	done
 	# fit scores the same file as data.test with the same error.
 	run --separate-stderr "$DTRAIN" fit -q "$d/m5.yaml" --set "data.test={format: csv, path: $d/test.csv, label: y}"
 	status_is 1
 	stderr_has "'$d/test.csv', row 6: label '3' is not a class of the training data (0 to 2)"
+	run --separate-stderr "$DTRAIN" fit "$d/m5.yaml" --set "data.test={format: csv, path: $d/test.csv, label: y}" \
+		--set data.on_error=skip --json
+	status_is 0
+	[ "$(jq -r 'select(.event == "test") | .samples' <<<"$output")" = 9 ]
+	stderr_has "test: 9 samples"
 }
 
 @test "CHECKPOINT first: an older checkpoint without input_shape still works; one without a config is refused by name" {
