@@ -274,6 +274,30 @@ header_file() {
 	[ "$(jq -r .samples <<<"$output")" = 30 ]
 }
 
+@test "--data FILE with a feature the model was not trained on: the data is named, not the checkpoint's weights" {
+	local d=$TMP/wide
+	mkdir -p "$d"
+	awk 'BEGIN { srand(5); print "a,b,y"; for (i = 0; i < 30; i++) { c = i % 3;
+		printf "%.3f,%.3f,%d\n", c + rand() * 0.3, c - rand() * 0.3, c } }' >"$d/train.csv"
+	awk -F, 'BEGIN { OFS = "," } { print $1, $2, (NR == 1 ? "extra" : 0.5), $3 }' "$d/train.csv" >"$d/test.csv"
+	cat >"$d/m.yaml" <<-EOF
+		model: {layers: [dense: {units: 3, activation: softmax}]}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data: {train: {format: csv, path: train.csv, label: y}}
+		fit: {epochs: 1}
+		checkpoint: {dir: $d/run}
+	EOF
+	"$DTRAIN" fit -q "$d/m.yaml" >/dev/null 2>&1
+	# the model file (its run's checkpoint), then the checkpoint alone
+	for model in "$d/m.yaml" "$d/run/latest.safetensors"; do
+		run --separate-stderr "$DTRAIN" evaluate "$model" --data "$d/test.csv"
+		not_crashed
+		status_is 2
+		stderr_has "was trained on samples of (2,), but those of '$d/test.csv' are (3,)"
+		[[ $stderr != *"tensor 'dense/kernel'"* && $stderr != *"--set:"* ]]
+	done
+}
+
 @test "--data FILE: a numbered label the training data lacks is an error naming the row, as in fit; on_error: skip skips it" {
 	local d=$TMP/num
 	mkdir -p "$d"
