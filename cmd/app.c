@@ -308,17 +308,24 @@ static int open_source(struct dt_source *s, const struct dt_node *args, const st
 
 /*
  * The classes of the training source s, by which the other sources number
- * theirs; NULL when it has none, or when the loss is a regression loss: whole
- * numbers are then values (the diabetes data's targets), and a test target
- * above the training data's largest is no unknown class.
+ * theirs, and its feature names, by which they find their columns; NULL
+ * when it has neither. No classes (n 0) when the loss is a regression loss:
+ * whole numbers are then values (the diabetes data's targets), and a test
+ * target above the training data's largest is no unknown class.
  */
 static const struct dt_class_map *source_classes(const struct dt_app *a, const struct dt_source *s,
 						 struct dt_class_map *m)
 {
-	if (!dt_source_has_classes(s) || dt_loss_is_regression(a->cfg.loss))
-		return NULL;
-	*m = (struct dt_class_map){ s->num_classes, s->class_names };
-	return m;
+	*m = (struct dt_class_map){ 0 };
+	if (dt_source_has_classes(s) && !dt_loss_is_regression(a->cfg.loss)) {
+		m->n = s->num_classes;
+		m->names = s->class_names;
+	}
+	if (s->feature_names) {
+		m->nfeatures = (int)dt_shape_count(&s->sample);
+		m->features = s->feature_names;
+	}
+	return m->n || m->features ? m : NULL;
 }
 
 /* Options of a pipeline from the data section; augmentation for training data only. */

@@ -41,6 +41,13 @@
  * with bounded memory: features only, or the training layout (one more
  * column, the label, which it skips). It always decides about the first row
  * as header: auto does, and every bad row is an error.
+ *
+ * Columns by name: a training file's header names its features, kept in
+ * s->feature_names (and by fit in the checkpoint). A validation, test or
+ * predict file with a header is read by those names (the class map's
+ * features, the reader's o->features): each training feature from the
+ * column of its name, whatever the order; a file without a header by
+ * position.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -244,6 +251,13 @@ struct csv_layout {
 	int weight_col; /* the sample_weight column, -1: none */
 	char **names;  /* ncols header names (NULL-terminated, pointers into name_text), or NULL */
 	char *name_text;
+	/*
+	 * The column of each of the nfeatures features, in the order they are
+	 * extracted: every column but the labels and the sample_weight, in file
+	 * order, or the training data's order when taken by name (malloc'd).
+	 */
+	int *feature_cols;
+	int nfeatures;
 	char delim;
 };
 
@@ -266,9 +280,20 @@ static int csv_not_feature(const struct csv_layout *L, int i)
 	return 0;
 }
 
+/* The features are every column but the labels and the sample_weight, in file order: L->feature_cols. */
+static void csv_feature_columns(struct csv_layout *L)
+{
+	free(L->feature_cols);
+	L->feature_cols = dt_malloc((size_t)L->ncols * sizeof(int));
+	L->nfeatures = 0;
+	for (int i = 0; i < L->ncols; i++)
+		if (!csv_not_feature(L, i))
+			L->feature_cols[L->nfeatures++] = i;
+}
+
 /*
- * The features of one split row into x (ncols minus the label). NULL if the
- * row is good, else what is wrong with it ("row 17: ..." in msg).
+ * The features of one split row into x (L->nfeatures, from L->feature_cols).
+ * NULL if the row is good, else what is wrong with it ("row 17: ..." in msg).
  */
 static const char *csv_features(const struct csv_layout *L, char **f, int k, int64_t line, float *x, char *msg,
 				size_t size)
@@ -286,10 +311,9 @@ static const char *csv_features(const struct csv_layout *L, char **f, int k, int
 		snprintf(msg, size, "row %lld: expected %d fields, found %d", (long long)line, L->ncols, k);
 		return msg;
 	}
-	for (int i = 0, j = 0; i < k; i++) {
-		if (csv_not_feature(L, i))
-			continue;
-		if (csv_number(f[i], &x[j++]) < 0) {
+	for (int j = 0; j < L->nfeatures; j++) {
+		int i = L->feature_cols[j];
+		if (csv_number(f[i], &x[j]) < 0) {
 			csv_column(L, i, col, sizeof(col));
 			if (!f[i][0])
 				snprintf(msg, size, "row %lld, %s: the field is empty", (long long)line, col);
@@ -491,6 +515,69 @@ static void csv_labels_free(struct csv_labels *t)
 	free(t->slot);
 }
 
+/*
+ * Takes the training data's features (the nf names `want`, in its order)
+ * from the columns of those names in the header L->names, wherever they
+ * are, so that a file with its columns in another order reads as the
+ * training file: pandas and Keras users select columns by name. A training
+ * feature the header lacks, a feature column the training data did not
+ * have, or a feature name twice: an error naming the file (`line`: the
+ * header's row), -1. A note when the order differs.
+ */
+static int csv_features_by_name(struct csv_layout *L, char *const *want, int nf, const char *file, int64_t line)
+{
+	struct csv_labels have = { 0 }; /* the names of the feature columns: name i is feature column i's */
+	int *cols = dt_malloc((size_t)(nf + 1) * sizeof(int));
+	uint8_t *used = dt_calloc((size_t)L->nfeatures + 1, 1);
+	int rc = -1, moved = 0;
+
+	for (int i = 0; i < L->nfeatures; i++) {
+		const char *name = L->names[L->feature_cols[i]];
+		if (csv_intern(&have, name) != i) {
+			dt_error("'%s' names the column '%s' twice in its header (row %lld): its columns are taken by "
+				 "the training data's names", file, name, (long long)line);
+			goto out;
+		}
+	}
+	for (int j = 0; j < nf; j++) {
+		int k = csv_lookup(&have, want[j], 0);
+		if (k < 0) {
+			const char *hint = dt_did_you_mean(want[j], (const char *const *)L->names);
+			dt_error("'%s' has no column '%s' in its header (row %lld), a feature of the training data%s%s%s",
+				 file, want[j], (long long)line, hint ? "; did you mean '" : "", hint ? hint : "",
+				 hint ? "'?" : "");
+			goto out;
+		}
+		if (used[k]) { /* a checkpoint edited by hand */
+			dt_error("the training data's feature names hold '%s' twice", want[j]);
+			goto out;
+		}
+		used[k] = 1;
+		cols[j] = L->feature_cols[k];
+	}
+	for (int i = 0; i < L->nfeatures; i++) {
+		if (!used[i]) {
+			dt_error("'%s' has a column '%s' (row %lld, its header) that is not a feature of the training data",
+				 file, L->names[L->feature_cols[i]], (long long)line);
+			goto out;
+		}
+	}
+	/* Every feature column taken once: nf == nfeatures. */
+	for (int j = 0; j < nf; j++)
+		moved |= cols[j] != L->feature_cols[j];
+	if (moved)
+		dt_note("'%s': columns taken by name, in another order than the training data's", file);
+	free(L->feature_cols);
+	L->feature_cols = cols;
+	cols = NULL;
+	rc = 0;
+out:
+	csv_labels_free(&have);
+	free(cols);
+	free(used);
+	return rc;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /*
@@ -543,6 +630,25 @@ static void csv_take_map(struct dt_source *s, const struct dt_class_map *map)
 	s->class_names = dt_malloc((size_t)map->n * sizeof(char *));
 	for (int i = 0; i < map->n; i++)
 		s->class_names[i] = dt_strdup(map->names[i]);
+}
+
+/*
+ * The header's names of the features, in the order read, as s->feature_names,
+ * for the checkpoint; none when a name repeats: such columns cannot be found
+ * by name.
+ */
+static void csv_keep_feature_names(struct dt_source *s, const struct csv_layout *L)
+{
+	struct csv_labels seen = { 0 };
+	int distinct = 1;
+	for (int j = 0; j < L->nfeatures && distinct; j++)
+		distinct = csv_intern(&seen, L->names[L->feature_cols[j]]) == j;
+	csv_labels_free(&seen);
+	if (!distinct)
+		return;
+	s->feature_names = dt_malloc((size_t)L->nfeatures * sizeof(char *));
+	for (int j = 0; j < L->nfeatures; j++)
+		s->feature_names[j] = dt_strdup(L->names[L->feature_cols[j]]);
 }
 
 static void csv_close(struct dt_source *s)
@@ -731,9 +837,11 @@ static void csv_free_names(struct csv_layout *L)
 	free(L->names);
 	free(L->name_text);
 	free(L->label_cols);
+	free(L->feature_cols);
 	L->names = NULL;
 	L->name_text = NULL;
 	L->label_cols = NULL;
+	L->feature_cols = NULL;
 	L->nlabels = 0;
 }
 
@@ -837,6 +945,7 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	struct csv_layout L = { 0 };
 	struct csv_labels labels = { 0 }, known = { 0 };
 	const struct dt_class_map *map = s->class_map && s->class_map->n > 0 ? s->class_map : NULL;
+	const struct dt_class_map *train = s->class_map; /* its features: the training data's columns */
 	struct dt_shape shape = { 0 };
 	const char *given;
 	char *path = NULL, **fields = NULL, msg[512];
@@ -857,7 +966,11 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	if (csv_layout_read(&l, args, header, skip, &L, &fields, &cap, &pending) < 0)
 		goto out;
 	d->labels = L.nlabels ? L.nlabels : 1;
-	d->features = L.ncols - d->labels - (L.weight_col >= 0);
+	csv_feature_columns(&L);
+	if (train && train->features && L.names &&
+	    csv_features_by_name(&L, train->features, train->nfeatures, s->name, l.line) < 0)
+		goto out;
+	d->features = L.nfeatures;
 	if (shape.ndim && dt_shape_count(&shape) != d->features) {
 		char buf[64];
 		dt_node_error(dt_node_get(args, "shape"), "shape %s holds %lld values but the rows of '%s' have %lld features",
@@ -950,6 +1063,8 @@ static int csv_open(struct dt_source *s, const struct dt_node *args)
 	s->count = rows;
 	s->sample = shape.ndim ? shape : dt_shape_make(1, (int[]){ (int)d->features });
 	s->label = dt_shape_make(1, (int[]){ d->labels });
+	if (L.names)
+		csv_keep_feature_names(s, &L);
 	if (L.nlabels)
 		s->num_classes = 0; /* vectors, not class indices */
 	else if (map)
@@ -1080,6 +1195,30 @@ static int csv_stream_columns(struct dt_reader *r, struct csv_stream *c, const s
 }
 
 /*
+ * A column of a header row (c->fields, k of them) that is no training
+ * feature (o->features) nor the training label (by name) or sample_weight:
+ * an error naming it, -1. 0 when there is none, or when the label's name is
+ * unknown.
+ */
+static int csv_stream_foreign(const struct dt_reader *r, const struct csv_stream *c, const struct dt_reader_opts *o,
+			      const struct dt_node *label, const struct dt_node *weight, int k)
+{
+	long index;
+	if (!label || label->kind != DT_NODE_SCALAR || csv_label_index(label, &index))
+		return 0;
+	for (int i = 0; i < k; i++) {
+		const char *name = c->fields[i];
+		int known = !strcmp(name, label->value) || (weight && !strcmp(name, weight->value));
+		for (int j = 0; j < o->nfeatures && !known; j++)
+			known = !strcmp(name, o->features[j]);
+		if (!known)
+			return dt_error("'%s' has a column '%s' (row %lld, its header) that is not a feature of the training "
+					"data", r->name, name, (long long)c->l.line);
+	}
+	return 0;
+}
+
+/*
  * The first row decides the layout: features only (as many fields as the
  * model's input), or more fields, the label columns of the training layout
  * (data.train's label, else the last; label: [a, b, ...] names several),
@@ -1087,7 +1226,8 @@ static int csv_stream_columns(struct dt_reader *r, struct csv_stream *c, const s
  * header when it holds a label column's name, or by header: auto's rule (a
  * feature field that is not a number), whatever data.train's header and
  * skip_rows say: those describe the training file, not this input. A note
- * says which.
+ * says which. A header gives each of the training data's features
+ * (o->features) from the column of its name.
  */
 static int csv_stream_open(struct dt_reader *r, const char *path, const struct dt_reader_opts *o)
 {
@@ -1162,6 +1302,9 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 		}
 	} else if (k != c->features) {
 		char more[96] = "";
+		/* A header with a column too many: name it, not only the count. */
+		if (o->features && csv_is_header(c->fields, k, -1) && csv_stream_foreign(r, c, o, label, weight, k) < 0)
+			return -1;
 		if (weight)
 			snprintf(more, sizeof(more), ", or %lld with the sample_weight too", (long long)c->features + nlab + 1);
 		return dt_error("'%s', row %lld: expected %lld fields (the model's input), or %lld with %s%s, found %d",
@@ -1171,8 +1314,12 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	if (!header)
 		header = csv_is_header(c->fields, k, c->L.label_col);
 	csv_note_first_row(r->name, c->l.line, c->fields, k, header);
+	csv_feature_columns(&c->L);
 	if (header)
 		csv_keep_names(&c->L, c->fields, k);
+	if (header && o->features &&
+	    csv_features_by_name(&c->L, o->features, o->nfeatures, r->name, c->l.line) < 0)
+		return -1;
 	c->pending = !header;
 	return 0;
 }

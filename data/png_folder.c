@@ -452,7 +452,7 @@ static int folder_read(struct dt_source *s, const int64_t *idx, int n, float *x,
 				return dt_error("'%s' (record %lld of '%s'): its folder '%s' is not a class of the "
 						"training data (%s)", path, (long long)idx[i], s->name,
 						d->folders[-1 - d->labels[idx[i]]],
-						dt_class_map_format(&(struct dt_class_map){ s->num_classes, s->class_names },
+						dt_class_map_format(&(struct dt_class_map){ .n = s->num_classes, .names = s->class_names },
 								    names, sizeof(names)));
 			bad[i] = 1;
 			continue;

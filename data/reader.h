@@ -37,6 +37,14 @@ struct dt_reader_opts {
 	 */
 	const struct dt_node *train;
 	/*
+	 * The training data's feature column names (nfeatures, its order: the
+	 * checkpoint's feature_names), or NULL: a CSV input with a header gives
+	 * each feature from the column of its name, else an error naming the
+	 * missing or foreign column. Not owned.
+	 */
+	char *const *features;
+	int nfeatures;
+	/*
 	 * 1 (data.on_error: skip): a record that cannot be decoded is skipped
 	 * with a warning naming it instead of stopping the read. Only the PNG
 	 * reader has such records (a path it cannot decode); the others ignore it.

@@ -65,6 +65,9 @@ void dt_source_close(struct dt_source *s)
 			free(s->class_names[i]);
 		free(s->class_names);
 	}
+	for (int64_t i = 0; s->feature_names && i < dt_shape_count(&s->sample); i++)
+		free(s->feature_names[i]);
+	free(s->feature_names);
 	free(s->sample_weight);
 	memset(s, 0, sizeof(*s));
 }

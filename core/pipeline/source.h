@@ -12,7 +12,9 @@
  * test sources are opened with that map (dt_source_open_classes), so a file
  * that lacks a class, or lists them in another order, still numbers each
  * class as training did. evaluate takes the map from the checkpoint's
- * class_names when it opens no training data.
+ * class_names when it opens no training data. The map also carries the
+ * training data's feature column names, so that a CSV file with a header
+ * gives each feature from the column of its name, in whatever order.
  */
 #ifndef DT_SOURCE_H
 #define DT_SOURCE_H
@@ -25,11 +27,16 @@
 /*
  * The classes of the training data, by which other data number their labels:
  * n classes, and names[0..n) when the training labels are names (CSV label
- * strings, PNG folders), NULL when they are class numbers. Not owned.
+ * strings, PNG folders), NULL when they are class numbers; n 0 when the
+ * labels are no classes (a regression). features[0..nfeatures): the names
+ * of the training data's feature columns, in its order, when its file had
+ * a header (else NULL, 0). Not owned.
  */
 struct dt_class_map {
 	int n;
 	char *const *names;
+	int nfeatures;
+	char *const *features;
 };
 
 struct dt_source {
@@ -53,6 +60,13 @@ struct dt_source {
 	 */
 	char **class_names;
 	/*
+	 * The names of the feature columns (dt_shape_count(&sample) malloc'd
+	 * strings in a malloc'd array, freed by dt_source_close) when the file
+	 * names its columns: a CSV header. NULL otherwise. Checkpoints store them,
+	 * so that test and predict files are read by column name.
+	 */
+	char **feature_names;
+	/*
 	 * During open() only (dt_source_open_classes sets it, then NULL): the
 	 * classes to number labels by, or NULL for the source's own numbering.
 	 * A format that knows names (csv, png_folder) numbers each label by its
@@ -60,6 +74,9 @@ struct dt_source {
 	 * outside the map makes its record unreadable (an error naming the file
 	 * and row or path, or skipped under data.on_error: skip), and
 	 * num_classes and class_names become the map's. Other formats ignore it.
+	 * With map->features, csv takes each training feature from the column
+	 * of its name in the file's header (a missing or foreign feature column
+	 * is an error at open); a file without a header is read by position.
 	 */
 	const struct dt_class_map *class_map;
 	/*

@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const char *const label[] = { "-1", "0", "1", "species" };
 	static const char *const delim[] = { "\",\"", "\"\\t\"", "\";\"", "\" \"" };
 	static char *const names[] = { "a", "b", "c" };
-	const struct dt_class_map map_names = { 3, names }, map_numbers = { 3, NULL };
+	const struct dt_class_map map_names = { .n = 3, .names = names }, map_numbers = { .n = 3 };
 	struct dt_source s;
 	struct dt_doc *d;
 	char yaml[2 * sizeof(fuzz_paths) + 256]; /* two paths (gcc bounds them by the whole table) */

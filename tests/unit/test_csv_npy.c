@@ -112,7 +112,7 @@ static void test_csv_numeric_labels_no_header(void **state)
 static void test_csv_class_map(void **state)
 {
 	static char *const train[] = { "setosa", "versicolor", "virginica" };
-	const struct dt_class_map names = { 3, train }, numbers = { 3, NULL };
+	const struct dt_class_map names = { .n = 3, .names = train }, numbers = { .n = 3 };
 	char *f = write_text(".csv", "a,b,species\n1,2,virginica\n3,4,setosa\n5,6,dog\n7,8,virginica\n");
 	struct dt_source s;
 	int64_t idx[4] = { 0, 1, 2, 3 };
@@ -160,6 +160,74 @@ static void test_csv_class_map(void **state)
 	dt_error_set_quiet(0);
 	assert_error_contains("has no readable row; the first: row 1: label 'dog' is not a class");
 	drop(f);
+}
+
+/*
+ * Columns by name: a training header's feature names are kept (none when a
+ * name repeats); a file opened with them takes each feature from the column
+ * of its name, whatever its place, and refuses a missing or a foreign
+ * feature column; a file without a header is read by position. predict's
+ * stream reader does the same.
+ */
+static void test_csv_columns_by_name(void **state)
+{
+	static char *const features[] = { "a", "b", "c" };
+	const struct dt_class_map map = { .nfeatures = 3, .features = features };
+	char *train = write_text(".csv", "a,b,c,y\n1,2,3,p\n4,5,6,q\n");
+	char *moved = write_text(".csv", "y,c,a,b\np,3,1,2\n");
+	char *missing = write_text(".csv", "a,b,d,y\n1,2,3,p\n");
+	char *extra = write_text(".csv", "a,b,c,e,y\n1,2,3,9,p\n");
+	char *plain = write_text(".csv", "3,1,2,p\n");
+	char *twice = write_text(".csv", "a,a,b,y\n1,2,3,p\n");
+	char *stream = write_text(".csv", "c,b,a\n3,2,1\n");
+	struct dt_reader_opts o = { .sample = dt_shape_make(1, (int[]){ 3 }), .features = features, .nfeatures = 3 };
+	struct dt_reader r;
+	struct dt_source s;
+	float x[6], y[2];
+
+	assert_int_equal(dt_test_open_source(&s, "{format: csv, path: '%s', label: y}", train), 0);
+	assert_non_null(s.feature_names);
+	assert_true(!strcmp(s.feature_names[0], "a") && !strcmp(s.feature_names[2], "c"));
+	dt_source_close(&s);
+
+	assert_int_equal(dt_test_open_source_classes(&s, &map, "{format: csv, path: '%s', label: y}", moved), 0);
+	read_all(&s, x, y);
+	assert_true(x[0] == 1 && x[1] == 2 && x[2] == 3);
+	dt_source_close(&s);
+
+	assert_int_equal(dt_test_open_source_classes(&s, &map, "{format: csv, path: '%s', label: y}", missing), -1);
+	assert_error_contains(missing);
+	assert_error_contains("has no column 'c' in its header (row 1), a feature of the training data");
+	assert_int_equal(dt_test_open_source_classes(&s, &map, "{format: csv, path: '%s', label: y}", extra), -1);
+	assert_error_contains("has a column 'e' (row 1, its header) that is not a feature of the training data");
+
+	/* No header: by position, as written. */
+	assert_int_equal(dt_test_open_source_classes(&s, &map, "{format: csv, path: '%s', label: -1}", plain), 0);
+	read_all(&s, x, y);
+	assert_true(x[0] == 3 && x[1] == 1 && x[2] == 2);
+	assert_null(s.feature_names);
+	dt_source_close(&s);
+
+	/* Names that repeat find no column: none kept. */
+	assert_int_equal(dt_test_open_source(&s, "{format: csv, path: '%s', label: y}", twice), 0);
+	assert_null(s.feature_names);
+	dt_source_close(&s);
+
+	assert_int_equal(dt_reader_open(&r, &dt_csv_reader, stream, &o), 0);
+	assert_int_equal(r.type->next(&r, 2, x), 1);
+	assert_true(x[0] == 1 && x[1] == 2 && x[2] == 3);
+	dt_reader_close(&r);
+	o.features = (char *const[]){ "a", "b", "d" };
+	assert_int_equal(dt_reader_open(&r, &dt_csv_reader, stream, &o), -1);
+	assert_error_contains("has no column 'd' in its header (row 1), a feature of the training data");
+
+	drop(train);
+	drop(moved);
+	drop(missing);
+	drop(extra);
+	drop(plain);
+	drop(twice);
+	drop(stream);
 }
 
 static void test_csv_gzip_tab_quotes_shape(void **state)
@@ -755,6 +823,7 @@ int main(void)
 		cmocka_unit_test(test_csv_categorical),
 		cmocka_unit_test(test_csv_numeric_labels_no_header),
 		cmocka_unit_test(test_csv_class_map),
+		cmocka_unit_test(test_csv_columns_by_name),
 		cmocka_unit_test(test_csv_gzip_tab_quotes_shape),
 		cmocka_unit_test(test_csv_bad_rows),
 		cmocka_unit_test(test_csv_errors),

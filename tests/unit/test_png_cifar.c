@@ -739,7 +739,7 @@ static void test_folder_open_errors(void **state)
 static void test_folder_class_map(void **state)
 {
 	static char *const train[] = { "C", "a_cls", "b_cls" };
-	const struct dt_class_map map = { 3, train };
+	const struct dt_class_map map = { .n = 3, .names = train };
 	char *dir = make_dir();
 	struct dt_source s;
 	int64_t idx[3] = { 0, 1, 2 };
