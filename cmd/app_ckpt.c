@@ -259,11 +259,34 @@ int dt_app_checkpoint(struct dt_app *a, const struct dt_opts *o)
 	return load(a, path) < 0 ? DT_EXIT_FAIL : 0;
 }
 
+/*
+ * The metadata `key` of a->ckpt, a JSON list of n >= 1 strings, into *names
+ * (malloc'd copies in a malloc'd array). 0, or -1 when it is not one.
+ */
+static int name_list(const struct dt_app *a, const char *key, const char *meta, char ***names, int *n)
+{
+	cJSON *list = cJSON_Parse(meta), *it;
+	int k = 0;
+
+	*n = cJSON_GetArraySize(list);
+	cJSON_ArrayForEach(it, list)
+		k += cJSON_IsString(it);
+	if (!cJSON_IsArray(list) || *n < 1 || k != *n) {
+		cJSON_Delete(list);
+		return dt_error("the %s of '%s' are not a list of names", key, a->ckpt_path);
+	}
+	*names = dt_calloc(*n, sizeof(char *));
+	k = 0;
+	cJSON_ArrayForEach(it, list)
+		(*names)[k++] = dt_strdup(it->valuestring);
+	cJSON_Delete(list);
+	return 0;
+}
+
 int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, char ***names)
 {
 	const char *meta = dt_checkpoint_meta(a->ckpt, "class_names"), *count = dt_checkpoint_meta(a->ckpt, "num_classes");
-	cJSON *list = meta ? cJSON_Parse(meta) : NULL, *it;
-	int n = cJSON_GetArraySize(list), k = 0;
+	int n;
 
 	memset(map, 0, sizeof(*map));
 	*names = NULL;
@@ -277,23 +300,19 @@ int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, 
 	}
 	if (!meta)
 		return 0;
-	if (!cJSON_IsArray(list) || n < 1) {
-		cJSON_Delete(list);
-		return dt_error("the class_names of '%s' are not a list of names", a->ckpt_path);
-	}
-	cJSON_ArrayForEach(it, list)
-		k += cJSON_IsString(it);
-	if (k != n) {
-		cJSON_Delete(list);
-		return dt_error("the class_names of '%s' are not a list of names", a->ckpt_path);
-	}
-	*names = dt_calloc(n, sizeof(char *));
-	k = 0;
-	cJSON_ArrayForEach(it, list)
-		(*names)[k++] = dt_strdup(it->valuestring);
-	cJSON_Delete(list);
-	*map = (struct dt_class_map){ n, *names };
+	if (name_list(a, "class_names", meta, names, &n) < 0)
+		return -1;
+	*map = (struct dt_class_map){ .n = n, .names = *names };
 	return 0;
+}
+
+int dt_app_checkpoint_features(const struct dt_app *a, char ***names, int *n)
+{
+	const char *meta = dt_checkpoint_meta(a->ckpt, "feature_names");
+
+	*names = NULL;
+	*n = 0;
+	return meta ? name_list(a, "feature_names", meta, names, n) : 0;
 }
 
 int dt_app_checkpoint_weights(struct dt_app *a, struct dt_model *m, const char *doing)

@@ -95,7 +95,7 @@ struct dt_app {
 	struct dt_trainer trainer;
 	int nreplicas;
 	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
-	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes for data.test; NULL: none */
+	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes and features for data.test; NULL: none */
 	struct dt_ckpt *ckpt;   /* the checkpoint read (cmd/app_ckpt.c), or NULL */
 	char ckpt_path[4096];   /* its path */
 };
@@ -132,6 +132,14 @@ int dt_app_checkpoint(struct dt_app *a, const struct dt_opts *o);
  * list of names or a count.
  */
 int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, char ***names);
+/*
+ * The training data's feature column names fit stored in a->ckpt
+ * (feature_names metadata, for a CSV with a header) into *names, *n of them
+ * (free each, then the array): NULL and 0 when it has none (older
+ * checkpoints: columns by position). 0, or -1 when they are not a list of
+ * names.
+ */
+int dt_app_checkpoint_features(const struct dt_app *a, char ***names, int *n);
 /*
  * a->ckpt's weights into m (one replica), the moving average when the
  * checkpoint holds one (use_ema), said in a note ending with `doing`.

@@ -36,8 +36,9 @@ int cmd_evaluate(int argc, char **argv)
 {
 	struct dt_opts o;
 	struct dt_app a;
-	struct dt_class_map classes = { 0 };
-	char **names = NULL;
+	struct dt_class_map classes = { 0 }, test_map = { 0 };
+	char **names = NULL, **features = NULL;
+	int nfeatures = 0;
 	const char *const *report_names;
 	struct dt_metrics m = { .stats = NULL };
 	struct dt_preprocess pp = { 0 };
@@ -57,13 +58,19 @@ int cmd_evaluate(int argc, char **argv)
 	a.cfg.metrics.confusion |= o.report;
 	/*
 	 * data.test numbers its classes as the training data did: by the class
-	 * names in the checkpoint (read where the chief, rank 0, evaluates).
+	 * names in the checkpoint, and finds its feature columns by the
+	 * training names (read where the chief, rank 0, evaluates).
 	 */
 	if (a.cfg.test && a.sys.mpi_rank == 0) {
 		rc = DT_EXIT_FAIL;
-		if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_classes(&a, &classes, &names) < 0)
+		if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_classes(&a, &classes, &names) < 0 ||
+		    dt_app_checkpoint_features(&a, &features, &nfeatures) < 0)
 			goto out;
-		a.test_classes = classes.n && !dt_loss_is_regression(a.cfg.loss) ? &classes : NULL;
+		if (!dt_loss_is_regression(a.cfg.loss))
+			test_map = classes;
+		test_map.nfeatures = nfeatures;
+		test_map.features = features;
+		a.test_classes = test_map.n || test_map.features ? &test_map : NULL;
 	}
 	if ((rc = dt_app_data(&a, 0, 1)) || (rc = dt_app_build(&a)))
 		goto out;
@@ -121,6 +128,9 @@ out:
 	for (int i = 0; names && i < classes.n; i++)
 		free(names[i]);
 	free(names);
+	for (int i = 0; i < nfeatures; i++)
+		free(features[i]);
+	free(features);
 out_opts:
 	dt_opts_release(&o);
 	return rc;

@@ -257,6 +257,10 @@ int cmd_fit(int argc, char **argv)
 		env.class_names = a.train_src.class_names;
 		env.num_classes = a.train_src.num_classes;
 	}
+	if (a.train_src.feature_names) {
+		env.feature_names = a.train_src.feature_names;
+		env.num_features = (int)dt_shape_count(&a.train_src.sample);
+	}
 	env.input_shape = &a.models[0].input;
 	if (a.cfg.pipeline.normalize != DT_NORMALIZE_NONE)
 		env.preprocessing = preprocessing = dt_preprocess_to_json(&a.train.pre);

@@ -384,6 +384,7 @@ static int open_input(struct dt_app *a, const struct dt_opts *o, struct dt_reade
 	struct dt_reader_opts ro = { 0 };
 	const char *format = input_format(a, o);
 	const struct dt_reader_type *type = dt_reader_find(format);
+	char **features = NULL;
 	int rc;
 
 	if (!type) {
@@ -404,7 +405,16 @@ static int open_input(struct dt_app *a, const struct dt_opts *o, struct dt_reade
 	}
 	if (type == &dt_png_reader && dt_png_reader_check(&ro.sample) < 0)
 		return DT_EXIT_USAGE; /* a model whose input is not an image: a config error */
-	return dt_reader_open(r, type, o->input, &ro) < 0 ? DT_EXIT_FAIL : -1;
+	/* A CSV header is read by the training data's column names, which the checkpoint keeps. */
+	if (type == &dt_csv_reader &&
+	    (dt_app_checkpoint(a, o) || dt_app_checkpoint_features(a, &features, &ro.nfeatures) < 0))
+		return DT_EXIT_FAIL;
+	ro.features = features;
+	rc = dt_reader_open(r, type, o->input, &ro) < 0 ? DT_EXIT_FAIL : -1;
+	for (int i = 0; i < ro.nfeatures; i++)
+		free(features[i]);
+	free(features);
+	return rc;
 }
 
 /*

@@ -82,7 +82,7 @@ static int replace_link(const char *dir, const char *name, const char *file)
 		for (const char *const *k = (const char *const[]){ "format", "dtrain_version", "config", "epoch", "step",
 				"global_step", "sums", "metric_stats", "monitor", "monitor_value", "best", "stopped", "optimizer.iterations",
 				"optimizer.learning_rate", "callbacks", "checkpoint.files", "class_names", "num_classes",
-				"preprocessing", "input_shape", "config_name", NULL }; *k; k++)
+				"feature_names", "preprocessing", "input_shape", "config_name", NULL }; *k; k++)
 			if (dt_checkpoint_meta(c, *k))
 				m[nm++] = (struct dt_ckpt_meta){ *k, dt_checkpoint_meta(c, *k) };
 		rc = dt_checkpoint_save(path, t, n, m, nm);

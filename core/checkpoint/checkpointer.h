@@ -27,8 +27,10 @@ struct dt_checkpointer {
 	const char *config_json; /* the resolved config, stored in the metadata */
 	/*
 	 * More metadata for every file, set by the caller after init (not owned):
-	 * "class_names" (a JSON array of strings, for predict), "preprocessing"
-	 * (a JSON object with the normalization computed on the training set).
+	 * "class_names" (a JSON array of strings, for predict), "feature_names"
+	 * (the training CSV's feature columns, a JSON array of strings, so that
+	 * evaluate and predict take columns by name), "preprocessing" (a JSON
+	 * object with the normalization computed on the training set).
 	 */
 	const struct dt_ckpt_meta *extra_meta;
 	int nextra_meta;

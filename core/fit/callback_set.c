@@ -82,6 +82,12 @@ static void collect_metadata(struct dt_callback_set *set, const struct dt_run_co
 		snprintf(set->num_classes_text, sizeof(set->num_classes_text), "%d", env->num_classes);
 		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "num_classes", set->num_classes_text };
 	}
+	if (env->feature_names) {
+		cJSON *names = cJSON_CreateStringArray((const char *const *)env->feature_names, env->num_features);
+		set->feature_names_json = cJSON_PrintUnformatted(names);
+		cJSON_Delete(names);
+		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "feature_names", set->feature_names_json };
+	}
 	if (env->preprocessing)
 		set->extra[set->nextra++] = (struct dt_ckpt_meta){ "preprocessing", env->preprocessing };
 	/* What a checkpoint needs beside "config" to be used alone (cmd/checkpoint.c): */
@@ -177,5 +183,6 @@ void dt_callback_set_release(struct dt_callback_set *set)
 	free(set->config_json);
 	free(set->input_shape_json);
 	free(set->class_names_json);
+	free(set->feature_names_json);
 	memset(set, 0, sizeof(*set));
 }

@@ -26,6 +26,9 @@ struct dt_callback_env {
 	int json;                 /* fit --json */
 	char *const *class_names; /* the training data's class names, stored for predict; NULL: none */
 	int num_classes;          /* its classes when labels are class indices (named or numbers), else 0 */
+	/* The training data's feature column names (a CSV header), stored so that evaluate and predict find columns by name; NULL: none */
+	char *const *feature_names;
+	int num_features;
 	const char *preprocessing; /* the normalization fit used as JSON (evaluate and predict reuse it); NULL: none */
 	const struct dt_shape *input_shape; /* the model's per-sample input, stored for a checkpoint alone; NULL: none */
 };
@@ -50,6 +53,7 @@ struct dt_callback_set {
 	char *config_json;            /* the resolved config, in every file */
 	char *class_names_json;
 	char num_classes_text[16];    /* "3": numbered classes, that have no names to store */
+	char *feature_names_json;
 	char *input_shape_json;       /* [28,28,1] */
 };
 

@@ -187,3 +187,112 @@ setup() {
 		stderr_has "'<stdin>', row 1: the row holds a NUL byte"
 	}
 }
+
+# cols_fixture: in $TMP/cols, train.csv (column a decides the class, b and c
+# are noise of other scales), test.csv of other rows in the same order,
+# moved.csv the same rows with the columns in another order (the label
+# first), and cm.yaml trained on train.csv into run/ (fit --json in fit.json).
+cols_fixture() {
+	mkdir -p "$TMP/cols"
+	cd "$TMP/cols"
+	for f in train:3:120 test:4:40; do
+		IFS=: read -r name seed n <<<"$f"
+		awk -v seed="$seed" -v n="$n" 'BEGIN { srand(seed); print "a,b,c,y"; for (i = 0; i < n; i++) { k = i % 2;
+			printf "%.3f,%.3f,%.3f,%s\n", 2 * k + rand() * 1.5, rand() * 4, rand() - 3, (k ? "yes" : "no") } }' \
+			>"$name.csv"
+	done
+	awk -F, -v OFS=, '{ print $4, $3, $1, $2 }' test.csv >moved.csv
+	cat >cm.yaml <<-EOF
+		model: {layers: [dense: {units: 8, activation: relu}, dense: {units: 2, activation: softmax}]}
+		compile: {optimizer: {adam: {learning_rate: 0.05}}, loss: sparse_categorical_crossentropy, metrics: [accuracy]}
+		data:
+		  train: {format: csv, path: train.csv, label: y}
+		  test: {format: csv, path: test.csv, label: y}
+		  batch_size: 16
+		fit: {epochs: 10, seed: 1}
+		checkpoint: {dir: $TMP/cols/run}
+	EOF
+	"$DTRAIN" fit -q --json cm.yaml >fit.json
+}
+
+@test "columns by name: the checkpoint keeps the training header's feature names" {
+	cols_fixture
+	run safetensors_header run/latest.safetensors
+	status_is 0
+	[ "$(jq -r '.__metadata__.feature_names' <<<"$output")" = '["a","b","c"]' ]
+}
+
+@test "columns by name: fit's data.test, evaluate and evaluate --data score a file of moved columns as in order" {
+	cols_fixture
+	local want got
+	want=$(jq -c 'select(.event == "test") | [.accuracy, .loss]' fit.json)
+	[ "$(jq -r '.[0]' <<<"$want")" != 0.5 ] # the data teaches something, so that an order that mixes the columns up shows
+	run --separate-stderr "$DTRAIN" fit --json cm.yaml --set data.test.path=moved.csv
+	status_is 0
+	[ "$(jq -c 'select(.event == "test") | [.accuracy, .loss]' <<<"$output")" = "$want" ]
+	stderr_has "dtrain: note: 'moved.csv': columns taken by name, in another order than the training data's"
+	run --separate-stderr "$DTRAIN" fit -q cm.yaml --set data.test.path=moved.csv
+	[[ $stderr != *"columns taken by name"* ]]
+
+	want=$("$DTRAIN" evaluate --json cm.yaml 2>/dev/null | jq -c '[.accuracy, .loss, .samples]')
+	run --separate-stderr "$DTRAIN" evaluate --json cm.yaml --set data.test.path=moved.csv
+	status_is 0
+	[ "$(jq -c '[.accuracy, .loss, .samples]' <<<"$output")" = "$want" ]
+	stderr_has "dtrain: note: 'moved.csv': columns taken by name, in another order than the training data's"
+	run --separate-stderr "$DTRAIN" evaluate --json run/latest.safetensors --data moved.csv
+	status_is 0
+	got=$("$DTRAIN" evaluate --json run/latest.safetensors --data test.csv 2>/dev/null | jq -c '[.accuracy, .loss]')
+	[ "$(jq -c '[.accuracy, .loss]' <<<"$output")" = "$got" ]
+}
+
+@test "columns by name: predict prints the same lines for a file of moved columns, and for features alone" {
+	cols_fixture
+	"$DTRAIN" predict -q run test.csv >want.txt
+	[ -s want.txt ]
+	run --separate-stderr "$DTRAIN" predict run moved.csv
+	status_is 0
+	[ "$output" = "$(cat want.txt)" ]
+	stderr_has "dtrain: note: 'moved.csv': columns taken by name, in another order than the training data's"
+	cut -d, -f2-4 moved.csv >features.csv # c,a,b: no label
+	run --separate-stderr "$DTRAIN" predict -q run features.csv
+	status_is 0
+	[ "$output" = "$(cat want.txt)" ]
+	[ -z "$stderr" ]
+}
+
+@test "columns by name: a training feature missing, or a column training lacked, is an error naming the file and column" {
+	cols_fixture
+	cut -d, -f1-3 moved.csv >missing.csv # y,c,a: no b
+	sed '1s/$/,d/; 2,$s/$/,7/' moved.csv >extra.csv
+	for cmd in "fit -q cm.yaml --set data.test.path=missing.csv" "evaluate cm.yaml --set data.test.path=missing.csv" \
+		"predict run missing.csv"; do
+		run --separate-stderr "$DTRAIN" $cmd
+		not_crashed
+		status_is 1
+		stderr_has "'missing.csv' has no column 'b' in its header (row 1), a feature of the training data"
+	done
+	for cmd in "evaluate cm.yaml --set data.test.path=extra.csv" "predict run extra.csv"; do
+		run --separate-stderr "$DTRAIN" $cmd
+		status_is 1
+		stderr_has "'extra.csv' has a column 'd' (row 1, its header) that is not a feature of the training data"
+	done
+}
+
+@test "columns by name: a test file without a header, and a checkpoint without feature_names, read by position" {
+	cols_fixture
+	local want
+	want=$("$DTRAIN" evaluate --json cm.yaml 2>/dev/null | jq -c '[.accuracy, .loss]')
+	tail -n +2 test.csv >plain.csv
+	run --separate-stderr "$DTRAIN" evaluate --json cm.yaml --set data.test.path=plain.csv --set data.test.label=-1
+	status_is 0
+	[ "$(jq -c '[.accuracy, .loss]' <<<"$output")" = "$want" ]
+	# An older checkpoint: the header's columns in the file's order, as before.
+	python3 "$REPO/tests/tools/ckpt_meta.py" run/latest.safetensors -feature_names
+	run --separate-stderr "$DTRAIN" evaluate --json run/latest.safetensors --data test.csv
+	status_is 0
+	[ "$(jq -c '[.accuracy, .loss]' <<<"$output")" = "$want" ]
+	run --separate-stderr "$DTRAIN" evaluate --json run/latest.safetensors --data moved.csv
+	status_is 0
+	[[ $stderr != *"columns taken by name"* ]]
+	[ "$(jq -c '[.accuracy, .loss]' <<<"$output")" != "$want" ]
+}

@@ -113,8 +113,8 @@ setup() {
 	"$DTRAIN" predict -q "$TMP/ones.yaml" bare.csv --set checkpoint.dir="$TMP/ones" \
 		--set 'data.train={format: csv, path: ones.csv, label: 3, sample_weight: 1}' >got.txt
 	diff want.txt got.txt
-	# a width that fits no layout says which widths would
-	awk -F, '{ print $0 ",9" }' ones.csv >wide.csv
+	# a width that fits no layout says which widths would (with a header it names the column instead)
+	awk -F, '{ print $0 ",9" }' bare.csv >wide.csv
 	run --separate-stderr "$DTRAIN" predict -q "$TMP/ones.yaml" wide.csv --set checkpoint.dir="$TMP/ones"
 	status_is 1
 	stderr_has "expected 2 fields" "or 3 with a label column" "or 4 with the sample_weight too, found 5"
