@@ -108,7 +108,7 @@ setup() {
 		"'$TMP/pre.csv', row 7, column 'f2': 'x' is not a number"
 	run --separate-stderr "$DTRAIN" evaluate --json "$TMP/m.yaml" --set data.on_error=skip
 	status_is 0
-	[ "$(jq -r .samples <<<"$output")" -eq 4 ] # records: the bad row is one, skipped
+	[ "$(jq -r .samples <<<"$output")" -eq 3 ] # 4 records, the bad row skipped: 3 scored
 	model pre.csv "skip_rows: 7"
 	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
 	status_is 1

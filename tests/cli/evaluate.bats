@@ -279,11 +279,12 @@ header_file() {
 	mkdir -p "$d"
 	awk 'BEGIN { srand(5); print "a,b,y"; for (i = 0; i < 30; i++) { c = i % 3;
 		printf "%.3f,%.3f,%d\n", c + rand() * 0.3, c - rand() * 0.3, c } }' >"$d/train.csv"
-	awk -F, 'BEGIN { OFS = "," } { print $1, $2, (NR == 1 ? "extra" : 0.5), $3 }' "$d/train.csv" >"$d/test.csv"
+	# No header, so its columns are taken by position (with one, the extra column is named: csv.bats).
+	awk -F, 'BEGIN { OFS = "," } NR > 1 { print $1, $2, 0.5, $3 }' "$d/train.csv" >"$d/test.csv"
 	cat >"$d/m.yaml" <<-EOF
 		model: {layers: [dense: {units: 3, activation: softmax}]}
 		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
-		data: {train: {format: csv, path: train.csv, label: y}}
+		data: {train: {format: csv, path: train.csv, label: -1}}
 		fit: {epochs: 1}
 		checkpoint: {dir: $d/run}
 	EOF
