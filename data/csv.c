@@ -4,7 +4,8 @@
  *
  *   path: iris.csv          the file ("-": standard input, read whole)
  *   header: auto            is the first row a header? auto (the default):
- *                           when one of its feature fields is not a number;
+ *                           when one of its feature fields is not a number,
+ *                           or its label field is not and the next row's is;
  *                           true or false decide without looking
  *   skip_rows: 1            lines to skip before the header or the first row
  *   label: species          the label column, by name or by index (0-based,
@@ -75,12 +76,36 @@ struct csv_lines {
 	size_t len, cap;
 	int nul;              /* buf holds a NUL byte (then it is no text to split) */
 	int64_t line;         /* 1-based number of the line in buf: lines read so far */
+	char *ahead;          /* the line csv_peekline read, which csv_readline returns next */
+	size_t ahead_len, ahead_cap;
+	int ahead_nul, peeked;
+	int64_t ahead_line;
 };
+
+/* Swaps the current line with the line read ahead. */
+static void csv_swap_ahead(struct csv_lines *l)
+{
+	struct csv_lines t = *l;
+	l->buf = t.ahead;
+	l->len = t.ahead_len;
+	l->cap = t.ahead_cap;
+	l->nul = t.ahead_nul;
+	l->ahead = t.buf;
+	l->ahead_len = t.len;
+	l->ahead_cap = t.cap;
+	l->ahead_nul = t.nul;
+}
 
 /* The next line, blank or not, in l->buf: 1, 0 at the end, -1 on a read error. */
 static int csv_readline(struct csv_lines *l)
 {
 	int got = 0;
+	if (l->peeked) {
+		csv_swap_ahead(l);
+		l->line = l->ahead_line;
+		l->peeked = 0;
+		return 1;
+	}
 	l->len = 0;
 	for (;;) {
 		const char *nl;
@@ -141,11 +166,30 @@ static int csv_getline(struct csv_lines *l)
 	return rc;
 }
 
+/*
+ * Reads the next non-blank line into l->ahead, leaving the current line in
+ * l->buf as it is (fields split from it stay valid); the next csv_getline
+ * returns it. Once between two reads. 1, 0 at the end, -1 on a read error.
+ */
+static int csv_peekline(struct csv_lines *l)
+{
+	int64_t line = l->line;
+	int rc;
+	csv_swap_ahead(l);
+	rc = csv_getline(l);
+	csv_swap_ahead(l);
+	l->ahead_line = l->line;
+	l->line = line;
+	l->peeked = rc > 0;
+	return rc;
+}
+
 static void csv_lines_close(struct csv_lines *l)
 {
 	dt_gz_close(l->gz);
 	free(l->chunk);
 	free(l->buf);
+	free(l->ahead);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -389,16 +433,33 @@ static int csv_header_arg(const struct dt_node *args, int *out)
 }
 
 /*
- * header: auto's rule: the first row (k fields) is a header when a field
- * other than column `label` (-1: none known) is not a number. Empty fields
- * decide nothing; "nan", "inf" and "1e999" are numbers.
+ * header: auto's rule: the first row (k fields f, the current line of l) is
+ * a header when a field other than column `label` (-1: none known) is not a
+ * number. Empty fields decide nothing; "nan", "inf" and "1e999" are numbers.
+ * A row of numbered columns, as pandas writes for a DataFrame with integer
+ * column names (0,1,...,63,target), has nothing but its label field to tell:
+ * so it is a header too when its label field is not a number and the next
+ * row's is. That row is read ahead (csv_peekline), only then. A headerless
+ * file with named classes (UCI's iris.data) has a word in every row's label
+ * field and stays data. 1 (a header), 0, or -1 on a read error.
  */
-static int csv_is_header(char **f, int k, int label)
+static int csv_is_header(struct csv_lines *l, char delim, char **f, int k, int label)
 {
+	char *next, **g = NULL;
+	int cap = 0, rc;
+
 	for (int i = 0; i < k; i++)
 		if (i != label && f[i][0] && !csv_is_number(f[i]))
 			return 1;
-	return 0;
+	if (label < 0 || !f[label][0] || csv_is_number(f[label]))
+		return 0;
+	if ((rc = csv_peekline(l)) <= 0 || l->ahead_nul)
+		return rc < 0 ? -1 : 0;
+	next = dt_strdup(l->ahead); /* a copy to split: csv_split writes into its line */
+	rc = csv_split(next, delim, &g, &cap) == k && csv_is_number(g[label]);
+	free(next);
+	free(g);
+	return rc;
 }
 
 /* Tells what header: auto decided about the first row (line `line` of `name`), naming a few columns. */
@@ -781,7 +842,8 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 	L->label_col = k - 1;
 	if (label && label->kind == DT_NODE_SEQ) {
 		/* Several label columns: their fields are numbers, so any other word makes the first row a header. */
-		names = header == CSV_HEADER_AUTO ? csv_is_header(*fields, k, -1) : header == CSV_HEADER_YES;
+		names = header == CSV_HEADER_AUTO ? csv_is_header(l, L->delim, *fields, k, -1)
+						  : header == CSV_HEADER_YES;
 		*pending = !names;
 		if (names)
 			csv_keep_names(L, *fields, k);
@@ -800,9 +862,11 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 	}
 	/* Does the first row name the columns? (A label by name is looked for in every column.) */
 	if (header == CSV_HEADER_AUTO)
-		names = csv_is_header(*fields, k, by_name ? -1 : L->label_col);
+		names = csv_is_header(l, L->delim, *fields, k, by_name ? -1 : L->label_col);
 	else
 		names = header == CSV_HEADER_YES;
+	if (names < 0)
+		return -1;
 	*pending = !names;
 	if (names)
 		csv_keep_names(L, *fields, k);
@@ -1223,8 +1287,8 @@ static int csv_stream_foreign(const struct dt_reader *r, const struct csv_stream
  * model's input), or more fields, the label columns of the training layout
  * (data.train's label, else the last; label: [a, b, ...] names several),
  * then maybe its sample_weight column too, which are skipped. It is a
- * header when it holds a label column's name, or by header: auto's rule (a
- * feature field that is not a number), whatever data.train's header and
+ * header when it holds a label column's name, or by header: auto's rule
+ * (csv_is_header), whatever data.train's header and
  * skip_rows say: those describe the training file, not this input. A note
  * says which. A header gives each of the training data's features
  * (o->features) from the column of its name.
@@ -1311,8 +1375,8 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 				r->name, (long long)c->l.line, (long long)c->features, (long long)c->features + nlab,
 				nlab > 1 ? "the label columns" : "a label column", more, k);
 	}
-	if (!header)
-		header = csv_is_header(c->fields, k, c->L.label_col);
+	if (!header && (header = csv_is_header(&c->l, c->L.delim, c->fields, k, c->L.label_col)) < 0)
+		return -1;
 	csv_note_first_row(r->name, c->l.line, c->fields, k, header);
 	csv_feature_columns(&c->L);
 	if (header)

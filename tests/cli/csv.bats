@@ -58,7 +58,7 @@ setup() {
 	count_samples
 	[ "$samples" -eq 4 ]
 	stderr_has "dtrain: note: '$TMP/h.csv': first row is data"
-	# String labels are not a header: only the feature fields decide (UCI's iris.data).
+	# String labels in every row are not a header (UCI's iris.data).
 	printf '5.1,3.5,setosa\n4.9,3.0,versicolor\n4.7,3.2,setosa\n' >iris.data
 	model iris.data
 	count_samples
@@ -84,6 +84,37 @@ setup() {
 	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
 	status_is 1
 	stderr_has "'$TMP/n.csv', row 1, column 1: 'sepal' is not a number"
+}
+
+@test "header: auto finds pandas' header of numbered columns: a label name over numbers; fit, evaluate, predict" {
+	# df.to_csv(index=False) of a DataFrame with integer column names: only the label field is a word.
+	printf '0,1,target\n1,2,0\n3,4,1\n\n5,6,0\n' >p.csv
+	model p.csv
+	count_samples
+	[ "$samples" -eq 3 ]
+	stderr_has "dtrain: note: '$TMP/p.csv': first row is a header ('0', '1', 'target')"
+	# The labels are class numbers: two classes, 'target' is none of them.
+	run safetensors_header "$TMP/run/latest.safetensors"
+	[ "$(jq -r .__metadata__.num_classes <<<"$output")" = 2 ]
+	[ "$(jq -r .__metadata__.class_names <<<"$output")" = null ]
+	# predict reads the same file in the training layout: three rows, not four.
+	run --separate-stderr "$DTRAIN" predict "$TMP/m.yaml" p.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 3 ]
+	stderr_has "first row is a header ('0', '1', 'target')"
+	# A label named in the model file makes the row a header by itself.
+	model p.csv "label: target"
+	count_samples
+	[ "$samples" -eq 3 ]
+	# A word over a word is a class, not a name: the first row stays data, in predict too.
+	printf '0,1,setosa\n1,2,versicolor\n3,4,setosa\n' >w.csv
+	model w.csv
+	count_samples
+	[ "$samples" -eq 3 ]
+	stderr_has "'$TMP/w.csv': first row is data"
+	run --separate-stderr "$DTRAIN" predict "$TMP/m.yaml" w.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 3 ]
 }
 
 @test "a first row of nan, inf or 1e999 is data (a bad row, named), not a header" {
