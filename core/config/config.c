@@ -854,7 +854,11 @@ static int parse_decimal(const char *s, double *out)
 
 enum { NUM_OK = 0, NUM_BAD = -1, NUM_OVERFLOW = -2, NUM_NOT_FINITE = -3, NUM_DIV_ZERO = -4 };
 
-/* A whole number: "-12", or a float form without a fraction ("1e6", "2.0"). */
+/*
+ * A whole number: "-12", or a float form without a fraction ("1e6", "2.0").
+ * One past 64 bits is NUM_OVERFLOW with *out INT64_MAX or INT64_MIN: the
+ * side it passed.
+ */
 static int parse_int(const char *s, int64_t *out)
 {
 	const char *p = s;
@@ -873,16 +877,20 @@ static int parse_int(const char *s, int64_t *out)
 				v = v * 10 + digit;
 		}
 		if (*p == '\0') {
-			if (overflow || v > (uint64_t)INT64_MAX + (uint64_t)neg)
+			if (overflow || v > (uint64_t)INT64_MAX + (uint64_t)neg) {
+				*out = neg ? INT64_MIN : INT64_MAX;
 				return NUM_OVERFLOW;
+			}
 			*out = neg ? (int64_t)(0 - v) : (int64_t)v;
 			return NUM_OK;
 		}
 	}
 	if (parse_decimal(s, &x) || x != floor(x))
 		return NUM_BAD;
-	if (x < -9223372036854775808.0 || x >= 9223372036854775808.0)
+	if (x < -9223372036854775808.0 || x >= 9223372036854775808.0) {
+		*out = x < 0 ? INT64_MIN : INT64_MAX;
 		return NUM_OVERFLOW;
+	}
 	*out = (int64_t)x;
 	return NUM_OK;
 }
@@ -983,15 +991,20 @@ static int node_int(const struct dt_node *n, const char *what, int64_t min, int6
 	subject(what, sub, sizeof(sub));
 	if (rc == NUM_BAD)
 		return dt_node_error(n, "%s an integer, got %s", sub, describe(n, got, sizeof(got)));
+	if (v >= min && v <= max && rc == NUM_OK) {
+		*out = v;
+		return 0;
+	}
+	/*
+	 * A bound at the end of 64 bits is no bound to tell, unless the number
+	 * is past 64 bits on its side: "'seed' must be in [0, 9223372036854775807]".
+	 */
 	snprintf(lo, sizeof(lo), "%" PRId64, min);
 	snprintf(hi, sizeof(hi), "%" PRId64, max);
-	format_range(min == INT64_MIN ? NULL : lo, max == INT64_MAX ? NULL : hi, 0, range, sizeof(range));
-	if (rc == NUM_OVERFLOW && min == INT64_MIN && max == INT64_MAX)
-		return dt_node_error(n, "%s a 64-bit integer, got %s (too large)", sub, n->value);
-	if (rc == NUM_OVERFLOW || v < min || v > max)
-		return dt_node_error(n, "%s %s, got %s", sub, range, n->value);
-	*out = v;
-	return 0;
+	format_range(min == INT64_MIN && !(rc == NUM_OVERFLOW && v < 0) ? NULL : lo,
+		     max == INT64_MAX && !(rc == NUM_OVERFLOW && v > 0) ? NULL : hi, 0, range, sizeof(range));
+	return dt_node_error(n, "%s %s, got %s%s", sub, range, n->value,
+			     rc != NUM_OVERFLOW ? "" : v > 0 ? " (too large)" : " (too small)");
 }
 
 static int node_float(const struct dt_node *n, const char *what, double min, double max, int open, double *out)

@@ -93,6 +93,23 @@ expect_error() {
 	expect_error bad_input_shape.yaml 3 21 0 "'input_shape[1]' must be in [1, 2147483647], got 0"
 }
 
+@test "out of range: an integer past 64 bits is too large, and the message names the largest allowed" {
+	for over in 99999999999999999999 1e30; do
+		run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set checkpoint.dir="$TMP/run" --set fit.seed=$over
+		not_crashed
+		status_is 2
+		[ "$stderr" = "--set:1:10: error: 'seed' must be in [0, 9223372036854775807], got $over (too large)" ]
+	done
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.seed=-99999999999999999999
+	status_is 2
+	[ "$stderr" = "--set:1:10: error: 'seed' must be >= 0, got -99999999999999999999 (too small)" ]
+	# A key with a bound of its own names it.
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set data.batch_size=99999999999999999999
+	status_is 2
+	[ "$stderr" = "--set:1:17: error: 'batch_size' must be in [1, 1048576], got 99999999999999999999 (too large)" ]
+	[ ! -e "$TMP/run" ]
+}
+
 @test "missing required key: units in dense (at the layer's arguments)" {
 	expect_error missing_units.yaml 4 14 "{activation" "missing required key 'units' in 'dense'"
 }

@@ -323,12 +323,15 @@ static void test_int_range(void **state)
 	assert_string_equal(dt_error_last(), "'zero' must be >= 1, got 0");
 	assert_int_equal(dt_cfg_int(r, "int", 0, INT64_MIN, 10, &v), -1);
 	assert_string_equal(dt_error_last(), "'int' must be <= 10, got 42");
-	/* overflow */
+	/* overflow: the message names the bound it passed, also the end of 64 bits */
 	assert_int_equal(dt_cfg_int(r, "over", 0, 1, 1000, &v), -1);
-	assert_string_equal(dt_error_last(), "'over' must be in [1, 1000], got 99999999999999999999");
+	assert_string_equal(dt_error_last(), "'over' must be in [1, 1000], got 99999999999999999999 (too large)");
 	assert_where("m.yaml:7:7");
+	assert_int_equal(dt_cfg_int(r, "over", 0, 0, INT64_MAX, &v), -1);
+	assert_string_equal(dt_error_last(),
+			    "'over' must be in [0, 9223372036854775807], got 99999999999999999999 (too large)");
 	assert_int_equal(dt_cfg_int(r, "over", 0, INT64_MIN, INT64_MAX, &v), -1);
-	assert_error_contains("must be a 64-bit integer");
+	assert_string_equal(dt_error_last(), "'over' must be <= 9223372036854775807, got 99999999999999999999 (too large)");
 	dt_doc_free(d);
 
 	d = parse_ok("max: 9223372036854775807\nmin: -9223372036854775808\nmore: 9223372036854775808\n"
@@ -339,8 +342,23 @@ static void test_int_range(void **state)
 	assert_int_equal(dt_cfg_int(r, "min", 0, INT64_MIN, INT64_MAX, &v), 1);
 	assert_true(v == INT64_MIN);
 	assert_int_equal(dt_cfg_int(r, "more", 0, INT64_MIN, INT64_MAX, &v), -1);
+	assert_string_equal(dt_error_last(), "'more' must be <= 9223372036854775807, got 9223372036854775808 (too large)");
 	assert_int_equal(dt_cfg_int(r, "huge", 0, 0, 100, &v), -1);
-	assert_string_equal(dt_error_last(), "'huge' must be in [0, 100], got 1e300");
+	assert_string_equal(dt_error_last(), "'huge' must be in [0, 100], got 1e300 (too large)");
+	assert_int_equal(dt_cfg_int(r, "huge", 0, 0, INT64_MAX, &v), -1);
+	assert_string_equal(dt_error_last(), "'huge' must be in [0, 9223372036854775807], got 1e300 (too large)");
+	dt_doc_free(d);
+
+	/* past 64 bits below zero: the lower bound, and too small */
+	d = parse_ok("less: -9223372036854775809\ntiny: -1e300\n");
+	r = dt_doc_root(d);
+	assert_int_equal(dt_cfg_int(r, "less", 0, 0, INT64_MAX, &v), -1);
+	assert_string_equal(dt_error_last(), "'less' must be >= 0, got -9223372036854775809 (too small)");
+	assert_int_equal(dt_cfg_int(r, "less", 0, INT64_MIN, 10, &v), -1);
+	assert_string_equal(dt_error_last(),
+			    "'less' must be in [-9223372036854775808, 10], got -9223372036854775809 (too small)");
+	assert_int_equal(dt_cfg_int(r, "tiny", 0, INT64_MIN, INT64_MAX, &v), -1);
+	assert_string_equal(dt_error_last(), "'tiny' must be >= -9223372036854775808, got -1e300 (too small)");
 	dt_doc_free(d);
 }
 
