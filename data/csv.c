@@ -1367,7 +1367,7 @@ static int csv_stream_open(struct dt_reader *r, const char *path, const struct d
 	} else if (k != c->features) {
 		char more[96] = "";
 		/* A header with a column too many: name it, not only the count. */
-		if (o->features && csv_is_header(c->fields, k, -1) && csv_stream_foreign(r, c, o, label, weight, k) < 0)
+		if (o->features && csv_is_header(&c->l, c->L.delim, c->fields, k, -1) && csv_stream_foreign(r, c, o, label, weight, k) < 0)
 			return -1;
 		if (weight)
 			snprintf(more, sizeof(more), ", or %lld with the sample_weight too", (long long)c->features + nlab + 1);
