@@ -32,6 +32,33 @@ static const char usage[] =
 	"                         (a table on stdout; with --json, the object's \"report\")\n"
 	"  -h, --help             this help\n";
 
+/* The result: a JSON object on stdout (--json), else a line on stderr; --report's table on stdout. */
+static void print_result(const struct dt_app *a, const struct dt_opts *o, const struct dt_metrics *m, int ema,
+			 const char *const *report_names)
+{
+	if (o->json) {
+		cJSON *j = cJSON_CreateObject();
+		char *text;
+		cJSON_AddStringToObject(j, "event", "evaluate");
+		cJSON_AddStringToObject(j, "checkpoint", a->ckpt_path);
+		if (ema)
+			cJSON_AddStringToObject(j, "weights", "ema");
+		dt_app_metrics_json(a, m, j);
+		cJSON_AddNumberToObject(j, "samples", (double)m->samples);
+		if (o->report)
+			cJSON_AddItemToObject(j, "report", dt_report_json(m->stats, a->trainer.metrics.classes, report_names));
+		text = cJSON_PrintUnformatted(j);
+		printf("%s\n", text);
+		free(text);
+		cJSON_Delete(j);
+	} else {
+		fprintf(stderr, "%lld samples", (long long)m->samples);
+		dt_app_metrics_line(a, m, stderr);
+		if (o->report)
+			dt_report_print(stdout, m->stats, a->trainer.metrics.classes, report_names);
+	}
+}
+
 int cmd_evaluate(int argc, char **argv)
 {
 	struct dt_opts o;
@@ -99,27 +126,7 @@ int cmd_evaluate(int argc, char **argv)
 	if (dt_evaluate(&a.trainer, &a.test, &m) < 0)
 		goto out;
 	report_names = classes.n == a.trainer.metrics.classes ? (const char *const *)names : NULL;
-	if (o.json) {
-		cJSON *j = cJSON_CreateObject();
-		char *text;
-		cJSON_AddStringToObject(j, "event", "evaluate");
-		cJSON_AddStringToObject(j, "checkpoint", a.ckpt_path);
-		if (ema)
-			cJSON_AddStringToObject(j, "weights", "ema");
-		dt_app_metrics_json(&a, &m, j);
-		cJSON_AddNumberToObject(j, "samples", (double)m.samples);
-		if (o.report)
-			cJSON_AddItemToObject(j, "report", dt_report_json(m.stats, a.trainer.metrics.classes, report_names));
-		text = cJSON_PrintUnformatted(j);
-		printf("%s\n", text);
-		free(text);
-		cJSON_Delete(j);
-	} else {
-		fprintf(stderr, "%lld samples", (long long)m.samples);
-		dt_app_metrics_line(&a, &m, stderr);
-		if (o.report)
-			dt_report_print(stdout, m.stats, a.trainer.metrics.classes, report_names);
-	}
+	print_result(&a, &o, &m, ema, report_names);
 	rc = DT_EXIT_OK;
 out:
 	free(m.stats);
