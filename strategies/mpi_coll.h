@@ -118,10 +118,11 @@ void dt_mpi_allreduce_max(struct dt_mpi_group *g, double *v, int n, const char *
  * (all-gather). Each member sends and receives 2 (size - 1) / size of the
  * part at once. Open MPI's MPI_Iallreduce instead reduces to one member and
  * broadcasts back, one direction at a time, for any in-place sum and for
- * fewer than 4 members; between two network namespaces over TCP (2 vCPUs,
- * Zen 3) it summed the MLP's 670k floats in 2.3-2.8 ms against 1.6-1.7 by
- * a ring. Each element is added up by one member and copied to the others:
- * the same bits on every rank.
+ * fewer than 4 members. With 2 ranks on a 2-vCPU Zen 3, fashion_mlp's wait
+ * for its two buckets after backward went from 2.59 to 1.88 ms between two
+ * network namespaces over TCP, and from 0.46 to 0.28 ms on one host
+ * (tests/bench/strategies.sh). Each element is added up by one member and
+ * copied to the others: the same bits on every rank.
  *
  * dt_mpi_ring_start posts part `index`'s first step (after an arrival
  * notice) and returns at once; tmp holds dt_mpi_ring_chunk(g, n) floats,
