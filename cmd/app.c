@@ -869,6 +869,20 @@ static int index_inputs(struct dt_app *a, const struct dt_model *m)
 	return 0;
 }
 
+/* Labels that sparse_categorical_crossentropy reads as class indices are checked against the model's outputs. */
+static void class_labels(struct dt_app *a, const struct dt_model *m)
+{
+	int limit = (int)dt_shape_count(&m->output);
+	if (a->cfg.loss != DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+		return;
+	if (a->have_train_src && !a->train.one_hot)
+		dt_pipeline_set_class_limit(&a->train, limit);
+	if (a->have_val && !a->val.one_hot)
+		dt_pipeline_set_class_limit(&a->val, limit);
+	if (a->have_test && !a->test.one_hot)
+		dt_pipeline_set_class_limit(&a->test, limit);
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
@@ -905,6 +919,8 @@ int dt_app_build(struct dt_app *a)
 			return DT_EXIT_USAGE;
 		if (r == 0 && index_inputs(a, &a->models[0]) < 0)
 			return DT_EXIT_USAGE;
+		if (r == 0)
+			class_labels(a, &a->models[0]);
 		if (dt_objective_init(&a->trainer.objective, c->loss, &c->loss_args, c->from_logits, &a->models[r],
 				      &labels->label, src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();

@@ -40,7 +40,7 @@
 static inline DT_HOST_DEVICE float dt_act_value(enum dt_activation act, float v)
 {
 	switch (act) {
-	case DT_ACT_RELU: return v > 0 ? v : 0;
+	case DT_ACT_RELU: return v < 0 ? 0 : v; /* NaN stays NaN, as in Keras and PyTorch (it was 0: a NaN input trained silently) */
 	case DT_ACT_SIGMOID: return 1 / (1 + expf(-v));
 	case DT_ACT_TANH: return tanhf(v);
 	case DT_ACT_LEAKY_RELU: return v > 0 ? v : DT_LEAKY_SLOPE * v;

@@ -12,7 +12,9 @@
  * {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }
  * padded with spaces and a newline, then the data in C order. dtypes: <f4
  * <f8 |u1 |i1 <i2 <u2 <i4 <u4 <i8 <u8 |b1; big-endian data and Fortran
- * order are refused. Data stays in its dtype in memory; read() converts.
+ * order are refused. Data stays in its dtype in memory; read() converts, and
+ * a record whose features hold a NaN or an infinity is unreadable (an error,
+ * or skipped under data.on_error: skip).
  *
  * The stream reader (dt_npy_reader, for dtrain predict) reads the x array a
  * chunk of records at a time.
@@ -465,6 +467,17 @@ static int npy_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 		npy_convert(&d->y.a, d->y.data + r * yr * d->y.a.itemsize, yr, y + i * yr);
 		if (bad)
 			bad[i] = 0;
+		/* A NaN or infinity in the features is a bad record, as in a CSV file (training on it went on silently). */
+		if (d->x.a.kind == NPY_F4 || d->x.a.kind == NPY_F8) {
+			int64_t j = 0;
+			while (j < xr && isfinite(x[i * xr + j]))
+				j++;
+			if (j < xr && !bad)
+				return dt_error("'%s', record %lld: value %lld of the sample is %g, not a finite number", s->name,
+						(long long)r, (long long)j, x[i * xr + j]);
+			if (j < xr)
+				bad[i] = 1;
+		}
 	}
 	return 0;
 }
@@ -527,6 +540,11 @@ static int npy_stream_next(struct dt_reader *r, int n, float *x)
 	n = dt_record_stream_next(&c->s, r, n, &b);
 	if (n > 0)
 		npy_convert(&c->a, b, n * c->a.record, x);
+	/* dt_record_stream_next counted the n records in r->records already */
+	for (int64_t j = 0; (c->a.kind == NPY_F4 || c->a.kind == NPY_F8) && j < n * c->a.record; j++)
+		if (!isfinite(x[j]))
+			return dt_error("'%s', record %lld: value %lld of the sample is %g, not a finite number", r->name,
+					(long long)(r->records - n + j / c->a.record), (long long)(j % c->a.record), x[j]);
 	return n;
 }
 

@@ -79,6 +79,9 @@ void dt_pipeline_cache_free(struct dt_pipeline *p); /* p->cache may be NULL */
 
 /* Reads data.normalize (`auto` or {mean, std}) into c. 0, or -1 after the error. */
 int dt_pipeline_normalize_read(struct dt_pipeline_config *c, const struct dt_node *n);
+/* Whether y[0..n) (the labels of records w->idx) are class indices below limit: 0, or -1 naming the first that is not. */
+int dt_pipeline_check_classes(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, const float *y,
+			      int limit);
 /* The class indices of w->yraw (n) as one-hot rows of y (n, p->one_hot). 0, or -1 for a label that is no class. */
 int dt_pipeline_one_hot(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, float *y);
 

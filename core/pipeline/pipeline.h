@@ -146,6 +146,8 @@ struct dt_pipeline {
 	/* token indices (dt_pipeline_set_index_limit): 0, or every x value must be a whole number below it */
 	int64_t index_limit;
 	char index_layer[64];
+	/* class-index labels (dt_pipeline_set_class_limit): 0, or every label must be a whole number below it */
+	int class_limit;
 };
 
 /*
@@ -204,6 +206,13 @@ int dt_pipeline_set_normalize(struct dt_pipeline *p, int nchan, const float *mea
  * `layer` names the embedding in it.
  */
 void dt_pipeline_set_index_limit(struct dt_pipeline *p, int64_t limit, const char *layer);
+/*
+ * Labels that a sparse loss reads as class indices (the model's outputs,
+ * limit of them): a batch with a label that is negative, fractional or not
+ * below limit is an error naming the label file and the record, as under
+ * one_hot. Without it such a label added nothing to the loss, silently.
+ */
+void dt_pipeline_set_class_limit(struct dt_pipeline *p, int limit);
 /*
  * Checks x (n, per_sample) for token indices: whole numbers in [0, limit).
  * The first bad one fails: "'FILE' record R: value V at position P is not

@@ -258,16 +258,27 @@ out:
 
 /* ---- labels ---- */
 
-int dt_pipeline_one_hot(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, float *y)
+void dt_pipeline_set_class_limit(struct dt_pipeline *p, int limit) { p->class_limit = limit; }
+
+int dt_pipeline_check_classes(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, const float *y,
+			      int limit)
 {
-	memset(y, 0, (size_t)n * p->one_hot * sizeof(*y));
 	for (int i = 0; i < n; i++) {
-		float c = w->yraw[i];
-		if (!(c >= 0 && c < p->one_hot && c == floorf(c)))
+		float c = y[i];
+		if (!(c >= 0 && c < limit && c == floorf(c)))
 			return dt_error("label %g of record %lld in '%s' is not a class index below %d", c,
 					(long long)w->idx[i], p->src->label_file[0] ? p->src->label_file : p->src->name,
-					p->one_hot);
-		y[(int64_t)i * p->one_hot + (int)c] = 1;
+					limit);
 	}
+	return 0;
+}
+
+int dt_pipeline_one_hot(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, float *y)
+{
+	if (dt_pipeline_check_classes(p, w, n, w->yraw, p->one_hot) < 0)
+		return -1;
+	memset(y, 0, (size_t)n * p->one_hot * sizeof(*y));
+	for (int i = 0; i < n; i++)
+		y[(int64_t)i * p->one_hot + (int)w->yraw[i]] = 1;
 	return 0;
 }

@@ -339,3 +339,57 @@ npy("y.npy", "<i8", "(12,)", struct.pack("<12q", *[200 if i == 9 else i % 3 for 
 	[ "$status" -ne 0 ]
 	stderr_has "'$TMP/y.npy' record 9: label 200 is out of range" "classes 0 to 2"
 }
+
+@test "a negative or fractional class label under sparse_categorical_crossentropy names the labels file and the record (NPY, CSV)" {
+	# Such a label added nothing to the loss and training went on, silently (a label -1 of 10 classes).
+	for bad in -1 1.5; do
+		npy_python "
+npy('x.npy', '|u1', '(12, 4, 4)', bytes(12 * 16))
+npy('y.npy', '<f4', '(12,)', struct.pack('<12f', *[$bad if i == 7 else i % 3 for i in range(12)]))
+"
+		run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" \
+			--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}"
+		not_crashed
+		status_is 1
+		stderr_has "label $bad of record 7 in '$TMP/y.npy' is not a class index below 3"
+	done
+	# the same in a CSV file's label column; in data.test the training classes name it by row
+	printf 'a,b,y\n' >c.csv
+	for i in $(seq 0 11); do printf '%d,%d,%d\n' "$i" "$((i % 4))" "$([ "$i" = 5 ] && echo -1 || echo $((i % 3)))" >>c.csv; done
+	local model="model={input_shape: [2], layers: [dense: {units: 3, activation: softmax}]}"
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "$model" \
+		--set "data.train={format: csv, path: '$TMP/c.csv', label: y}"
+	status_is 1
+	stderr_has "label -1 of record 5 in '$TMP/c.csv' is not a class index below 3"
+	grep -v ',-1$' c.csv >good.csv
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "$model" \
+		--set "data.train={format: csv, path: '$TMP/good.csv', label: y}" \
+		--set "data.test={format: csv, path: '$TMP/c.csv', label: y}"
+	status_is 1
+	stderr_has "'$TMP/c.csv', row 7: label '-1' is not a class of the training data (0 to 2)"
+}
+
+@test "a NaN or an infinity in .npy features is a bad record naming the file and the record (fit, on_error: skip, predict)" {
+	# A NaN went into training silently (relu made it 0); a CSV file refuses such a field.
+	for bad in "float('nan')" "float('inf')"; do
+		npy_python "
+v = [0.5] * (12 * 16)
+v[3 * 16 + 2] = $bad
+npy('x.npy', '<f4', '(12, 4, 4)', struct.pack('<%df' % len(v), *v))
+npy('y.npy', '<i8', '(12,)', struct.pack('<12q', *[i % 3 for i in range(12)]))
+"
+		run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" \
+			--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}"
+		not_crashed
+		status_is 1
+		stderr_has "'$TMP/x.npy', record 3: value 2 of the sample is" "not a finite number"
+	done
+	run --separate-stderr "$DTRAIN" fit "$MODELS/tiny_idx.yaml" --json --set checkpoint.enabled=true \
+		--set checkpoint.dir="$TMP/run" --set data.on_error=skip \
+		--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}"
+	status_is 0
+	stderr_has "skipped 1 unreadable record in epoch 1 of '$TMP/x.npy': record 3"
+	run --separate-stderr "$DTRAIN" predict "$TMP/run" "$TMP/x.npy"
+	status_is 1
+	stderr_has "'$TMP/x.npy', record 3: value 2 of the sample is inf, not a finite number"
+}

@@ -139,10 +139,7 @@ fails_at() {
 	run --separate-stderr "$DTRAIN" time m.yaml --set fit.max_memory=1G
 	fails_at m.yaml 4 "layer 'dense' needs" "of fit.max_memory"
 	# (.npy input: a CSV input reads the checkpoint first, for its column names, as evaluate does)
-	python3 -c "import struct
-h = b\"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 16), }\"
-h += b' ' * (63 - (10 + len(h)) % 64) + b'\\n'
-open('x.npy', 'wb').write(b'\\x93NUMPY\\x01\\x00' + struct.pack('<H', len(h)) + h + bytes(64))"
+	npy_python 'npy("x.npy", "<f4", "(1, 16)", bytes(64))'
 	run --separate-stderr "$DTRAIN" predict m.yaml x.npy --set fit.max_memory=1G
 	fails_at m.yaml 4 "layer 'dense' needs" "of fit.max_memory"
 	# a budget that holds it passes the check (summary builds nothing)

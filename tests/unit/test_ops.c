@@ -335,6 +335,16 @@ static void test_activations(void **state)
 	assert_float_equal(y[3] / y[2], exp(2.5), 1e-3);
 	dt_op_act_forward(DT_ACT_LINEAR, &X, &Y);
 	assert_memory_equal(x, y, sizeof(x));
+	/* A NaN stays NaN through every activation (relu made it 0: a NaN input trained on silently). */
+	for (enum dt_activation act = DT_ACT_RELU; act <= DT_ACT_SOFTPLUS; act++) {
+		float v[4] = { NAN, -1, 1, NAN }, w[4];
+		struct dt_tensor V = mat(v, 1, 4), W = mat(w, 1, 4);
+		if (act == DT_ACT_SOFTMAX)
+			continue;
+		dt_op_act_forward(act, &V, &W);
+		assert_true(isnan(w[0]) && isnan(w[3]));
+		assert_false(isnan(w[1]) || isnan(w[2]));
+	}
 }
 
 static void test_softmax_large_logits(void **state)
