@@ -498,6 +498,11 @@ const struct dt_source_type dt_png_folder_source = {
  * be decoded stops with an error naming it and its line, or, with
  * skip_bad (data.on_error: skip), is skipped with a warning. The paths of the
  * samples of the last chunk are kept for sample_name().
+ *
+ * A path that itself ends in .png (any case) is the one image to predict, not
+ * a list: `dtrain predict MODEL cat.png` is what a Keras user types first. A
+ * list line that is not text (control bytes, or not UTF-8: a PNG's first line
+ * is "\x89PNG") is refused as a whole without printing its bytes.
  */
 
 struct png_stream {
@@ -506,15 +511,36 @@ struct png_stream {
 	char *buf;         /* the current line */
 	size_t cap;
 	int64_t line;      /* lines read so far */
+	char *image;       /* the path given, when it names one image (*.png) rather than a list */
 	char **names;      /* (ncap) the paths of the last chunk's samples */
 	size_t *name_cap;
 	int ncap;
 	int h, w, c, skip;
 };
 
+/* Is the line text a path can be: UTF-8 without control bytes (a tab aside)? */
+static int is_text_line(const unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		int more = p[i] >= 0xf0 && p[i] <= 0xf4 ? 3 : p[i] >= 0xe0 ? 2 : p[i] >= 0xc2 ? 1 : 0;
+		if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7f || (p[i] >= 0x80 && p[i] < 0xc2) || p[i] > 0xf4)
+			return 0;
+		for (; more > 0; more--)
+			if (++i >= len || (p[i] & 0xc0) != 0x80)
+				return 0;
+	}
+	return 1;
+}
+
 /* The next non-blank line into s->buf, without its line end. 1, 0 at the end, -1 after an error. */
 static int png_getline(struct dt_reader *r, struct png_stream *s)
 {
+	if (s->image) { /* one image: its path is the only line */
+		if (s->line++)
+			return 0;
+		s->buf = dt_strdup(s->image);
+		return 1;
+	}
 	for (;;) {
 		size_t len = 0;
 		int got = 0;
@@ -542,8 +568,12 @@ static int png_getline(struct dt_reader *r, struct png_stream *s)
 		while (len > 0 && (s->buf[len - 1] == '\n' || s->buf[len - 1] == '\r'))
 			s->buf[--len] = 0;
 		s->line++;
-		if (strlen(s->buf) != len)
-			return dt_error("'%s', line %lld: the path holds a NUL byte", r->name, (long long)s->line);
+		if (len >= 4 && !memcmp(s->buf, "\x89PNG", 4))
+			return dt_error("'%s' is not a text list of PNG paths: it looks binary, a PNG image (a path "
+					"ending in .png is read as one image)", r->name);
+		if (strlen(s->buf) != len || !is_text_line((const unsigned char *)s->buf, len))
+			return dt_error("'%s' is not a text list of PNG paths: line %lld looks binary", r->name,
+					(long long)s->line);
 		for (size_t i = 0; i < len; i++)
 			if (s->buf[i] != ' ' && s->buf[i] != '\t')
 				return 1;
@@ -577,6 +607,10 @@ static int png_stream_open(struct dt_reader *r, const char *path, const struct d
 	s->c = in->dim[2];
 	s->skip = o->skip_bad;
 	s->dec = dt_png_decoder_new();
+	if (strcmp(path, "-") && has_suffix(path, ".png")) {
+		s->image = dt_strdup(path);
+		return 0;
+	}
 	if (!(s->gz = dt_gz_open(path)))
 		return -1;
 	return 0;
@@ -588,7 +622,7 @@ static int png_stream_next(struct dt_reader *r, int n, float *x)
 	int64_t rec = (int64_t)s->h * s->w * s->c;
 	int i = 0;
 
-	if (!s->gz)
+	if (!s->gz && !s->image)
 		return 0;
 	if (n > s->ncap) {
 		s->names = dt_realloc(s->names, (size_t)n * sizeof(char *));
@@ -605,6 +639,12 @@ static int png_stream_next(struct dt_reader *r, int n, float *x)
 		if (rc == 0)
 			break;
 		if (dt_png_decoder_decode(s->dec, s->buf, s->h, s->w, s->c, x + i * rec) < 0) {
+			if (s->image && !s->skip)
+				return dt_error("cannot decode '%s': %s", s->image, dt_png_decoder_error(s->dec));
+			if (s->image) {
+				dt_warn("skipping '%s': %s", s->image, dt_png_decoder_error(s->dec));
+				continue;
+			}
 			if (!s->skip)
 				return dt_error("cannot decode '%s' (line %lld of '%s'): %s", s->buf, (long long)s->line,
 						r->name, dt_png_decoder_error(s->dec));
@@ -637,6 +677,7 @@ static void png_stream_close(struct dt_reader *r)
 		return;
 	dt_gz_close(s->gz);
 	dt_png_decoder_free(s->dec);
+	free(s->image);
 	for (int k = 0; k < s->ncap; k++)
 		free(s->names[k]);
 	free(s->names);

@@ -44,6 +44,9 @@ const char *dt_reader_guess(const char *path)
 		return "idx";
 	if (ends_with(path, n, ".lst"))
 		return "png";
+	/* One image, not a list: the png reader takes a path ending in .png as the image itself. */
+	if (n == strlen(path) && ends_with(path, n, ".png"))
+		return "png";
 	return NULL;
 }
 

@@ -7,8 +7,9 @@
  * One reader type per input format, next to its source in the format's file
  * (data/csv.c, data/npy.c, data/idx.c, data/png_folder.c), listed in dt_reader_types
  * of data/reader.c. A new format adds one `struct dt_reader_type` and one line
- * there. The PNG reader reads a list of paths, one per line, and names each
- * sample by its path (sample_name).
+ * there. The PNG reader reads a list of paths, one per line (or, given a path
+ * ending in .png, that one image), and names each sample by its path
+ * (sample_name).
  *
  * Also here: the path-or-standard-input opening every format shares. A path
  * of "-" is standard input; gzip or plain data are read from either.
@@ -92,7 +93,9 @@ const struct dt_reader_type *dt_reader_find(const char *format);
 /*
  * The format of a path by its name: *.csv, *.tsv, *.txt (also .gz) → csv,
  * *.npy → npy, *-ubyte, *.idx (also .gz) → idx, *.lst (also .gz) → png (a list
- * of PNG paths); NULL when the name does not tell (and for "-"). A .txt may
+ * of PNG paths), *.png → png (that one image: the png reader's open takes a
+ * path ending in .png for the image, not a list); NULL when the name does not
+ * tell (and for "-"). A .txt may
  * also be a list of PNG paths: dtrain predict reads it as one when the model
  * trains on a png_folder.
  */

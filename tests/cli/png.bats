@@ -122,6 +122,24 @@ predict_png() {
 	predict_png --format png imgs.dat
 	status_is 0
 	[ "${#lines[@]}" -eq 2 ]
+	# A path ending in .png (any case) is one image, with the line a list of it gives.
+	cp "fp/test/Bag/$(ls fp/test/Bag | head -1)" one.PNG
+	echo one.PNG >one.lst
+	predict_png one.lst
+	status_is 0
+	want=${lines[0]}
+	[[ $want == 0,one.PNG,* ]]
+	predict_png one.PNG
+	status_is 0
+	[ "${#lines[@]}" -eq 1 ]
+	[ "${lines[0]}" = "$want" ]
+	# An image read as a list of paths is refused without printing its bytes.
+	cp one.PNG one.dat
+	predict_png --format png one.dat
+	not_crashed
+	status_is 1
+	stderr_has "'one.dat' is not a text list of PNG paths: it looks binary, a PNG image"
+	[[ $stderr != *$'\x89'* ]]
 	# A model input that is not an image is refused.
 	predict_png --set 'model.input_shape=[784]' imgs.lst
 	not_crashed

@@ -1102,6 +1102,38 @@ static void test_reader_png_paths(void **state)
 	assert_int_equal(r.records, 4);
 	dt_reader_close(&r);
 
+	/* A path ending in .png (any case) is that one image, named by its path; *.png guesses png. */
+	o.skip_bad = 0;
+	snprintf(p, sizeof(p), "%s/b.png", dir);
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, p, &o), 0);
+	assert_int_equal(r.type->next(&r, 2, x), 1);
+	assert_true(x[0] == 20 && x[11] == 20);
+	assert_string_equal(r.type->sample_name(&r, 0), p);
+	assert_int_equal(r.type->next(&r, 2, x), 0);
+	dt_reader_close(&r);
+	assert_string_equal(dt_reader_guess("a/B.PNG"), "png");
+	assert_null(dt_reader_guess("b.png.gz"));
+	snprintf(p, sizeof(p), "%s/bad.PNG", dir);
+	put_file(p, "not a png", 9);
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, p, &o), 0);
+	assert_int_equal(r.type->next(&r, 2, x), -1);
+	assert_error_contains("cannot decode '");
+	assert_error_contains("/bad.PNG': ");
+	dt_reader_close(&r);
+
+	/* An image given as a list, or a list with a control byte: refused as not text, its bytes unprinted. */
+	put_png(dir, "image.lst", 20);
+	snprintf(p, sizeof(p), "%s/image.lst", dir);
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, p, &o), 0);
+	assert_int_equal(r.type->next(&r, 2, x), -1);
+	assert_error_contains("image.lst' is not a text list of PNG paths: it looks binary, a PNG image");
+	dt_reader_close(&r);
+	put_file(p, "\nb\001.png\n", 8);
+	assert_int_equal(dt_reader_open(&r, &dt_png_reader, p, &o), 0);
+	assert_int_equal(r.type->next(&r, 2, x), -1);
+	assert_error_contains("image.lst' is not a text list of PNG paths: line 2 looks binary");
+	dt_reader_close(&r);
+
 	/* A list that does not exist. */
 	snprintf(p, sizeof(p), "%s/none.lst", dir);
 	assert_int_equal(dt_reader_open(&r, &dt_png_reader, p, &o), -1);
