@@ -754,9 +754,20 @@ static int check_pipeline(const struct dt_pipeline *p, const struct dt_shape *in
 	if (!dt_shape_equal(&p->sample, in))
 		return dt_error("the samples of '%s' are %s but the model's input is %s", p->src->name,
 				dt_shape_format(&p->sample, 0, x, sizeof(x)), dt_shape_format(in, 0, y, sizeof(y)));
-	if (!dt_shape_equal(&p->label, label))
-		return dt_error("the labels of '%s' are %s but the training labels are %s", p->src->name,
-				dt_shape_format(&p->label, 0, x, sizeof(x)), dt_shape_format(label, 0, y, sizeof(y)));
+	/*
+	 * Name the file the labels come from (an npy's y, not its x). Class
+	 * indices against one-hot training labels are an error, as in Keras: a
+	 * file of each kind is more likely a slip than a wish to mix them.
+	 */
+	if (!dt_shape_equal(&p->label, label)) {
+		const char *hint = "";
+		if (p->src->num_classes && dt_shape_count(&p->label) == 1 && dt_shape_count(label) > 1)
+			hint = ": class indices against one-hot vectors; one-hot these labels too, or give class indices "
+			       "in both (categorical_crossentropy or data.one_hot one-hots them)";
+		return dt_error("the labels of '%s' are %s but the training labels are %s%s",
+				p->src->label_file[0] ? p->src->label_file : p->src->name,
+				dt_shape_format(&p->label, 0, x, sizeof(x)), dt_shape_format(label, 0, y, sizeof(y)), hint);
+	}
 	return 0;
 }
 

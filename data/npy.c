@@ -438,8 +438,8 @@ static int npy_open(struct dt_source *s, const struct dt_node *args)
 		}
 		if (classes)
 			s->num_classes = max + 1 < 2 ? 2 : (int)max + 1;
-		snprintf(s->label_file, sizeof(s->label_file), "%s", d->y.name);
 	}
+	snprintf(s->label_file, sizeof(s->label_file), "%s", d->y.name);
 	if (dt_node_get(args, "sample_weight")) {
 		char *wpath = NULL;
 		int bad = dt_cfg_path(args, "sample_weight", &wpath) < 0 || npy_weights(s, wpath) < 0;

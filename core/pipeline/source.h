@@ -47,9 +47,9 @@ struct dt_source {
 	struct dt_shape label;   /* shape of one y: (1,) for a class index, (C,) for a vector */
 	int num_classes;         /* classes when labels are class indices, else 0 */
 	/*
-	 * Where the largest class index is, for the error when the model has
-	 * fewer outputs: the file that holds the labels and the record, or ""
-	 * when the format does not say (then errors name `name`).
+	 * The file that holds the labels, where it is not `name` (npy's y, IDX's
+	 * labels file), else "" (then errors name `name`); and the record of
+	 * the largest class index, for the error when the model has fewer outputs.
 	 */
 	char label_file[512];
 	int64_t label_max_record;

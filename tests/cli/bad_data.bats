@@ -392,4 +392,27 @@ npy('y.npy', '<i8', '(12,)', struct.pack('<12q', *[i % 3 for i in range(12)]))
 	run --separate-stderr "$DTRAIN" predict "$TMP/run" "$TMP/x.npy"
 	status_is 1
 	stderr_has "'$TMP/x.npy', record 3: value 2 of the sample is inf, not a finite number"
+
+@test "test labels of another shape than training's name the labels file, not the features file (NPY)" {
+	# Training labels one-hot (12, 3) under categorical_crossentropy; test labels class indices (12,).
+	npy_python '
+npy("x.npy", "|u1", "(12, 4, 4)", bytes(12 * 16))
+npy("y1h.npy", "<f4", "(12, 3)", struct.pack("<36f", *[float(i % 3 == k) for i in range(12) for k in range(3)]))
+npy("y.npy", "<i8", "(12,)", struct.pack("<12q", *[i % 3 for i in range(12)]))
+'
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set compile.loss=categorical_crossentropy \
+		--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y1h.npy'}" \
+		--set "data.test={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}"
+	not_crashed
+	status_is 2
+	stderr_has "the labels of '$TMP/y.npy' are (1,) but the training labels are (3,): class indices against one-hot" \
+		"one-hot these labels too, or give class indices in both"
+	[[ $stderr != *"'$TMP/x.npy'"* ]]
+	# The other way round: no hint, and still the labels file.
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" \
+		--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}" \
+		--set "data.test={format: npy, x: '$TMP/x.npy', y: '$TMP/y1h.npy'}"
+	not_crashed
+	status_is 2
+	stderr_has "the labels of '$TMP/y1h.npy' are (3,) but the training labels are (1,)"
 }
