@@ -374,8 +374,8 @@ static int folder_open(struct dt_source *s, const struct dt_node *args)
 			d->labels[i] = number[k];
 	}
 	if (other)
-		dt_warn("'%s' holds %d .jpg, .jpeg, .bmp or .gif files: they are ignored, png_folder reads only .png",
-			dir, other);
+		dt_warn("'%s' holds %d .jpg, .jpeg, .bmp or .gif file%s: %s ignored, png_folder reads only .png", dir,
+			other, other == 1 ? "" : "s", other == 1 ? "it is" : "they are");
 
 	d->offset = dt_malloc((size_t)files.n * sizeof(int64_t));
 	for (int i = 0; i < files.n; i++) {
@@ -471,6 +471,12 @@ static int folder_read(struct dt_source *s, const int64_t *idx, int n, float *x,
 	return 0;
 }
 
+static const char *folder_record_name(struct dt_source *s, int64_t i)
+{
+	struct png_folder *d = s->priv;
+	return d && i >= 0 && i < s->count ? d->paths + d->offset[i] : NULL;
+}
+
 static void folder_labels(struct dt_source *s, int32_t *out)
 {
 	const struct png_folder *d = s->priv;
@@ -486,6 +492,7 @@ const struct dt_source_type dt_png_folder_source = {
 	.close = folder_close,
 	.labels = folder_labels,
 	.check = folder_check,
+	.record_name = folder_record_name,
 };
 
 /*

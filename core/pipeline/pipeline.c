@@ -333,16 +333,22 @@ static int cmp_i64(const void *a, const void *b)
 int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 {
 	int64_t n = p->skipped, shown = n < DT_SKIP_LIST ? n : DT_SKIP_LIST;
-	char list[256];
+	char list[2048];
 	size_t len = 0;
 
 	if (!n)
 		return 0;
 	qsort(p->skipped_list, (size_t)shown, sizeof(int64_t), cmp_i64);
 	list[0] = '\0';
-	for (int64_t i = 0; i < shown && len < sizeof(list); i++)
-		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "",
-					(long long)p->skipped_list[i]);
+	for (int64_t i = 0; i < shown && len < sizeof(list); i++) {
+		int64_t r = p->skipped_list[i];
+		const char *name = p->src->type->record_name ? p->src->type->record_name(p->src, r) : NULL;
+		if (name)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld ('%s')", i ? ", " : "",
+						(long long)r, name);
+		else
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "", (long long)r);
+	}
 	if (p->quiet_skips)
 		; /* the chief warns */
 	else if (epoch >= 0)

@@ -122,6 +122,12 @@ struct dt_source_type {
 	 * 0, or -1 after an error naming the YAML position.
 	 */
 	int (*check)(const struct dt_node *args);
+	/*
+	 * Optional: what names record i beside its number in the warning about
+	 * skipped records (png_folder: the image's path, as its read error
+	 * does), or NULL. Valid while the source is open.
+	 */
+	const char *(*record_name)(struct dt_source *s, int64_t i);
 };
 
 /* Checks the arguments of the source `args` describes (a mapping with `format:`) without opening it. 0 or -1. */

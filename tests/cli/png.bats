@@ -63,6 +63,19 @@ fit_png() {
 	stderr_has "'$TMP/nowhere'" "No such file"
 }
 
+@test "on_error: skip names each skipped image's path; other image files are counted in the right number" {
+	f=$(find fp/train/Bag -name '*.png' | sort | head -1)
+	echo "not an image" >"$f"
+	touch fp/train/Coat/x.jpg
+	fit_png --set fit.epochs=1 --set data.on_error=skip
+	status_is 0
+	stderr_has "skipped 1 unreadable record in epoch 1 of '$TMP/fp/train': record " " ('$TMP/$f')"
+	stderr_has "'$TMP/fp/train' holds 1 .jpg, .jpeg, .bmp or .gif file: it is ignored"
+	touch fp/train/Coat/y.gif
+	fit_png --set fit.epochs=1 --set data.on_error=skip
+	stderr_has "holds 2 .jpg, .jpeg, .bmp or .gif files: they are ignored"
+}
+
 @test "an empty class folder is an error naming it" {
 	mkdir fp/train/Zebra
 	fit_png
