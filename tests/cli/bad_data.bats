@@ -392,6 +392,7 @@ npy('y.npy', '<i8', '(12,)', struct.pack('<12q', *[i % 3 for i in range(12)]))
 	run --separate-stderr "$DTRAIN" predict "$TMP/run" "$TMP/x.npy"
 	status_is 1
 	stderr_has "'$TMP/x.npy', record 3: value 2 of the sample is inf, not a finite number"
+}
 
 @test "test labels of another shape than training's name the labels file, not the features file (NPY)" {
 	# Training labels one-hot (12, 3) under categorical_crossentropy; test labels class indices (12,).
