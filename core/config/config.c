@@ -549,10 +549,17 @@ void dt_node_name_to_map(struct dt_doc *d, struct dt_node *n)
 	n->value = NULL;
 }
 
-/* Every scalar under n reads as plain YAML would: dt_node_to_json stored them all as strings. */
+/*
+ * Every scalar under n reads as plain YAML would: dt_node_to_json stored them
+ * all as strings. Keys too, since JSON quotes every key: class_weight's
+ * {0: 3.0} comes back as {"0": "3.0"}, and its reader takes the key 0 for a
+ * class number only when it is not a quoted string.
+ */
 static void unquote(struct dt_node *n)
 {
 	n->quoted = 0;
+	for (int i = 0; n->kind == DT_NODE_MAP && i < n->n; i++)
+		n->key_nodes[i]->quoted = 0;
 	for (int i = 0; n->kind != DT_NODE_SCALAR && i < n->n; i++)
 		unquote(n->items[i]);
 }

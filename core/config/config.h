@@ -45,8 +45,9 @@ struct dt_doc *dt_doc_parse(const char *name, const char *text, const char *dir)
 void dt_doc_free(struct dt_doc *d);
 /*
  * Parses JSON text in dt_node_to_json's form (core/config/run_config.h: every
- * scalar a string), as a checkpoint stores its config: each scalar then reads
- * as the plain YAML scalar it was ("32" a number, "" null).
+ * scalar a string), as a checkpoint stores its config: each scalar and each
+ * key then reads as the plain YAML scalar it was ("32" a number, "" null;
+ * class_weight's key "0" the class 0).
  */
 struct dt_doc *dt_doc_parse_json(const char *name, const char *text, const char *dir);
 struct dt_node *dt_doc_root(struct dt_doc *d);

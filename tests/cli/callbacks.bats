@@ -163,6 +163,29 @@ fit_blobs() {
 	stderr_has "--set:1:" "class 3 is not one of the model's 3 classes"
 }
 
+@test "a checkpoint trained with class_weight serves evaluate, predict, summary, config and export" {
+	# The checkpoint stores its config as JSON, which quotes every key: the
+	# class numbers must read back as numbers, not as the string "0".
+	run --separate-stderr fit_blobs -q --set fit.epochs=1 --set 'fit.class_weight={0: 3.0, 2: 0.25}'
+	status_is 0
+	npy_python 'npy("'"$TMP"'/x.npy", "<f4", "(2, 2)", struct.pack("<4f", 0, 0, 1, 1))'
+	for ckpt in "$TMP/run" "$TMP/run/best.safetensors"; do
+		run --separate-stderr "$DTRAIN" evaluate "$ckpt"
+		status_is 0
+		stderr_has "300 samples - accuracy"
+		run --separate-stderr "$DTRAIN" predict "$ckpt" "$TMP/x.npy"
+		status_is 0
+		[ "${#lines[@]}" -eq 2 ]
+		run --separate-stderr "$DTRAIN" summary "$ckpt"
+		status_is 0
+		run --separate-stderr "$DTRAIN" export "$ckpt" -o "$TMP/m.onnx"
+		status_is 0
+		run --separate-stderr "$DTRAIN" config "$ckpt" --json
+		status_is 0
+		jq -e '.fit.class_weight == {"0": 3, "2": 0.25}' <<<"$output" >/dev/null
+	done
+}
+
 @test "a regression run monitors val_mae and val_rmse: mode auto takes the lowest, in all four places" {
 	run --separate-stderr "$DTRAIN" fit -q --json "$REPO/models/diabetes_mlp.yaml" --set fit.epochs=4 \
 		--set data.validation_split=0.2 --set checkpoint.dir="$TMP/run" --set 'checkpoint.save_best={monitor: val_mae}' \

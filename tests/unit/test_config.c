@@ -685,6 +685,13 @@ static void test_parse_json(void **state)
 	assert_int_equal(dt_cfg_bool(m, "on", 0, &on), 1);
 	assert_int_equal(on, 1);
 	dt_doc_free(d);
+
+	/* JSON quotes every key: class_weight's class numbers read back as numbers. */
+	d = dt_doc_parse_json("c.safetensors", "{\"class_weight\":{\"0\":\"3.0\",\"7\":\"0.25\"}}", ".");
+	m = dt_node_get(dt_doc_root(d), "class_weight");
+	assert_int_equal(dt_node_int(m->key_nodes[1], 0, 9, &units), 0);
+	assert_int_equal(units, 7);
+	dt_doc_free(d);
 }
 
 /* dtrain config's recorder: the defaults getters store, not sentinels, not keys a mapping does not allow. */
