@@ -30,6 +30,8 @@ static const char usage[] =
 	"  --report               per-class precision, recall, F1 and support, their\n"
 	"                         macro and weighted averages and the confusion matrix\n"
 	"                         (a table on stdout; with --json, the object's \"report\")\n"
+	"  -q, --quiet            no notes on stderr (which checkpoint, how a CSV was\n"
+	"                         read); the result still prints\n"
 	"  -h, --help             this help\n";
 
 /* The result: a JSON object on stdout (--json), else a line on stderr; --report's table on stdout. */
@@ -71,7 +73,7 @@ int cmd_evaluate(int argc, char **argv)
 	struct dt_preprocess pp = { 0 };
 	int rc, ema = 0;
 
-	rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set json checkpoint data-file report", usage);
+	rc = dt_opts_parse(&o, argc, argv, "config model-or-checkpoint set json quiet checkpoint data-file report", usage);
 	if (rc >= 0)
 		goto out_opts;
 	if ((rc = dt_app_config(&a, &o, 1)))

@@ -14,6 +14,32 @@
 #include "core/config/run_config.h"
 #include "core/model/loss.h"
 
+static int has_key(const char *const *keys, const char *key)
+{
+	for (int i = 0; keys[i]; i++)
+		if (!strcmp(keys[i], key))
+			return 1;
+	return 0;
+}
+
+/*
+ * dt_cfg_check_keys for a section of the top level, with a hint more: a key
+ * that belongs to another section names it there. Keras passes batch_size
+ * and validation_split to fit(); dtrain reads them in data.
+ */
+static int check_section(const struct dt_node *s, const char *what, const char *const *allowed)
+{
+	for (int i = 0; s->kind == DT_NODE_MAP && i < s->n; i++) {
+		if (has_key(allowed, s->keys[i]))
+			continue;
+		for (const struct dt_cfg_section *o = dt_run_config_sections; o->path; o++)
+			if (*o->path && !strchr(o->path, '.') && strcmp(o->path, what) && has_key(o->keys, s->keys[i]))
+				return dt_node_error(s->key_nodes[i], "unknown key '%s' in '%s'; did you mean '%s.%s'?",
+						     s->keys[i], what, o->path, s->keys[i]);
+	}
+	return dt_cfg_check_keys(s, what, allowed);
+}
+
 static const char *const section_keys[] = { "model", "compile", "data", "fit", "checkpoint", "distribute", NULL };
 static const char *const model_keys[] = { "name", "input_shape", "layers", NULL };
 static int read_model(struct dt_run_config *c, const struct dt_node *root)
@@ -21,7 +47,7 @@ static int read_model(struct dt_run_config *c, const struct dt_node *root)
 	const struct dt_node *m = dt_node_get(root, "model");
 	if (!m)
 		return dt_cfg_require(root, "model", "the config");
-	if (dt_node_expect(m, DT_NODE_MAP, "model") < 0 || dt_cfg_check_keys(m, "model", model_keys) < 0 ||
+	if (dt_node_expect(m, DT_NODE_MAP, "model") < 0 || check_section(m, "model", model_keys) < 0 ||
 	    dt_cfg_string(m, "name", c->name, &c->name) < 0 || dt_cfg_require(m, "layers", "model") < 0)
 		return -1;
 	c->input_shape_node = dt_node_get(m, "input_shape");
@@ -49,7 +75,7 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 	const struct dt_node *s = dt_node_get(root, "compile"), *list;
 	if (!s)
 		return dt_cfg_require(root, "compile", "the config");
-	if (dt_node_expect(s, DT_NODE_MAP, "compile") < 0 || dt_cfg_check_keys(s, "compile", compile_keys) < 0 ||
+	if (dt_node_expect(s, DT_NODE_MAP, "compile") < 0 || check_section(s, "compile", compile_keys) < 0 ||
 	    dt_cfg_require(s, "loss", "compile") < 0 ||
 	    dt_loss_config_read(&c->loss, &c->loss_args, s) < 0 ||
 	    dt_cfg_bool(s, "from_logits", 0, &c->from_logits) < 0 ||
@@ -117,7 +143,7 @@ static int read_data(struct dt_run_config *c, struct dt_node *root)
 	if (!s) /* summary and time need model.input_shape alone; what reads data asks for it (dt_app_data) */
 		return dt_pipeline_config_read(&c->pipeline, NULL);
 	/* data.train may be absent (evaluate --data): what trains asks for it (dt_app_data) */
-	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || dt_cfg_check_keys(s, "data", data_keys) < 0 ||
+	if (dt_node_expect(s, DT_NODE_MAP, "data") < 0 || check_section(s, "data", data_keys) < 0 ||
 	    dt_cfg_int(s, "batch_size", 32, 1, 1 << 20, &batch) < 0 ||
 	    dt_cfg_float(s, "validation_split", 0, 0, 0.99, &c->validation_split) < 0 ||
 	    dt_cfg_float(s, "rescale", 1, -1e30, 1e30, &c->rescale) < 0 ||
@@ -185,7 +211,7 @@ static int read_fit(struct dt_run_config *c, const struct dt_node *root)
 {
 	const struct dt_node *s = dt_node_get(root, "fit");
 	int64_t epochs, seed, threads, accumulate;
-	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || dt_cfg_check_keys(s, "fit", fit_keys) < 0))
+	if (s && (dt_node_expect(s, DT_NODE_MAP, "fit") < 0 || check_section(s, "fit", fit_keys) < 0))
 		return -1;
 	if (dt_cfg_int(s, "epochs", 1, 1, DT_MAX_EPOCHS, &epochs) < 0 ||
 	    dt_cfg_int(s, "seed", 0, 0, INT64_MAX, &seed) < 0 ||
@@ -269,7 +295,7 @@ static int read_checkpoint(struct dt_run_config *c, const struct dt_node *root)
 	int64_t keep;
 	char msg[256];
 	if (s && (dt_node_expect(s, DT_NODE_MAP, "checkpoint") < 0 ||
-		  dt_cfg_check_keys(s, "checkpoint", checkpoint_keys) < 0))
+		  check_section(s, "checkpoint", checkpoint_keys) < 0))
 		return -1;
 	if (dt_cfg_string(s, "dir", NULL, &c->checkpoint_dir) < 0 ||
 	    dt_cfg_bool(s, "enabled", 1, &c->checkpoint_enabled) < 0 || read_every(s, &c->checkpoint_every) < 0 ||

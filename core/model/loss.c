@@ -25,26 +25,65 @@ static const char *const *loss_keys(enum dt_loss loss)
 	}
 }
 
+/*
+ * Keras 3's short names of its losses (keras.losses' ALL_OBJECTS_DICT), as
+ * model files copied from Keras spell them. A NULL name: a loss dtrain does
+ * not have, and what to say instead of "unknown loss".
+ */
+static const struct { const char *alias, *name, *missing; } keras_aliases[] = {
+	{ "mse", "mean_squared_error", NULL },
+	{ "mae", "mean_absolute_error", NULL },
+	{ "bce", "binary_crossentropy", NULL },
+	{ "kld", "kl_divergence", NULL },
+	{ "mape", NULL, "Keras' mean_absolute_percentage_error, which dtrain has as a metric, not as a loss" },
+	{ "msle", NULL, "Keras' mean_squared_logarithmic_error, which dtrain does not have" },
+};
+
+/*
+ * The loss called name, or a Keras alias of it, into *kind: 0; 1 when there
+ * is none (no error printed: the caller words it); -1 after an error at `at`
+ * for a Keras loss that dtrain does not have.
+ */
+static int loss_by_name(const struct dt_node *at, const char *name, int *kind)
+{
+	for (*kind = 0; dt_loss_names[*kind]; (*kind)++)
+		if (!strcmp(dt_loss_names[*kind], name))
+			return 0;
+	for (size_t i = 0; i < sizeof(keras_aliases) / sizeof(keras_aliases[0]); i++) {
+		if (strcmp(keras_aliases[i].alias, name))
+			continue;
+		if (!keras_aliases[i].name)
+			return dt_node_error(at, "unknown loss '%s': %s (dtrain.yaml(5) lists the losses)", name,
+					     keras_aliases[i].missing);
+		for (*kind = 0; strcmp(dt_loss_names[*kind], keras_aliases[i].name); (*kind)++)
+			;
+		return 0;
+	}
+	return 1;
+}
+
 int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *a, const struct dt_node *compile)
 {
 	const struct dt_node *n = dt_node_get(compile, "loss"), *args = NULL;
 	const char *const *keys;
 	double delta, gamma, alpha, ls;
-	int kind;
+	int kind, rc;
 
 	*a = dt_loss_args_default();
 	if (!n || n->kind == DT_NODE_SCALAR) {
-		if (dt_cfg_enum(compile, "loss", dt_loss_names, 0, &kind) < 0)
+		/* dt_cfg_enum stores the default for `dtrain config`, and its error lists the names. */
+		rc = n ? loss_by_name(n, n->value, &kind) : 1;
+		if (rc < 0 || (rc > 0 && dt_cfg_enum(compile, "loss", dt_loss_names, 0, &kind) < 0))
 			return -1;
 		*loss = (enum dt_loss)kind;
 		return 0;
 	}
 	if (n->kind != DT_NODE_MAP || n->n != 1)
 		return dt_node_error(n, "'loss' is a name ('huber') or one key with arguments ('{huber: {delta: 2.0}}')");
-	for (kind = 0; dt_loss_names[kind]; kind++)
-		if (!strcmp(dt_loss_names[kind], n->keys[0]))
-			break;
-	if (!dt_loss_names[kind]) {
+	rc = loss_by_name(n->key_nodes[0], n->keys[0], &kind);
+	if (rc < 0)
+		return -1;
+	if (rc > 0) {
 		const char *close = dt_did_you_mean(n->keys[0], dt_loss_names);
 		if (close)
 			return dt_node_error(n->key_nodes[0], "unknown loss '%s'; did you mean '%s'?", n->keys[0], close);
@@ -56,6 +95,11 @@ int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *a, const struct
 		return 0;
 	if (dt_node_expect(args, DT_NODE_MAP, n->keys[0]) < 0)
 		return -1;
+	/* Keras' loss classes take from_logits; dtrain reads it once for the model, beside the loss. */
+	for (int i = 0; i < args->n; i++)
+		if (!strcmp(args->keys[i], "from_logits"))
+			return dt_node_error(args->key_nodes[i], "'%s' takes no argument 'from_logits': it is "
+					     "compile.from_logits, a key beside compile.loss", n->keys[0]);
 	keys = loss_keys(*loss);
 	if (!keys && args->n > 0)
 		return dt_node_error(args->key_nodes[0], "'%s' takes no arguments, got '%s'", n->keys[0], args->keys[0]);

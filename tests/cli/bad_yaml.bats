@@ -72,6 +72,19 @@ expect_error() {
 	expect_error unknown_layer_arg.yaml 4 15 untis "unknown key 'untis' in 'dense'" "did you mean 'units'?"
 }
 
+@test "Keras' fit(validation_split=...) as fit.validation_split: did you mean data.validation_split" {
+	expect_error keras_fit_keys.yaml 12 3 validation_split "unknown key 'validation_split' in 'fit'" \
+		"did you mean 'data.validation_split'?"
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set fit.batch_size=8
+	status_is 2
+	stderr_has "--set:1:5: error: unknown key 'batch_size' in 'fit'; did you mean 'data.batch_size'?"
+}
+
+@test "Keras' input_shape on the first layer: the error says model.input_shape" {
+	expect_error keras_input_shape.yaml 4 44 input_shape "unknown key 'input_shape' in 'dense'" \
+		"the samples' shape is model.input_shape"
+}
+
 @test "wrong type: units: abc" {
 	expect_error wrong_type.yaml 5 16 abc "'units' must be an integer, got 'abc'"
 }

@@ -64,6 +64,20 @@ evaluate() {
 	[[ $stderr == *"dtrain: note: using '$TMP/nobest/latest.safetensors', the run's latest checkpoint (it saved no best)"* ]]
 }
 
+@test "-q, as fit and predict take it: no note, the result still prints" {
+	for q in -q --quiet; do
+		run --separate-stderr evaluate "$q"
+		status_is 0
+		[ -z "$output" ]
+		[[ $stderr == "300 samples - accuracy: "* ]]
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		run --separate-stderr evaluate "$q" --json
+		status_is 0
+		[ -z "$stderr" ]
+		[ "$(jq -r '.checkpoint' <<<"$output")" = "$RUN/best.safetensors" ]
+	done
+}
+
 @test "--checkpoint picks the file: best.safetensors" {
 	run --separate-stderr evaluate --json --checkpoint "$RUN/best.safetensors"
 	status_is 0

@@ -151,6 +151,32 @@ bad() {
 	bad 7 "{huber" "'loss' is a name ('huber') or one key with arguments"
 }
 
+@test "Keras' short loss names: mse, mae, bce and kld train as the full names; mape and msle say why not" {
+	local alias full losses
+	for pair in mse:mean_squared_error mae:mean_absolute_error bce:binary_crossentropy kld:kl_divergence; do
+		alias=${pair%%:*} full=${pair#*:}
+		model "$full" adam
+		trains
+		losses=$(jq -sc '[.[] | select(.event == "epoch") | .loss]' <<<"$output")
+		model "$alias" adam
+		trains
+		[ "$(jq -sc '[.[] | select(.event == "epoch") | .loss]' <<<"$output")" = "$losses" ]
+		model "{$alias: {}}" adam
+		trains
+	done
+	model mape adam
+	bad 7 mape "unknown loss 'mape': Keras' mean_absolute_percentage_error, which dtrain has as a metric, not as a loss"
+	model msle adam
+	bad 7 msle "unknown loss 'msle': Keras' mean_squared_logarithmic_error, which dtrain does not have"
+}
+
+@test "from_logits among a loss's arguments, as Keras' loss classes take it, points to compile.from_logits" {
+	model "{sparse_categorical_crossentropy: {from_logits: true}}" adam
+	bad 7 from_logits "'sparse_categorical_crossentropy' takes no argument 'from_logits': it is compile.from_logits"
+	model "{categorical_crossentropy: {label_smoothing: 0.1, from_logits: true}}" adam
+	bad 7 from_logits "'categorical_crossentropy' takes no argument 'from_logits': it is compile.from_logits"
+}
+
 @test "class-index labels with a loss that needs one-hot rows: the error says data.one_hot" {
 	model categorical_focal_crossentropy adam
 	sed -i '/^  one_hot: true/d' m.yaml
