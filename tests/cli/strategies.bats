@@ -62,6 +62,23 @@ same() {
 	[[ $output == *DIFFERENT* ]]
 }
 
+@test "mirrored with batch_normalization: each replica normalizes by its own slice, so not the weights of one_device (the docs say so)" {
+	# As Keras' BatchNormalization with synchronized=False, its default: README,
+	# dtrain.yaml(5) and dtrain-fit(1) name it as the exception.
+	local bn="model.layers=[{dense: {units: 16, activation: relu}}, batch_normalization,
+		{dense: {units: 3, activation: softmax}}]"
+	fit_blobs one --set "$bn"
+	fit_blobs mir2 --set "$bn" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+	run "$DIFF" "$TMP/one/latest.safetensors" "$TMP/mir2/latest.safetensors"
+	status_is 1
+	[[ $output == *DIFFERENT* ]]
+	# The same model without it: the weights of one_device, so the difference is batch_normalization's.
+	local plain="model.layers=[{dense: {units: 16, activation: relu}}, {dense: {units: 3, activation: softmax}}]"
+	fit_blobs one_plain --set "$plain"
+	fit_blobs mir2_plain --set "$plain" --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:1]'
+	same one_plain mir2_plain
+}
+
 @test "mirrored: a device listed twice, a GPU, a bad timeout are config errors" {
 	run --separate-stderr fit_blobs x --set distribute.strategy=mirrored --set 'distribute.devices=[cpu:0, cpu:0]'
 	status_is 2
