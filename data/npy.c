@@ -454,6 +454,26 @@ out:
 	return rc;
 }
 
+/*
+ * Whether the n values x of record `record` of `name` (of kind k) are all
+ * finite: 0, or -1 (naming the first that is not when `report`). A NaN or
+ * infinity in the features makes a bad record, as in a CSV file (training on
+ * it went on silently). Integer kinds are finite.
+ */
+static int npy_finite(enum npy_kind k, const float *x, int64_t n, const char *name, int64_t record, int report)
+{
+	int64_t j = 0;
+	if (k != NPY_F4 && k != NPY_F8)
+		return 0;
+	while (j < n && isfinite(x[j]))
+		j++;
+	if (j == n)
+		return 0;
+	return report ? dt_error("'%s', record %lld: value %lld of the sample is %g, not a finite number", name,
+				 (long long)record, (long long)j, x[j])
+		      : -1;
+}
+
 static int npy_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad)
 {
 	const struct npy *d = s->priv;
@@ -467,16 +487,10 @@ static int npy_read(struct dt_source *s, const int64_t *idx, int n, float *x, fl
 		npy_convert(&d->y.a, d->y.data + r * yr * d->y.a.itemsize, yr, y + i * yr);
 		if (bad)
 			bad[i] = 0;
-		/* A NaN or infinity in the features is a bad record, as in a CSV file (training on it went on silently). */
-		if (d->x.a.kind == NPY_F4 || d->x.a.kind == NPY_F8) {
-			int64_t j = 0;
-			while (j < xr && isfinite(x[i * xr + j]))
-				j++;
-			if (j < xr && !bad)
-				return dt_error("'%s', record %lld: value %lld of the sample is %g, not a finite number", s->name,
-						(long long)r, (long long)j, x[i * xr + j]);
-			if (j < xr)
-				bad[i] = 1;
+		if (npy_finite(d->x.a.kind, x + i * xr, xr, s->name, r, !bad) < 0) {
+			if (!bad)
+				return -1;
+			bad[i] = 1;
 		}
 	}
 	return 0;
@@ -541,10 +555,9 @@ static int npy_stream_next(struct dt_reader *r, int n, float *x)
 	if (n > 0)
 		npy_convert(&c->a, b, n * c->a.record, x);
 	/* dt_record_stream_next counted the n records in r->records already */
-	for (int64_t j = 0; (c->a.kind == NPY_F4 || c->a.kind == NPY_F8) && j < n * c->a.record; j++)
-		if (!isfinite(x[j]))
-			return dt_error("'%s', record %lld: value %lld of the sample is %g, not a finite number", r->name,
-					(long long)(r->records - n + j / c->a.record), (long long)(j % c->a.record), x[j]);
+	for (int i = 0; i < n; i++)
+		if (npy_finite(c->a.kind, x + i * c->a.record, c->a.record, r->name, r->records - n + i, 1) < 0)
+			return -1;
 	return n;
 }
 
