@@ -640,24 +640,6 @@ int dt_app_data(struct dt_app *a, int need_train, int need_test)
 	return rc;
 }
 
-/* The input shape the checkpoint's model was trained on (fit's metadata) into *s: 1, or 0 when it has none. */
-static int checkpoint_input_shape(const struct dt_app *a, struct dt_shape *s)
-{
-	const char *text = a->ckpt ? dt_checkpoint_meta(a->ckpt, "input_shape") : NULL;
-	cJSON *list = text ? cJSON_Parse(text) : NULL, *it;
-	int ok = cJSON_IsArray(list) && cJSON_GetArraySize(list) >= 1 && cJSON_GetArraySize(list) <= DT_MAX_DIMS;
-
-	memset(s, 0, sizeof(*s));
-	cJSON_ArrayForEach(it, list) {
-		if (!ok || !cJSON_IsNumber(it) || !(it->valuedouble >= 1 && it->valuedouble <= 1e9))
-			ok = 0;
-		else
-			s->dim[s->ndim++] = (int)it->valuedouble;
-	}
-	cJSON_Delete(list);
-	return ok;
-}
-
 /*
  * The per-sample input shape: the config's, checked against the data, or the
  * data's. Data whose samples differ from the checkpoint's model is the data's
@@ -668,7 +650,7 @@ static int input_shape(struct dt_app *a, struct dt_shape *shape, const struct dt
 {
 	char x[64], y[64];
 	struct dt_shape trained;
-	if (src && checkpoint_input_shape(a, &trained) && !dt_shape_equal(&trained, &src->sample))
+	if (src && a->ckpt && dt_app_checkpoint_input_shape(a, &trained) && !dt_shape_equal(&trained, &src->sample))
 		return dt_error("the model of '%s' was trained on samples of %s, but those of '%s' are %s", a->ckpt_path,
 				dt_shape_format(&trained, 0, x, sizeof(x)), src->name,
 				dt_shape_format(&src->sample, 0, y, sizeof(y)));

@@ -315,6 +315,23 @@ int dt_app_checkpoint_features(const struct dt_app *a, char ***names, int *n)
 	return meta ? name_list(a, "feature_names", meta, names, n) : 0;
 }
 
+int dt_app_checkpoint_input_shape(const struct dt_app *a, struct dt_shape *s)
+{
+	const char *text = dt_checkpoint_meta(a->ckpt, "input_shape");
+	cJSON *list = text ? cJSON_Parse(text) : NULL, *it;
+	int ok = cJSON_IsArray(list) && cJSON_GetArraySize(list) >= 1 && cJSON_GetArraySize(list) <= DT_MAX_DIMS;
+
+	memset(s, 0, sizeof(*s));
+	cJSON_ArrayForEach(it, list) {
+		if (!ok || !cJSON_IsNumber(it) || !(it->valuedouble >= 1 && it->valuedouble <= 1e9))
+			ok = 0;
+		else
+			s->dim[s->ndim++] = (int)it->valuedouble;
+	}
+	cJSON_Delete(list);
+	return ok;
+}
+
 int dt_app_checkpoint_weights(struct dt_app *a, struct dt_model *m, const char *doing)
 {
 	int ema;

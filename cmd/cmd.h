@@ -140,6 +140,8 @@ int dt_app_checkpoint_classes(const struct dt_app *a, struct dt_class_map *map, 
  * names.
  */
 int dt_app_checkpoint_features(const struct dt_app *a, char ***names, int *n);
+/* The input shape a->ckpt's model was trained on (fit's input_shape metadata) into *s: 1, or 0 when it has none. */
+int dt_app_checkpoint_input_shape(const struct dt_app *a, struct dt_shape *s);
 /*
  * a->ckpt's weights into m (one replica), the moving average when the
  * checkpoint holds one (use_ema), said in a note ending with `doing`.
