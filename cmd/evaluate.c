@@ -95,8 +95,7 @@ int cmd_evaluate(int argc, char **argv)
 		if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_classes(&a, &classes, &names) < 0 ||
 		    dt_app_checkpoint_features(&a, &features, &nfeatures) < 0)
 			goto out;
-		if (!dt_loss_is_regression(a.cfg.loss))
-			test_map = classes;
+		test_map = classes;
 		test_map.nfeatures = nfeatures;
 		test_map.features = features;
 		a.test_classes = test_map.n || test_map.features ? &test_map : NULL;
