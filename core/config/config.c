@@ -791,6 +791,14 @@ static char *join_names(const char *const *names)
 
 static void note_allowed(const struct dt_node *map, const char *const *allowed);
 
+int dt_name_index(const char *const *names, const char *s)
+{
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(names[i], s))
+			return i;
+	return -1;
+}
+
 int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *const *allowed)
 {
 	if (!map)
@@ -801,10 +809,7 @@ int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *c
 	for (int i = 0; i < map->n; i++) {
 		const char *key = map->keys[i], *guess;
 		char *list;
-		int j;
-		for (j = 0; allowed[j] && strcmp(allowed[j], key); j++)
-			;
-		if (allowed[j])
+		if (dt_name_index(allowed, key) >= 0)
 			continue;
 		guess = dt_did_you_mean(key, allowed);
 		if (guess)

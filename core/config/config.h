@@ -129,6 +129,9 @@ int dt_node_float(const struct dt_node *n, double min, double max, double *out);
 int dt_node_float_key(const struct dt_node *n, const char *key, double min, double max, double *out);
 int dt_node_float_range(const struct dt_node *n, double min, double max, int open, double *out);
 
+/* The index of s among names (NULL-terminated, exact case), or -1. */
+int dt_name_index(const char *const *names, const char *s);
+
 /*
  * The closest of names to s by edit distance (a swap of neighbours counts as
  * one edit, case is ignored), or NULL if none is close: a name is close when

@@ -14,14 +14,6 @@
 #include "core/config/run_config.h"
 #include "core/model/loss.h"
 
-static int has_key(const char *const *keys, const char *key)
-{
-	for (int i = 0; keys[i]; i++)
-		if (!strcmp(keys[i], key))
-			return 1;
-	return 0;
-}
-
 /*
  * dt_cfg_check_keys for a section of the top level, with a hint more: a key
  * that belongs to another section names it there. Keras passes batch_size
@@ -30,10 +22,11 @@ static int has_key(const char *const *keys, const char *key)
 static int check_section(const struct dt_node *s, const char *what, const char *const *allowed)
 {
 	for (int i = 0; s->kind == DT_NODE_MAP && i < s->n; i++) {
-		if (has_key(allowed, s->keys[i]))
+		if (dt_name_index(allowed, s->keys[i]) >= 0)
 			continue;
 		for (const struct dt_cfg_section *o = dt_run_config_sections; o->path; o++)
-			if (*o->path && !strchr(o->path, '.') && strcmp(o->path, what) && has_key(o->keys, s->keys[i]))
+			if (*o->path && !strchr(o->path, '.') && strcmp(o->path, what) &&
+			    dt_name_index(o->keys, s->keys[i]) >= 0)
 				return dt_node_error(s->key_nodes[i], "unknown key '%s' in '%s'; did you mean '%s.%s'?",
 						     s->keys[i], what, o->path, s->keys[i]);
 	}

@@ -123,15 +123,12 @@ int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, co
 	 * Keras takes the sample shape on the first layer (Dense(10, input_shape=(64,))); dtrain on the
 	 * model. (embedding's input_dim is its vocabulary, a key of its own.)
 	 */
-	for (int i = 0; args->kind == DT_NODE_MAP && i < args->n; i++) {
-		int own = 0;
-		for (int j = 0; allowed[j]; j++)
-			own |= !strcmp(args->keys[i], allowed[j]);
-		if (!own && (!strcmp(args->keys[i], "input_shape") || !strcmp(args->keys[i], "input_dim")))
+	for (int i = 0; args->kind == DT_NODE_MAP && i < args->n; i++)
+		if (dt_name_index(allowed, args->keys[i]) < 0 &&
+		    (!strcmp(args->keys[i], "input_shape") || !strcmp(args->keys[i], "input_dim")))
 			return dt_node_error(args->key_nodes[i], "unknown key '%s' in '%s': the samples' shape is "
 					     "model.input_shape, a key beside model.layers (without it, the data's)",
 					     args->keys[i], l->type->name);
-	}
 	while (allowed[n] && n < 14) {
 		keys[n] = allowed[n];
 		n++;

@@ -46,17 +46,15 @@ static const struct { const char *alias, *name, *missing; } keras_aliases[] = {
  */
 static int loss_by_name(const struct dt_node *at, const char *name, int *kind)
 {
-	for (*kind = 0; dt_loss_names[*kind]; (*kind)++)
-		if (!strcmp(dt_loss_names[*kind], name))
-			return 0;
+	if ((*kind = dt_name_index(dt_loss_names, name)) >= 0)
+		return 0;
 	for (size_t i = 0; i < sizeof(keras_aliases) / sizeof(keras_aliases[0]); i++) {
 		if (strcmp(keras_aliases[i].alias, name))
 			continue;
 		if (!keras_aliases[i].name)
 			return dt_node_error(at, "unknown loss '%s': %s (dtrain.yaml(5) lists the losses)", name,
 					     keras_aliases[i].missing);
-		for (*kind = 0; strcmp(dt_loss_names[*kind], keras_aliases[i].name); (*kind)++)
-			;
+		*kind = dt_name_index(dt_loss_names, keras_aliases[i].name);
 		return 0;
 	}
 	return 1;
