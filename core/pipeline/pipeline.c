@@ -343,11 +343,9 @@ int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 	for (int64_t i = 0; i < shown && len < sizeof(list); i++) {
 		int64_t r = p->skipped_list[i];
 		const char *name = p->src->type->record_name ? p->src->type->record_name(p->src, r) : NULL;
-		if (name)
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld ('%s')", i ? ", " : "",
-						(long long)r, name);
-		else
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "", (long long)r);
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "", (long long)r);
+		if (name && len < sizeof(list))
+			len += (size_t)snprintf(list + len, sizeof(list) - len, " ('%s')", name);
 	}
 	if (p->quiet_skips)
 		; /* the chief warns */
