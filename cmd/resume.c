@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/error.h"
+#include "core/model/loss.h"
 
 /* o[a][b]..., or NULL. */
 static const cJSON *at(const cJSON *o, const char *a, const char *b)
@@ -124,6 +125,28 @@ static int compare_layers(const char *ckpt, const char *cfg, const cJSON *old, c
 	return 0;
 }
 
+/*
+ * compile.loss under its dtrain name, a Keras alias (mse) replaced in place:
+ * a loss spelt the other way is the same loss.
+ */
+static void canonical_loss(cJSON *root)
+{
+	cJSON *compile = cJSON_GetObjectItemCaseSensitive(root, "compile");
+	cJSON *loss = cJSON_GetObjectItemCaseSensitive(compile, "loss"), *args;
+	const char *name;
+	if (cJSON_IsString(loss)) {
+		name = dt_loss_canonical(loss->valuestring);
+		if (name != loss->valuestring)
+			cJSON_SetValuestring(loss, name);
+	} else if (cJSON_IsObject(loss) && loss->child && loss->child->string) {
+		name = dt_loss_canonical(loss->child->string);
+		if (name != loss->child->string) {
+			args = cJSON_DetachItemViaPointer(loss, loss->child);
+			cJSON_AddItemToObject(loss, name, args);
+		}
+	}
+}
+
 int dt_resume_check(const struct dt_ckpt *f, const struct dt_app *a)
 {
 	const char *ckpt = dt_checkpoint_path(f), *cfg = a->cfg.path, *stored = dt_checkpoint_meta(f, "config");
@@ -140,6 +163,8 @@ int dt_resume_check(const struct dt_ckpt *f, const struct dt_app *a)
 		dt_error("'%s' holds no config: it was not written by dtrain fit", ckpt);
 		goto out;
 	}
+	canonical_loss(old);
+	canonical_loss(now);
 	if (compare_layers(ckpt, cfg, at(old, "model", "layers"), at(now, "model", "layers"), &a->models[0]) < 0)
 		goto out;
 	for (size_t i = 0; i < sizeof(same_keys) / sizeof(same_keys[0]); i++) {

@@ -44,20 +44,29 @@ static const struct { const char *alias, *name, *missing; } keras_aliases[] = {
  * is none (no error printed: the caller words it); -1 after an error at `at`
  * for a Keras loss that dtrain does not have.
  */
+/* The index of name in keras_aliases, or -1. */
+static int alias_index(const char *name)
+{
+	for (int i = 0; i < (int)(sizeof(keras_aliases) / sizeof(keras_aliases[0])); i++)
+		if (!strcmp(keras_aliases[i].alias, name))
+			return i;
+	return -1;
+}
+
+const char *dt_loss_canonical(const char *name)
+{
+	int i = alias_index(name);
+	return i >= 0 && keras_aliases[i].name ? keras_aliases[i].name : name;
+}
+
 static int loss_by_name(const struct dt_node *at, const char *name, int *kind)
 {
-	if ((*kind = dt_name_index(dt_loss_names, name)) >= 0)
-		return 0;
-	for (size_t i = 0; i < sizeof(keras_aliases) / sizeof(keras_aliases[0]); i++) {
-		if (strcmp(keras_aliases[i].alias, name))
-			continue;
-		if (!keras_aliases[i].name)
-			return dt_node_error(at, "unknown loss '%s': %s (dtrain.yaml(5) lists the losses)", name,
-					     keras_aliases[i].missing);
-		*kind = dt_name_index(dt_loss_names, keras_aliases[i].name);
-		return 0;
-	}
-	return 1;
+	int i = alias_index(name);
+	if (i >= 0 && !keras_aliases[i].name)
+		return dt_node_error(at, "unknown loss '%s': %s (dtrain.yaml(5) lists the losses)", name,
+				     keras_aliases[i].missing);
+	*kind = dt_name_index(dt_loss_names, dt_loss_canonical(name));
+	return *kind >= 0 ? 0 : 1;
 }
 
 int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *a, const struct dt_node *compile)

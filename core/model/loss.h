@@ -38,6 +38,9 @@ struct dt_objective {
  */
 int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *args, const struct dt_node *compile);
 
+/* The dtrain name of a Keras alias of a loss (mse: mean_squared_error), else name itself. */
+const char *dt_loss_canonical(const char *name);
+
 /*
  * 1 when loss is a regression loss (mean_squared_error, mean_absolute_error,
  * huber, log_cosh, poisson, cosine_similarity), 0 for a classification loss.

@@ -269,6 +269,17 @@ crash_and_resume() {
 	[ "$(readlink "$TMP/chg/run/latest.safetensors")" = ckpt-002-00020.safetensors ]
 }
 
+@test "--resume: a loss under its Keras alias is the same loss (mse, mean_squared_error); another loss is refused" {
+	local reg=("--set" 'model.layers=[{dense: {units: 1}}]' "--set" "compile.metrics=[]")
+	at alias "$DTRAIN" fit m.yaml -q --set fit.epochs=1 "${reg[@]}" --set compile.loss=mean_squared_error
+	run --separate-stderr at alias "$DTRAIN" fit m.yaml --resume -q --set fit.epochs=2 "${reg[@]}" --set compile.loss=mse
+	status_is 0
+	[ "$(readlink "$TMP/alias/run/latest.safetensors")" = ckpt-002-00020.safetensors ]
+	run --separate-stderr at alias "$DTRAIN" fit m.yaml --resume --set fit.epochs=3 "${reg[@]}" --set compile.loss=mae
+	status_is 2
+	stderr_has "compile.loss mean_squared_error in the checkpoint, mean_absolute_error in 'm.yaml'"
+}
+
 @test "--resume with nothing to resume: a clear error" {
 	run --separate-stderr at none "$DTRAIN" fit m.yaml --resume
 	status_is 1
