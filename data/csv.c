@@ -1162,6 +1162,15 @@ static const char *csv_bad_msg(const struct csv *d, int64_t record)
 	return "unreadable row";
 }
 
+static int csv_record_what(struct dt_source *s, int64_t i, char *buf, size_t size)
+{
+	const struct csv *d = s->priv;
+	if (!d || i < 0 || i >= s->count || !d->bad[i])
+		return 0;
+	snprintf(buf, size, "%s", csv_bad_msg(d, i));
+	return 1;
+}
+
 static int csv_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad)
 {
 	const struct csv *d = s->priv;
@@ -1195,6 +1204,7 @@ const struct dt_source_type dt_csv_source = {
 	.close = csv_close,
 	.labels = csv_labels,
 	.check = csv_check,
+	.record_what = csv_record_what,
 };
 
 /* ---- the stream reader ---- */

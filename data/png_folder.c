@@ -471,10 +471,13 @@ static int folder_read(struct dt_source *s, const int64_t *idx, int n, float *x,
 	return 0;
 }
 
-static const char *folder_record_name(struct dt_source *s, int64_t i)
+static int folder_record_what(struct dt_source *s, int64_t i, char *buf, size_t size)
 {
 	struct png_folder *d = s->priv;
-	return d && i >= 0 && i < s->count ? d->paths + d->offset[i] : NULL;
+	if (!d || i < 0 || i >= s->count)
+		return 0;
+	snprintf(buf, size, "'%s'", d->paths + d->offset[i]);
+	return 1;
 }
 
 static void folder_labels(struct dt_source *s, int32_t *out)
@@ -492,7 +495,7 @@ const struct dt_source_type dt_png_folder_source = {
 	.close = folder_close,
 	.labels = folder_labels,
 	.check = folder_check,
-	.record_name = folder_record_name,
+	.record_what = folder_record_what,
 };
 
 /*

@@ -342,10 +342,11 @@ int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 	list[0] = '\0';
 	for (int64_t i = 0; i < shown && len < sizeof(list); i++) {
 		int64_t r = p->skipped_list[i];
-		const char *name = p->src->type->record_name ? p->src->type->record_name(p->src, r) : NULL;
+		char what[512];
+		int has = p->src->type->record_what && p->src->type->record_what(p->src, r, what, sizeof(what));
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "", (long long)r);
-		if (name && len < sizeof(list))
-			len += (size_t)snprintf(list + len, sizeof(list) - len, " ('%s')", name);
+		if (has && len < sizeof(list))
+			len += (size_t)snprintf(list + len, sizeof(list) - len, " (%s)", what);
 	}
 	if (p->quiet_skips)
 		; /* the chief warns */

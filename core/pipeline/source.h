@@ -123,11 +123,13 @@ struct dt_source_type {
 	 */
 	int (*check)(const struct dt_node *args);
 	/*
-	 * Optional: what names record i beside its number in the warning about
-	 * skipped records (png_folder: the image's path, as its read error
-	 * does), or NULL. Valid while the source is open.
+	 * Optional: what tells record i apart, for the warning about skipped
+	 * records, which prints it in parentheses after the record's number:
+	 * png_folder's image path in quotes, csv's row (the file's line) and
+	 * what is wrong with it, as their read errors say. Writes it into buf
+	 * (size bytes); 0 when there is nothing to write.
 	 */
-	const char *(*record_name)(struct dt_source *s, int64_t i);
+	int (*record_what)(struct dt_source *s, int64_t i, char *buf, size_t size);
 };
 
 /* Checks the arguments of the source `args` describes (a mapping with `format:`) without opening it. 0 or -1. */

@@ -126,7 +126,8 @@ setup() {
 	# Skipped as unreadable records, they still count: no row was taken for a header.
 	run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" --json --set data.on_error=skip
 	status_is 0
-	stderr_has "first row is data" "skipped 2 unreadable records" "records 0, 1"
+	stderr_has "first row is data" "skipped 2 unreadable records" \
+		"records 0 (row 1, column 1: 'nan' is not a finite number), 1 (row 2, column 1: '1e999' is not a finite number)"
 }
 
 @test "skip_rows: N skips preamble lines; rows keep their line numbers" {
