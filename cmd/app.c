@@ -690,9 +690,11 @@ void dt_app_metrics_line(const struct dt_app *a, const struct dt_metrics *m, FIL
 {
 	struct dt_metric_pair pairs[DT_MAX_PAIRS];
 	int n = metric_pairs(a, m, pairs);
+	char buf[DT_MAX_PAIRS * 64] = "";
+	size_t k = 0;
 	for (int i = 0; i < n; i++)
-		fprintf(f, " - %s: %.4f", pairs[i].name, pairs[i].value);
-	fputc('\n', f);
+		k = dt_format_metric(buf, sizeof(buf), k, pairs[i].name, pairs[i].value);
+	fprintf(f, "%s\n", buf);
 }
 
 int dt_app_input_shape(struct dt_app *a, struct dt_shape *in)

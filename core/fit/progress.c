@@ -8,13 +8,14 @@
 
 static const char *metric_fmt(double v) { return fabs(v) > 1e-3 || v == 0 ? "%.4f" : "%.4e"; }
 
-static size_t add_metric(char *buf, size_t size, size_t k, const char *name, double v)
+size_t dt_format_metric(char *buf, size_t size, size_t k, const char *name, double v)
 {
 	if (k >= size)
 		return k;
 	k += snprintf(buf + k, size - k, " - %s: ", name);
+	/* NaN as Keras prints it: "nan", never glibc's "-nan". */
 	if (k < size)
-		k += snprintf(buf + k, size - k, metric_fmt(v), v);
+		k += isnan(v) ? snprintf(buf + k, size - k, "nan") : snprintf(buf + k, size - k, metric_fmt(v), v);
 	return k;
 }
 
@@ -66,7 +67,7 @@ void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size
 	buf[0] = '\0';
 	/* Keras 3 lists metrics in alphabetical order. */
 	for (int i = 0; i < n; i++)
-		k = add_metric(buf, size, k, pairs[i].name, pairs[i].value);
+		k = dt_format_metric(buf, size, k, pairs[i].name, pairs[i].value);
 }
 
 static void format_eta(double s, char *buf, size_t size)

@@ -22,7 +22,13 @@ struct dt_progress {
 	double last_draw;
 };
 void dt_progress_init(struct dt_progress *p, enum dt_progress_mode mode, FILE *out, int epochs);
-/* " - accuracy: 0.8912 - loss: 0.3012 ..." for logs, Keras' number format. */
+/*
+ * " - loss: 0.3012" written at buf + k (size bytes in all): Keras' number
+ * format, 4 decimals, 4 significant digits below 1e-3, "nan" for NaN.
+ * Returns the new k (>= size when the text was cut).
+ */
+size_t dt_format_metric(char *buf, size_t size, size_t k, const char *name, double v);
+/* " - accuracy: 0.8912 - loss: 0.3012 ..." for logs, each as dt_format_metric writes it. */
 void dt_format_metrics(const struct dt_logs *logs, int with_val, char *buf, size_t size);
 
 /* One metric of the logs by name, as printed. */

@@ -26,10 +26,16 @@ fit_blobs() {
 	[[ $stderr != *"test:"* ]]
 }
 
-@test "without terminate_on_nan the same divergent run goes on to the end" {
+@test "without terminate_on_nan the same divergent run goes on to the end; nan prints as Keras prints it" {
 	run --separate-stderr fit_blobs --set 'compile.optimizer={sgd: {learning_rate: 1e5}}' --set fit.epochs=2
 	status_is 0
-	stderr_has "Epoch 2/2:" "nan - val_accuracy"
+	stderr_has "Epoch 2/2:" "loss: nan - val_accuracy" "val_loss: nan" "test: 300 samples" "- loss: nan"
+	# glibc prints a negative NaN as "-nan"; Keras' logs say "nan"
+	[[ $stderr != *-nan* ]]
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/run"
+	status_is 0
+	stderr_has "- loss: nan"
+	[[ $stderr != *-nan* ]]
 }
 
 @test "csv_logger writes history.csv in the run directory with Keras' columns" {
