@@ -208,6 +208,7 @@ int dt_pipeline_normalize_auto(struct dt_pipeline *p)
 	int64_t xs = dt_shape_count(&p->sample), ys = dt_shape_count(&p->src->label), n = dt_pipeline_size(p);
 	int C = dt_preprocess_channels(&p->sample), B = p->batch_size, rc = -1;
 	double *sum = dt_calloc(C, sizeof(double)), *sq = dt_calloc(C, sizeof(double));
+	double *shift = dt_calloc(C, sizeof(double));
 	float *x = dt_malloc((size_t)B * xs * sizeof(float)), *y = dt_malloc((size_t)B * ys * sizeof(float));
 	float *mean = dt_malloc((size_t)C * sizeof(float)), *std = dt_malloc((size_t)C * sizeof(float));
 	int64_t *idx = dt_malloc((size_t)B * sizeof(int64_t)), used = 0;
@@ -224,9 +225,12 @@ int dt_pipeline_normalize_auto(struct dt_pipeline *p)
 		for (int i = 0; i < m; i++) {
 			if (bad[i])
 				continue;
-			used++;
+			/* Sums about the first record's values: E[x^2] - E[x]^2 of raw values cancels (1e7 +- 0.5). */
+			if (used++ == 0)
+				for (int c = 0; c < C; c++)
+					shift[c] = (double)(x[i * xs + c] * p->pre.rescale);
 			for (int64_t j = 0; j < xs; j++) {
-				double v = (double)(x[i * xs + j] * p->pre.rescale);
+				double v = (double)(x[i * xs + j] * p->pre.rescale) - shift[j % C];
 				sum[j % C] += v;
 				sq[j % C] += v * v;
 			}
@@ -238,7 +242,7 @@ int dt_pipeline_normalize_auto(struct dt_pipeline *p)
 	}
 	for (int c = 0; c < C; c++) {
 		double cnt = (double)used * (double)(xs / C), mu = sum[c] / cnt, var = sq[c] / cnt - mu * mu;
-		mean[c] = (float)mu;
+		mean[c] = (float)(shift[c] + mu);
 		std[c] = (float)fmax(sqrt(var > 0 ? var : 0), 1e-7);
 	}
 	dt_preprocess_set(&p->pre, C, mean, std);
@@ -247,6 +251,7 @@ out:
 	dt_pipeline_worker_free(w);
 	free(sum);
 	free(sq);
+	free(shift);
 	free(x);
 	free(y);
 	free(mean);

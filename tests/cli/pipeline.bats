@@ -176,6 +176,20 @@ same_weights() {
 	stderr_has "no preprocessing metadata"
 }
 
+@test "normalize: auto's std is right for a feature far from 0 with a small spread (1e7 + 0 or 1)" {
+	# sum(x^2)/n - mean^2 of the raw values cancels to nothing here: the std came out 1e-07
+	awk 'BEGIN { print "big,small,y"; for (i = 0; i < 1000; i++) printf "%d,%d,%d\n", 10000000 + i % 2, i % 2, i % 2 }' >t.csv
+	cat >m.yaml <<-EOF
+		model: {layers: [{dense: {units: 2, activation: softmax}}]}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data: {train: {format: csv, path: t.csv, label: y}, normalize: auto}
+		checkpoint: {enabled: false}
+	EOF
+	run --separate-stderr "$DTRAIN" fit m.yaml
+	status_is 0
+	stderr_has "normalize: mean [1e+07, 0.5] std [0.5, 0.5] over 2 channels of 1000 training records"
+}
+
 @test "on_error: skip drops unreadable CSV rows, counts them and names them every epoch" {
 	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 2;
 		if (i == 7) print "1.0,oops,a"; else if (i == 20) print "2.0,,b";
