@@ -864,10 +864,23 @@ static int index_inputs(struct dt_app *a, const struct dt_model *m)
 	return 0;
 }
 
-/* Labels that sparse_categorical_crossentropy reads as class indices are checked against the model's outputs. */
+/*
+ * Labels that sparse_categorical_crossentropy reads as class indices are
+ * checked against the model's outputs; those of the binary crossentropies
+ * against [0, 1].
+ */
 static void class_labels(struct dt_app *a, const struct dt_model *m)
 {
 	int limit = (int)dt_shape_count(&m->output);
+	if (a->cfg.loss == DT_LOSS_BINARY_CROSSENTROPY || a->cfg.loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY) {
+		if (a->have_train_src)
+			dt_pipeline_set_binary_labels(&a->train);
+		if (a->have_val)
+			dt_pipeline_set_binary_labels(&a->val);
+		if (a->have_test)
+			dt_pipeline_set_binary_labels(&a->test);
+		return;
+	}
 	if (a->cfg.loss != DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
 		return;
 	if (a->have_train_src && !a->train.one_hot)

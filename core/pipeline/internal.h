@@ -82,6 +82,9 @@ int dt_pipeline_normalize_read(struct dt_pipeline_config *c, const struct dt_nod
 /* Whether y[0..n) (the labels of records w->idx) are class indices below limit: 0, or -1 naming the first that is not. */
 int dt_pipeline_check_classes(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, const float *y,
 			      int limit);
+/* Whether y[0..n * per) (the labels of records w->idx) all lie in [0, 1]: 0, or -1 naming the first that does not. */
+int dt_pipeline_check_binary(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, int64_t per,
+			     const float *y);
 /* The class indices of w->yraw (n) as one-hot rows of y (n, p->one_hot). 0, or -1 for a label that is no class. */
 int dt_pipeline_one_hot(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, float *y);
 

@@ -156,6 +156,8 @@ int dt_pipeline_fill_batch(struct dt_pipeline *p, struct dt_pipeline_worker *w, 
 		return -1;
 	if (p->class_limit > 0 && dt_pipeline_check_classes(p, w, k, b->y, p->class_limit) < 0)
 		return -1;
+	if (p->binary_labels && dt_pipeline_check_binary(p, w, k, p->one_hot > 0 ? p->one_hot : ys, b->y) < 0)
+		return -1;
 	memcpy(b->records, w->idx, (size_t)k * sizeof(*b->records));
 	b->n = k;
 	b->offset = lo;

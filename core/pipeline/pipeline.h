@@ -148,6 +148,8 @@ struct dt_pipeline {
 	char index_layer[64];
 	/* class-index labels (dt_pipeline_set_class_limit): 0, or every label must be a whole number below it */
 	int class_limit;
+	/* binary labels (dt_pipeline_set_binary_labels): every label value must lie in [0, 1] */
+	int binary_labels;
 };
 
 /*
@@ -213,6 +215,13 @@ void dt_pipeline_set_index_limit(struct dt_pipeline *p, int64_t limit, const cha
  * one_hot. Without it such a label added nothing to the loss, silently.
  */
 void dt_pipeline_set_class_limit(struct dt_pipeline *p, int limit);
+/*
+ * Labels that binary_crossentropy reads as probabilities: a batch with a
+ * label value outside [0, 1] (classes numbered 1 and 2, or a third class)
+ * is an error naming the label file and the record. Without it such a
+ * label made a negative loss, silently.
+ */
+void dt_pipeline_set_binary_labels(struct dt_pipeline *p);
 /*
  * Checks x (n, per_sample) for token indices: whole numbers in [0, limit).
  * The first bad one fails: "'FILE' record R: value V at position P is not

@@ -278,6 +278,20 @@ int dt_pipeline_check_classes(const struct dt_pipeline *p, const struct dt_pipel
 	return 0;
 }
 
+void dt_pipeline_set_binary_labels(struct dt_pipeline *p) { p->binary_labels = 1; }
+
+int dt_pipeline_check_binary(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, int64_t per,
+			     const float *y)
+{
+	for (int64_t i = 0; i < n * per; i++)
+		if (!(y[i] >= 0 && y[i] <= 1))
+			return dt_error("label %g of record %lld in '%s' is not in [0, 1], as a binary crossentropy's labels "
+					"must be (classes numbered from 1? number them from 0)",
+					y[i], (long long)w->idx[i / per],
+					p->src->label_file[0] ? p->src->label_file : p->src->name);
+	return 0;
+}
+
 int dt_pipeline_one_hot(const struct dt_pipeline *p, const struct dt_pipeline_worker *w, int n, float *y)
 {
 	if (dt_pipeline_check_classes(p, w, n, w->yraw, p->one_hot) < 0)

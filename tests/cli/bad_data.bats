@@ -369,6 +369,35 @@ npy('y.npy', '<f4', '(12,)', struct.pack('<12f', *[$bad if i == 7 else i % 3 for
 	stderr_has "'$TMP/c.csv', row 7: label '-1' is not a class of the training data (0 to 2)"
 }
 
+@test "a label outside [0, 1] under binary_crossentropy names the labels file and the record (CSV 1/2, NPY)" {
+	# Classes numbered 1 and 2 trained on a negative loss, silently (loss: -1.7 after 5 epochs).
+	printf 'a,b,y\n' >c.csv
+	for i in $(seq 0 11); do printf '%d,%d,%d\n' "$i" "$((i % 4))" "$((i % 2 + 1))" >>c.csv; done
+	local model="model={input_shape: [2], layers: [dense: {units: 1, activation: sigmoid}]}"
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "$model" --set compile.loss=binary_crossentropy \
+		--set "data.train={format: csv, path: '$TMP/c.csv', label: y}" --set data.shuffle=false
+	status_is 1
+	stderr_has "label 2 of record 1 in '$TMP/c.csv' is not in [0, 1]"
+	# labels 0 and 1 train; a third class of label strings (cat: 2) does not
+	awk -F, -v OFS=, 'NR > 1 { $3 = $3 - 1 } 1' c.csv >ok.csv
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "$model" --set compile.loss=binary_focal_crossentropy \
+		--set "data.train={format: csv, path: '$TMP/ok.csv', label: y}"
+	status_is 0
+	awk -F, -v OFS=, 'NR > 1 { $3 = $1 % 3 == 0 ? "ant" : $1 % 3 == 1 ? "bee" : "cat" } 1' c.csv >abc.csv
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "$model" --set compile.loss=binary_crossentropy \
+		--set "data.train={format: csv, path: '$TMP/abc.csv', label: y}" --set data.shuffle=false
+	status_is 1
+	stderr_has "label 2 of record 2 in '$TMP/abc.csv' is not in [0, 1]"
+	npy_python "
+npy('x.npy', '<f4', '(4, 2)', struct.pack('<8f', *range(8)))
+npy('y.npy', '<f4', '(4,)', struct.pack('<4f', 0, 1, 0.25, -0.5))
+"
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/tiny_idx.yaml" --set "$model" --set compile.loss=binary_crossentropy \
+		--set "data.train={format: npy, x: '$TMP/x.npy', y: '$TMP/y.npy'}" --set data.shuffle=false
+	status_is 1
+	stderr_has "label -0.5 of record 3 in '$TMP/y.npy' is not in [0, 1]"
+}
+
 @test "a NaN or an infinity in .npy features is a bad record naming the file and the record (fit, on_error: skip, predict)" {
 	# A NaN went into training silently (relu made it 0); a CSV file refuses such a field.
 	for bad in "float('nan')" "float('inf')"; do
