@@ -836,8 +836,9 @@ static int csv_layout_read(struct csv_lines *l, const struct dt_node *args, int 
 	if (k == CSV_OPEN_QUOTE)
 		return dt_error("'%s', row %lld: a quoted field has no closing quote", l->name, (long long)l->line);
 	if (k < 2)
-		return dt_error("'%s', row %lld: found %d field, expected features and a label", l->name,
-				(long long)l->line, k);
+		return dt_error("'%s', row %lld: found %d field, expected features and a label (a preamble? "
+				"skip_rows: N skips N lines; another separator? delimiter: names it)",
+				l->name, (long long)l->line, k);
 	L->ncols = k;
 	L->label_col = k - 1;
 	if (label && label->kind == DT_NODE_SEQ) {

@@ -158,6 +158,16 @@ setup() {
 	model wine.csv "label: -1" "skip_rows: 1"
 	count_samples
 	[ "$samples" -eq 4 ]
+	# a comment line of one field, or a file of another separator, said only "found 1 field"
+	printf '# made by hand\nf1,f2,kind\n1,2,0\n3,4,1\n' >comment.csv
+	model comment.csv
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 1
+	stderr_has "'$TMP/comment.csv', row 1: found 1 field, expected features and a label" \
+		"(a preamble? skip_rows: N skips N lines; another separator? delimiter: names it)"
+	model comment.csv "skip_rows: 1"
+	count_samples
+	[ "$samples" -eq 2 ]
 }
 
 @test "a UTF-8 byte-order mark before the header: the label is found by name" {
