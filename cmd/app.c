@@ -358,7 +358,8 @@ static int normalize_auto(struct dt_app *a)
 {
 	struct dt_preprocess *pp = &a->train.pre;
 	double t0 = dt_now();
-	if (dt_pipeline_normalize_auto(&a->train) < 0)
+	int64_t used = dt_pipeline_normalize_auto(&a->train);
+	if (used < 0)
 		return -1;
 	char mean[128] = "", std[128] = "";
 	size_t km = 0, ks = 0;
@@ -369,7 +370,7 @@ static int normalize_auto(struct dt_app *a)
 	/* A note, as the CSV header decision: -q silences it. */
 	dt_note("normalize: mean [%s%s] std [%s%s] over %d channel%s of %lld training records (%.1fs)", mean,
 		pp->nchan > 4 ? ", ..." : "", std, pp->nchan > 4 ? ", ..." : "", pp->nchan, pp->nchan == 1 ? "" : "s",
-		(long long)dt_pipeline_size(&a->train), dt_now() - t0);
+		(long long)used, dt_now() - t0);
 	if (a->have_val && dt_pipeline_set_normalize(&a->val, pp->nchan, pp->mean, pp->std) < 0)
 		return -1;
 	return 0;

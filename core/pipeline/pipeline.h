@@ -235,8 +235,9 @@ int dt_index_check(const float *x, int n, int64_t per_sample, int64_t limit, con
  * Normalization) of the rescaled records of p, read once in record order
  * without augmentation, skipping unreadable ones under on_error: skip, and
  * sets them as p's normalization. Call before the first dt_pipeline_read.
+ * Returns the number of records used (at least 1), or -1.
  */
-int dt_pipeline_normalize_auto(struct dt_pipeline *p);
+int64_t dt_pipeline_normalize_auto(struct dt_pipeline *p);
 /* Stops the prefetch thread and frees everything; p may be zeroed or half-initialized. */
 void dt_pipeline_release(struct dt_pipeline *p);
 int64_t dt_pipeline_size(const struct dt_pipeline *p);  /* end - begin */

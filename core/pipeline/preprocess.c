@@ -203,10 +203,11 @@ int dt_pipeline_set_normalize(struct dt_pipeline *p, int nchan, const float *mea
 	return 0;
 }
 
-int dt_pipeline_normalize_auto(struct dt_pipeline *p)
+int64_t dt_pipeline_normalize_auto(struct dt_pipeline *p)
 {
 	int64_t xs = dt_shape_count(&p->sample), ys = dt_shape_count(&p->src->label), n = dt_pipeline_size(p);
-	int C = dt_preprocess_channels(&p->sample), B = p->batch_size, rc = -1;
+	int C = dt_preprocess_channels(&p->sample), B = p->batch_size;
+	int64_t rc = -1;
 	double *sum = dt_calloc(C, sizeof(double)), *sq = dt_calloc(C, sizeof(double));
 	double *shift = dt_calloc(C, sizeof(double));
 	float *x = dt_malloc((size_t)B * xs * sizeof(float)), *y = dt_malloc((size_t)B * ys * sizeof(float));
@@ -246,7 +247,7 @@ int dt_pipeline_normalize_auto(struct dt_pipeline *p)
 		std[c] = (float)fmax(sqrt(var > 0 ? var : 0), 1e-7);
 	}
 	dt_preprocess_set(&p->pre, C, mean, std);
-	rc = 0;
+	rc = used;
 out:
 	dt_pipeline_worker_free(w);
 	free(sum);

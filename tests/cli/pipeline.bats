@@ -188,6 +188,11 @@ same_weights() {
 	run --separate-stderr "$DTRAIN" fit m.yaml
 	status_is 0
 	stderr_has "normalize: mean [1e+07, 0.5] std [0.5, 0.5] over 2 channels of 1000 training records"
+	# an unreadable row skipped is not among the records the note counts (it said 1001)
+	echo 'oops,1,1' >>t.csv
+	run --separate-stderr "$DTRAIN" fit m.yaml --set data.on_error=skip
+	status_is 0
+	stderr_has "std [0.5, 0.5] over 2 channels of 1000 training records"
 }
 
 @test "on_error: skip drops unreadable CSV rows, counts them and names them every epoch" {
