@@ -442,7 +442,7 @@ static int cmp_record(const void *a, const void *b)
 
 /*
  * The epoch's skipped training records, warned of by the chief: with parts,
- * every process's count and first DT_SKIP_LIST records are summed into its
+ * every process's count and lowest DT_SKIP_LIST records are summed into its
  * slot of one vector, and the chief names the lowest of those records. The
  * count of all processes.
  */

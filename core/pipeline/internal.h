@@ -56,7 +56,7 @@ int dt_pipeline_fill_batch(struct dt_pipeline *p, struct dt_pipeline_worker *w, 
 			   struct dt_batch *b, int64_t *skipped, int *nskipped);
 /* The epoch a batch depends on: 0 for pipelines without shuffle or augmentation. */
 int dt_pipeline_pos_epoch(const struct dt_pipeline *p, int epoch);
-/* Adds n skipped records to p's count and to the list the end-of-epoch warning names. */
+/* Adds n skipped records to p's count and to the list the end-of-epoch warning names (the lowest, in order). */
 void dt_pipeline_count_skipped(struct dt_pipeline *p, const int64_t *skipped, int n);
 /* The position of record r among p's records (the inverse of dt_pipeline_record). */
 int64_t dt_pipeline_position(const struct dt_pipeline *p, int64_t r);

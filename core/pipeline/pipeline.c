@@ -173,9 +173,20 @@ int dt_pipeline_pos_epoch(const struct dt_pipeline *p, int epoch)
 
 void dt_pipeline_count_skipped(struct dt_pipeline *p, const int64_t *skipped, int n)
 {
-	for (int i = 0; i < n; i++, p->skipped++)
-		if (p->skipped < DT_SKIP_LIST)
-			p->skipped_list[p->skipped] = skipped[i];
+	/* skipped_list: the lowest DT_SKIP_LIST records so far, in order, whatever order the shuffle met them in. */
+	for (int i = 0; i < n; i++) {
+		int64_t r = skipped[i];
+		int k = p->skipped < DT_SKIP_LIST ? (int)p->skipped : DT_SKIP_LIST;
+		p->skipped++;
+		if (k == DT_SKIP_LIST) {
+			if (r >= p->skipped_list[k - 1])
+				continue;
+			k--; /* the highest makes room */
+		}
+		for (; k > 0 && p->skipped_list[k - 1] > r; k--)
+			p->skipped_list[k] = p->skipped_list[k - 1];
+		p->skipped_list[k] = r;
+	}
 }
 
 int64_t dt_pipeline_record(const struct dt_pipeline *p, int64_t i)
@@ -326,12 +337,6 @@ int dt_pipeline_read(struct dt_pipeline *p, int epoch, int64_t step, struct dt_b
 	return 0;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
 int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 {
 	int64_t n = p->skipped, shown = n < DT_SKIP_LIST ? n : DT_SKIP_LIST;
@@ -340,7 +345,6 @@ int64_t dt_pipeline_report_skipped(struct dt_pipeline *p, int epoch)
 
 	if (!n)
 		return 0;
-	qsort(p->skipped_list, (size_t)shown, sizeof(int64_t), cmp_i64);
 	list[0] = '\0';
 	for (int64_t i = 0; i < shown && len < sizeof(list); i++) {
 		int64_t r = p->skipped_list[i];

@@ -142,7 +142,7 @@ struct dt_pipeline {
 	int quiet_skips;  /* count but do not warn (MPI ranks other than the chief, which warns for all) */
 	/* this process's part of each global batch (dt_pipeline_set_part): replicas [first, first + count) of total; total 0: all */
 	int part_first, part_count, part_total;
-	int64_t skipped_list[DT_SKIP_LIST];
+	int64_t skipped_list[DT_SKIP_LIST]; /* the lowest of the skipped records, ascending */
 	/* token indices (dt_pipeline_set_index_limit): 0, or every x value must be a whole number below it */
 	int64_t index_limit;
 	char index_layer[64];

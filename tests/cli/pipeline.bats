@@ -195,6 +195,30 @@ same_weights() {
 	stderr_has "std [0.5, 0.5] over 2 channels of 1000 training records"
 }
 
+@test "on_error: skip names the 10 lowest of many skipped records, the same in every shuffled epoch" {
+	awk 'BEGIN { srand(5); print "f1,f2,kind"; for (i = 0; i < 200; i++) { c = i % 2;
+		if (i % 13 == 5) print "1.0,oops,a"; else printf "%.3f,%.3f,%s\n", c + rand(), rand(), (c ? "b" : "a") } }' >t.csv
+	cat >m.yaml <<-EOF
+		model:
+		  layers:
+		    - dense: {units: 2, activation: softmax}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: csv, path: t.csv, label: kind}
+		  batch_size: 8
+		  on_error: skip
+		fit: {epochs: 3}
+		checkpoint: {enabled: false}
+	EOF
+	run --separate-stderr "$DTRAIN" fit m.yaml -q
+	status_is 0
+	# 15 bad rows (records 5, 18, ..., 187); the shuffle meets them in another order each epoch
+	local want="records $(seq -s ' ' 5 13 122 | sed -E 's/([0-9]+)/\1 (row R\1, column '"'f2'"': '"'oops'"' is not a number)/g; s/\) /), /g')"
+	want=$(perl -pe 's/R(\d+)/$1 + 2/ge' <<<"$want")
+	[ "$(grep -cF "skipped 15 unreadable records in epoch" <<<"$stderr")" -eq 3 ]
+	[ "$(grep -cF "of 't.csv': $want, ..." <<<"$stderr")" -eq 3 ]
+}
+
 @test "on_error: skip drops unreadable CSV rows, counts them and names them every epoch" {
 	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 2;
 		if (i == 7) print "1.0,oops,a"; else if (i == 20) print "2.0,,b";
