@@ -38,6 +38,8 @@ static const char usage[] =
 static void print_result(const struct dt_app *a, const struct dt_opts *o, const struct dt_metrics *m, int ema,
 			 const char *const *report_names)
 {
+	if (o->report)
+		dt_report_note_left_out(m->stats, a->trainer.metrics.classes, report_names);
 	if (o->json) {
 		cJSON *j = cJSON_CreateObject();
 		char *text;

@@ -1,6 +1,8 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/fit/report.h"
 #include "core/model/metric.h"
 
@@ -37,7 +39,70 @@ static void print_average(FILE *f, int w, const char *label, const double *cm, i
 		support);
 }
 
-void dt_report_print(FILE *f, const double *cm, int c, const char *const *names)
+/*
+ * The classes the report lists, as scikit-learn's classification_report and
+ * confusion_matrix do by default: those with a test record or a prediction.
+ * A training class with neither would score 0 and pull the macro averages
+ * down (a perfect model's macro F1 of 3 classes, one of them absent, would
+ * read 0.6667).
+ */
+struct listed {
+	int n;
+	double *cm;   /* n x n: cm's rows and columns of the listed classes */
+	char **names; /* n */
+};
+
+static int is_listed(const double *cm, int c, int k)
+{
+	for (int j = 0; j < c; j++)
+		if (cm[(int64_t)k * c + j] > 0 || cm[(int64_t)j * c + k] > 0)
+			return 1;
+	return 0;
+}
+
+static void listed_make(struct listed *l, const double *cm, int c, const char *const *names)
+{
+	int *keep = dt_malloc((size_t)c * sizeof(int));
+	char buf[32];
+	l->n = 0;
+	for (int k = 0; k < c; k++)
+		if (is_listed(cm, c, k))
+			keep[l->n++] = k;
+	l->cm = dt_malloc((size_t)l->n * (size_t)l->n * sizeof(double) + 1);
+	l->names = dt_malloc((size_t)l->n * sizeof(char *) + 1);
+	for (int i = 0; i < l->n; i++) {
+		l->names[i] = dt_strdup(class_name(names, keep[i], buf, sizeof(buf)));
+		for (int j = 0; j < l->n; j++)
+			l->cm[(int64_t)i * l->n + j] = cm[(int64_t)keep[i] * c + keep[j]];
+	}
+	free(keep);
+}
+
+static void listed_free(struct listed *l)
+{
+	for (int i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+	free(l->cm);
+}
+
+void dt_report_note_left_out(const double *cm, int c, const char *const *names)
+{
+	char list[1024], buf[32];
+	size_t len = 0;
+	int n = 0;
+	list[0] = '\0';
+	for (int k = 0; k < c; k++)
+		if (!is_listed(cm, c, k) && len < sizeof(list))
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s'%s'", n++ ? ", " : "",
+						class_name(names, k, buf, sizeof(buf)));
+	if (n)
+		dt_note("the report leaves out the training class%s %s: no test record and no prediction, as "
+			"scikit-learn's classification_report does (a macro-averaged f1_score metric counts %s as 0)",
+			n == 1 ? "" : "es", list, n == 1 ? "it" : "them");
+}
+
+static void print_table(FILE *f, const double *cm, int c, const char *const *names)
 {
 	char buf[32];
 	int w = (int)strlen("weighted avg"), cw = 6;
@@ -92,7 +157,7 @@ static cJSON *average(const double *cm, int c, enum dt_metric_average avg, doubl
 		      support);
 }
 
-cJSON *dt_report_json(const double *cm, int c, const char *const *names)
+static cJSON *json_table(const double *cm, int c, const char *const *names)
 {
 	cJSON *o = cJSON_CreateObject(), *classes = cJSON_CreateArray(), *matrix = cJSON_CreateArray();
 	double total = total_of(cm, c);
@@ -114,5 +179,28 @@ cJSON *dt_report_json(const double *cm, int c, const char *const *names)
 	cJSON_AddItemToObject(o, "macro_avg", average(cm, c, DT_AVERAGE_MACRO, total));
 	cJSON_AddItemToObject(o, "weighted_avg", average(cm, c, DT_AVERAGE_WEIGHTED, total));
 	cJSON_AddItemToObject(o, "confusion_matrix", matrix);
+	return o;
+}
+
+void dt_report_print(FILE *f, const double *cm, int c, const char *const *names)
+{
+	struct listed l;
+	listed_make(&l, cm, c, names);
+	print_table(f, l.cm, l.n, (const char *const *)l.names);
+	listed_free(&l);
+}
+
+cJSON *dt_report_json(const double *cm, int c, const char *const *names)
+{
+	struct listed l;
+	cJSON *o, *left_out = cJSON_CreateArray();
+	char buf[32];
+	listed_make(&l, cm, c, names);
+	o = json_table(l.cm, l.n, (const char *const *)l.names);
+	listed_free(&l);
+	for (int k = 0; k < c; k++)
+		if (!is_listed(cm, c, k))
+			cJSON_AddItemToArray(left_out, cJSON_CreateString(class_name(names, k, buf, sizeof(buf))));
+	cJSON_AddItemToObject(o, "left_out", left_out);
 	return o;
 }

@@ -15,10 +15,14 @@
 
 /*
  * cm: c x c whole-number counts (host); names: c class names, or NULL for
- * "0" .. "c-1".
+ * "0" .. "c-1". The table lists the classes with a test record or a
+ * prediction, as scikit-learn's classification_report does by default:
+ * the averages are over those.
  */
 void dt_report_print(FILE *f, const double *cm, int c, const char *const *names);
-/* The same as a JSON object the caller owns (cJSON_Delete). */
+/* The same as a JSON object the caller owns (cJSON_Delete), with "left_out": the classes it leaves out. */
 cJSON *dt_report_json(const double *cm, int c, const char *const *names);
+/* A note (stderr, unless quiet) naming the training classes the report leaves out, if any. */
+void dt_report_note_left_out(const double *cm, int c, const char *const *names);
 
 #endif

@@ -333,6 +333,53 @@ config_error() {
 	status_is 0
 }
 
+@test "evaluate --report of a test file without one training class: scikit-learn's default report, the class left out and named" {
+	need_sklearn
+	# three clusters far apart: no cat in the test file, and a model that never predicts cat on it
+	$PY - <<-'EOF'
+		import numpy as np
+		rng = np.random.default_rng(5)
+		for name, n, k in (("train", 600, 3), ("test", 200, 2)):
+		    y = rng.integers(0, k, n)
+		    x = rng.normal(size=(n, 2)) * 0.2 + np.stack([np.cos(y * 2.1), np.sin(y * 2.1)], 1) * 3
+		    with open(name + ".csv", "w") as f:
+		        f.write("x1,x2,label\n")
+		        for a, b, c in zip(x[:, 0], x[:, 1], y):
+		            f.write(f"{a:.6f},{b:.6f},{['ant', 'bee', 'cat'][c]}\n")
+	EOF
+	model 3 softmax sparse_categorical_crossentropy '[accuracy]'
+	"$DTRAIN" fit m.yaml -q
+	run --separate-stderr "$DTRAIN" evaluate m.yaml --report --json
+	status_is 0
+	stderr_has "the report leaves out the training class 'cat': no test record and no prediction"
+	echo "$output" >eval.json
+	"$DTRAIN" predict m.yaml test.csv --all --json -q >pred.json
+	run $PY - <<-'EOF'
+		import json
+		import numpy as np
+		from sklearn import metrics as M
+		r = json.load(open("eval.json"))["report"]
+		p = np.array([json.loads(l)["probabilities"] for l in open("pred.json")])
+		names = ["ant", "bee", "cat"]
+		y = np.array([names.index(l.strip().split(",")[2]) for l in open("test.csv").readlines()[1:]])
+		yhat = p.argmax(1)
+		if 2 in yhat:
+		    print("the model predicted cat: this test needs a case without")
+		    raise SystemExit(2)
+		want = M.classification_report(y, yhat, output_dict=True)
+		bad = [c["class"] for c in r["classes"]] != ["ant", "bee"] or r["left_out"] != ["cat"]
+		bad |= r["confusion_matrix"] != M.confusion_matrix(y, yhat).tolist()
+		for ours, theirs in (("macro_avg", "macro avg"), ("weighted_avg", "weighted avg")):
+		    for key, ref in (("precision", "precision"), ("recall", "recall"), ("f1_score", "f1-score")):
+		        bad |= abs(r[ours][key] - want[theirs][ref]) > 1e-6
+		print(json.dumps(r), want)
+		raise SystemExit(int(bad))
+	EOF
+	status_is 0
+	run --separate-stderr "$DTRAIN" evaluate m.yaml --report
+	[[ $output != *cat* ]]
+}
+
 @test "evaluate --report refuses a regression model" {
 	cp "$MODELS/blobs.yaml" m.yaml
 	run --separate-stderr "$DTRAIN" evaluate m.yaml --report --set compile.loss=mean_squared_error \
