@@ -272,6 +272,16 @@ static int csv_is_number(const char *s)
 	return end != s && !*end;
 }
 
+/* What is wrong with a non-empty field that csv_number refuses: "is not a number", ... */
+static const char *csv_number_fault(const char *s)
+{
+	double v;
+	if (!csv_is_number(s))
+		return "is not a number";
+	v = strtod(s, NULL);
+	return isfinite(v) ? "is beyond float32's range (+-3.4e38)" : "is not a finite number";
+}
+
 /* A finite number filling the whole field. 0 or -1. */
 static int csv_number(const char *s, float *out)
 {
@@ -362,8 +372,8 @@ static const char *csv_features(const struct csv_layout *L, char **f, int k, int
 			if (!f[i][0])
 				snprintf(msg, size, "row %lld, %s: the field is empty", (long long)line, col);
 			else
-				snprintf(msg, size, "row %lld, %s: '%.40s%s' is not a %snumber", (long long)line, col, f[i],
-					 strlen(f[i]) > 40 ? "..." : "", csv_is_number(f[i]) ? "finite " : "");
+				snprintf(msg, size, "row %lld, %s: '%.40s%s' %s", (long long)line, col, f[i],
+					 strlen(f[i]) > 40 ? "..." : "", csv_number_fault(f[i]));
 			return msg;
 		}
 	}
@@ -1172,6 +1182,12 @@ static int csv_record_what(struct dt_source *s, int64_t i, char *buf, size_t siz
 	return 1;
 }
 
+static int csv_known_bad(struct dt_source *s, int64_t i)
+{
+	const struct csv *d = s->priv;
+	return d->bad[i];
+}
+
 static int csv_read(struct dt_source *s, const int64_t *idx, int n, float *x, float *y, uint8_t *bad)
 {
 	const struct csv *d = s->priv;
@@ -1206,6 +1222,7 @@ const struct dt_source_type dt_csv_source = {
 	.labels = csv_labels,
 	.check = csv_check,
 	.record_what = csv_record_what,
+	.known_bad = csv_known_bad,
 };
 
 /* ---- the stream reader ---- */

@@ -130,6 +130,13 @@ struct dt_source_type {
 	 * (size bytes); 0 when there is nothing to write.
 	 */
 	int (*record_what)(struct dt_source *s, int64_t i, char *buf, size_t size);
+	/*
+	 * Optional: 1 when record i is known to be unreadable without decoding
+	 * it (csv: a bad row, found when the file was read). With on_error:
+	 * error, the pipeline reads the lowest such record when it is
+	 * configured, so that its error comes before training.
+	 */
+	int (*known_bad)(struct dt_source *s, int64_t i);
 };
 
 /* Checks the arguments of the source `args` describes (a mapping with `format:`) without opening it. 0 or -1. */

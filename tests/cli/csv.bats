@@ -130,6 +130,28 @@ setup() {
 		"records 0 (row 1, column 1: 'nan' is not a finite number), 1 (row 2, column 1: '1e999' is not a finite number)"
 }
 
+@test "a value beyond float32's range is named as such, not as a non-finite number" {
+	printf 'a,b,label\n1,2,0\n1e39,3,1\n3e38,2,0\n-2e39,3,1\n' >big.csv
+	model big.csv
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml"
+	status_is 1
+	stderr_has "'$TMP/big.csv', row 3, column 'a': '1e39' is beyond float32's range (+-3.4e38)"
+	run --separate-stderr "$DTRAIN" fit -q "$TMP/m.yaml" --set data.on_error=skip
+	status_is 0
+	stderr_has "records 1 (row 3, column 'a': '1e39' is beyond float32's range (+-3.4e38)), 3 (row 5, column 'a': '-2e39' is beyond"
+}
+
+@test "a bad row fails the run before any step, naming the lowest bad row, also in the validation split" {
+	awk 'BEGIN { OFS = ","; print "a,b,label"; for (i = 0; i < 100; i++) if (i == 93 || i == 97) print "1,x,0"; else print i % 2, i % 3, i % 2 }' >late.csv
+	model late.csv "label: label"
+	run --separate-stderr "$DTRAIN" fit "$TMP/m.yaml" --set data.validation_split=0.2 --set checkpoint.every=1
+	status_is 1
+	stderr_has "'$TMP/late.csv', row 95, column 'b': 'x' is not a number"
+	[[ $stderr != *Epoch* ]]
+	# not one step ran: checkpoint.every=1 wrote nothing
+	[ -z "$(ls -A "$TMP/run" 2>/dev/null)" ]
+}
+
 @test "skip_rows: N skips preamble lines; rows keep their line numbers" {
 	printf '4,2,a,b\n\nf1,f2,kind\n1,2,0\n3,4,1\n5,6,0\n7,x,1\n' >pre.csv
 	model pre.csv "skip_rows: 2" "label: kind"
