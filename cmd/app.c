@@ -598,7 +598,8 @@ static int test_pipeline(struct dt_app *a, struct dt_source *whole, const struct
 	a->have_test = 1;
 	if (configure_pipeline(a, &a->test, 0) < 0)
 		return dt_exit_status();
-	if (a->have_train_src && c->pipeline.normalize == DT_NORMALIZE_AUTO &&
+	/* Training's statistics, which a pass for the shape alone has not computed. */
+	if (a->have_train_src && c->pipeline.normalize == DT_NORMALIZE_AUTO && !a->shape_only &&
 	    dt_pipeline_set_normalize(&a->test, a->train.pre.nchan, a->train.pre.mean, a->train.pre.std) < 0)
 		return DT_EXIT_FAIL;
 	return 0;

@@ -244,3 +244,27 @@ same_weights() {
 	status_is 1
 	stderr_has "'t.csv'" "'oops' is not a number"
 }
+
+@test "normalize: auto with data.test_split: the commands that read the data for its shape alone work" {
+	awk 'BEGIN { srand(3); print "a,b,y"; for (i = 0; i < 60; i++) printf "%.3f,%.3f,%d\n", 50 + rand() * 10, rand(), i % 2 }' >t.csv
+	cat >m.yaml <<-EOF2
+		model: {layers: [{dense: {units: 2, activation: softmax}}]}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data: {train: {format: csv, path: t.csv, label: y}, batch_size: 8, test_split: 0.2, normalize: auto}
+		fit: {epochs: 1}
+		checkpoint: {dir: run}
+	EOF2
+	"$DTRAIN" fit -q m.yaml
+	# Each built the test part of the file and gave it training's statistics, which a shape pass has not
+	# computed: 'normalization has 0 channels but the samples of 't.csv' ((2,)) have 2'.
+	run --separate-stderr "$DTRAIN" summary m.yaml
+	status_is 0
+	run --separate-stderr "$DTRAIN" config m.yaml
+	status_is 0
+	run --separate-stderr "$DTRAIN" export -q m.yaml -o m.onnx
+	status_is 0
+	run --separate-stderr "$DTRAIN" predict -q m.yaml t.csv
+	status_is 0
+	[ "${#lines[@]}" -eq 60 ]
+	[ "$output" = "$("$DTRAIN" predict -q run t.csv)" ]
+}
