@@ -195,7 +195,7 @@ static int set_test_data(struct dt_doc *d, const char *file)
 		return -1;
 	if (is_yaml(file)) {
 		set = set_string("data.test", file);
-		rc = dt_doc_set(d, set) < 0 ? -1 : 0;
+		rc = dt_doc_set_from(d, "--data", set) < 0 ? -1 : 0;
 		if (rc == 0 && dt_doc_include(d, dt_node_get(dt_doc_root(d), "data"), "test") < 0)
 			rc = -1;
 		free(set);
@@ -209,11 +209,11 @@ static int set_test_data(struct dt_doc *d, const char *file)
 				"file with the test source instead (format and its keys, as data.test)", file);
 	append(&text, &len, &cap, "data.test=");
 	flow(train, &text, &len, &cap);
-	if (dt_doc_set(d, text) == 0) {
+	if (dt_doc_set_from(d, "--data", text) == 0) {
 		char k[32];
 		snprintf(k, sizeof(k), "data.test.%s", key);
 		set = set_string(k, file);
-		rc = dt_doc_set(d, set);
+		rc = dt_doc_set_from(d, "--data", set);
 	}
 	free(set);
 	free(text);

@@ -114,8 +114,10 @@ static int DT_PRINTF(4, 5) error_at(const char *file, int line, int col, const c
 
 const char *dt_node_where(const struct dt_node *n, char *buf, int size)
 {
-	if (n)
+	if (n && n->line > 0)
 		snprintf(buf, size, "%s:%d:%d", n->file, n->line, n->col);
+	else if (n)
+		snprintf(buf, size, "%s", n->file);
 	else
 		snprintf(buf, size, "dtrain");
 	return buf;
@@ -636,7 +638,8 @@ static int parse_index(const char *s, size_t len, int n)
 	return v < n ? (int)v : -1;
 }
 
-int dt_doc_set(struct dt_doc *d, const char *assignment)
+/* dt_doc_set, which also gives the node set in *set when set is not NULL. */
+static int doc_set(struct dt_doc *d, const char *assignment, struct dt_node **set)
 {
 	const char *eq = strchr(assignment, '=');
 	const char *seg = assignment;
@@ -700,6 +703,8 @@ int dt_doc_set(struct dt_doc *d, const char *assignment)
 		}
 		if (last) {
 			*slot = value;
+			if (set)
+				*set = value;
 			return 0;
 		}
 		if (is_null(*slot)) /* "layers:" with nothing yet */
@@ -707,6 +712,30 @@ int dt_doc_set(struct dt_doc *d, const char *assignment)
 		cur = *slot;
 		seg = end + 1;
 	}
+}
+
+int dt_doc_set(struct dt_doc *d, const char *assignment) { return doc_set(d, assignment, NULL); }
+
+/* Gives n and the nodes under it the place origin, without a line. */
+static void node_place(struct dt_node *n, const char *origin)
+{
+	n->file = origin;
+	n->line = 0;
+	n->col = 0;
+	for (int i = 0; i < n->n; i++) {
+		if (n->key_nodes && n->key_nodes[i])
+			node_place(n->key_nodes[i], origin);
+		node_place(n->items[i], origin);
+	}
+}
+
+int dt_doc_set_from(struct dt_doc *d, const char *origin, const char *assignment)
+{
+	struct dt_node *value;
+	if (doc_set(d, assignment, &value) < 0)
+		return -1;
+	node_place(value, origin);
+	return 0;
 }
 
 /* ---- include ---- */

@@ -58,6 +58,12 @@ struct dt_node *dt_doc_root(struct dt_doc *d);
  * items are addressed by 0-based index. Errors are reported as "--set:1:COL".
  */
 int dt_doc_set(struct dt_doc *d, const char *assignment);
+/*
+ * dt_doc_set for a value the user gave through an option other than --set
+ * (evaluate's --data): its nodes are placed at origin, a string that outlives
+ * d, without a line, so that an error in the value reads "origin: error: ...".
+ */
+int dt_doc_set_from(struct dt_doc *d, const char *origin, const char *assignment);
 
 /*
  * Replaces the scalar node at `key` of `map` by the mapping read from the file

@@ -288,6 +288,32 @@ header_file() {
 	[ "$(jq -r .samples <<<"$output")" = 30 ]
 }
 
+@test "--data FILE: an error in the test source it makes is placed at --data, not at a --set the user never gave" {
+	local d=$TMP/place
+	mkdir -p "$d"
+	awk 'BEGIN { srand(3); print "a,b,kind"; for (i = 0; i < 30; i++) { c = i % 3;
+		printf "%.3f,%.3f,%s\n", c + rand() * 0.3, c - rand() * 0.3, (c == 0 ? "x" : c == 1 ? "y" : "z") } }' >"$d/train.csv"
+	sed '1s/kind/label/' "$d/train.csv" >"$d/test.csv"
+	cat >"$d/m.yaml" <<-EOF
+		model: {layers: [dense: {units: 3, activation: softmax}]}
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data: {train: {format: csv, path: train.csv, label: kind}}
+		fit: {epochs: 1}
+		checkpoint: {dir: $d/run}
+	EOF
+	"$DTRAIN" fit -q "$d/m.yaml" >/dev/null 2>&1
+	for model in "$d/m.yaml" "$d/run/latest.safetensors"; do
+		# was '--set:1:48: error: ...' and exit 2: test data that cannot be read is 1 (dtrain-evaluate(1))
+		run --separate-stderr "$DTRAIN" evaluate "$model" --data "$d/test.csv"
+		status_is 1
+		[[ $stderr == *"--data: error: '$d/test.csv' has no column 'kind' in its header (row 1)"* ]]
+		run --separate-stderr "$DTRAIN" evaluate "$model" --data "$d/missing.yaml"
+		status_is 1
+		[[ $stderr == *"--data: error: cannot open '$d/missing.yaml'"* ]]
+		[[ $stderr != *"--set:"* ]]
+	done
+}
+
 @test "--data FILE with a feature the model was not trained on: the data is named, not the checkpoint's weights" {
 	local d=$TMP/wide
 	mkdir -p "$d"
