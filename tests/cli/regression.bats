@@ -155,6 +155,25 @@ errors() {
 	[[ ${stderr##*$'\n'} == "50 samples - loss: "*" - mae: $(printf '%.4f' "${want[0]}") - rmse: $(printf '%.4f' "${want[1]}")" ]]
 }
 
+@test "evaluate and fit's test line: a loss below 0.001 prints as Keras prints it (1.2345e-07), not as 0.0000" {
+	weights "$TMP/w.safetensors" 3 1 2 -1 0.5 3
+	# the weights' own function, give or take 0.001: a loss near 3e-7
+	awk 'BEGIN { srand(4); print "x1,x2,x3,y"; for (i = 0; i < 40; i++) { a = rand(); b = rand(); c = rand()
+		printf "%.4f,%.4f,%.4f,%.7f\n", a, b, c, 2 * a - b + 0.5 * c + 3 + (rand() - 0.5) * 0.002 } }' >"$TMP/test.csv"
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/linear.yaml" --checkpoint "$TMP/w.safetensors" --json -q
+	status_is 0
+	local loss mae
+	loss=$(printf '%.4e' "$(jq -r .loss <<<"$output")")
+	mae=$(printf '%.4e' "$(jq -r .mae <<<"$output")")
+	[[ $loss == *e-0[67] && $mae == *e-04 ]]
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/linear.yaml" --checkpoint "$TMP/w.safetensors" -q
+	status_is 0
+	[[ $stderr == "40 samples - loss: $loss - mae: $mae - rmse: "*e-04 ]]
+	run --separate-stderr bash -c "cd '$TMP' && '$DTRAIN' fit linear.yaml --init-weights w.safetensors"
+	status_is 0
+	[[ ${stderr##*$'\n'} == "test: 40 samples - loss: $loss - mae: $mae - rmse: "*e-04 ]]
+}
+
 @test "compile.metrics: [mae] beside accuracy on a classifier with one-hot labels; a bad name is a config error" {
 	cat >"$TMP/cls.yaml" <<-EOF
 		model:
