@@ -8,7 +8,8 @@
  * The input is read through a stream reader (data/reader.h) a batch at a
  * time, so memory stays bounded whatever its length; the model is built from
  * the config alone, the YAML's or a checkpoint's (model.input_shape, or the
- * shape the input file tells, or else the training data's) and takes its
+ * shape the input file tells, or the checkpoint's input_shape, or else the
+ * training data's) and takes its
  * weights from the checkpoint (cmd/app_ckpt.c). The
  * preprocessing is training's: data.rescale and the normalization that fit
  * saved in the checkpoint (dt_app_preprocess).
@@ -394,8 +395,19 @@ static int open_input(struct dt_app *a, const struct dt_opts *o, struct dt_reade
 	ro.train = a->cfg.train;
 	ro.skip_bad = a->cfg.pipeline.on_error == DT_ON_ERROR_SKIP;
 	ro.sample = a->cfg.input_shape;
+	/*
+	 * The shape the weights were trained at, which the checkpoint keeps: the
+	 * training folder may have changed since (a first image of another size
+	 * would resize every input) or be gone.
+	 */
 	if (!ro.sample.ndim && type->needs_shape) {
-		/* The shape comes from the training data: it must not be the stream to predict. */
+		if (dt_app_checkpoint(a, o))
+			return DT_EXIT_FAIL;
+		if (!dt_app_checkpoint_input_shape(a, &ro.sample))
+			ro.sample.ndim = 0;
+	}
+	if (!ro.sample.ndim && type->needs_shape) {
+		/* Else it comes from the training data: it must not be the stream to predict. */
 		if (!strcmp(o->input, "-") && train_reads_stdin(a->cfg.train)) {
 			dt_error("'%s' trains on standard input; give model.input_shape to predict from it", a->cfg.path);
 			return DT_EXIT_USAGE;

@@ -186,3 +186,39 @@ predict_png() {
 	stderr_has "warning: skipping 'missing.png' (line 3 of 'missing.lst')" "warning: skipping 'bad.png' (line 6"
 	[[ ${lines[0]} == "0,$good,"* && ${lines[2]} == "2,$good,"* ]]
 }
+
+@test "predict MODEL.yaml without input_shape decodes at the checkpoint's size, not the training folder's first image's" {
+	# A fully convolutional model: its weights fit any image size, so only the
+	# input shape the checkpoint keeps says which size it was trained at.
+	cat >cv.yaml <<-YAML
+	model:
+	  name: cv
+	  layers: [{conv2d: {filters: 4, kernel_size: 3, activation: relu}}, global_average_pooling2d,
+	           {dense: {units: 10, activation: softmax}}]
+	compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+	data:
+	  train: {format: png_folder, directory: fp/train, color_mode: grayscale}
+	  rescale: 1/255
+	  batch_size: 32
+	fit: {epochs: 1, seed: 1}
+	checkpoint: {dir: $TMP/cv}
+	YAML
+	run --separate-stderr "$DTRAIN" fit -q cv.yaml
+	status_is 0
+	find fp/test -name '*.png' | sort | head -20 >imgs.lst
+	run --separate-stderr "$DTRAIN" predict -q cv.yaml imgs.lst
+	status_is 0
+	want=$output
+	[ "${#lines[@]}" -eq 20 ]
+	# A 40 x 40 image added later, first of the first class: the size png_folder would now pick.
+	python3 -c "import sys; sys.path.insert(0, '$REPO/models'); from fashion_png import png_gray8
+open('fp/train/Ankle_boot/!new.png', 'wb').write(png_gray8(40, 40, bytes(range(40)) * 40))"
+	run --separate-stderr "$DTRAIN" predict -q cv.yaml imgs.lst
+	status_is 0
+	[ "$output" = "$want" ]
+	# The training folder is not needed at all.
+	mv fp/train fp/gone
+	run --separate-stderr "$DTRAIN" predict -q cv.yaml imgs.lst
+	status_is 0
+	[ "$output" = "$want" ]
+}
