@@ -114,6 +114,16 @@ static int has_suffix(const char *name, const char *suffix)
 	return n > k && !strcasecmp(name + n - k, suffix);
 }
 
+/* The extension of an image file Keras reads and png_folder does not (.jpg, ...), or NULL. */
+static const char *other_image(const char *name)
+{
+	static const char *const keras_only[] = { ".jpg", ".jpeg", ".bmp", ".gif", NULL };
+	for (int i = 0; keras_only[i]; i++)
+		if (has_suffix(name, keras_only[i]))
+			return keras_only[i];
+	return NULL;
+}
+
 /* Appends dir and every directory below it (symbolic links not followed, as os.walk) to out. */
 static int walk(const char *dir, struct strvec *out)
 {
@@ -142,7 +152,6 @@ static int walk(const char *dir, struct strvec *out)
 /* Appends the sorted .png files of dir to files; counts other image files in *other. */
 static int list_pngs(const char *dir, struct strvec *files, int *other)
 {
-	static const char *const keras_only[] = { ".jpg", ".jpeg", ".bmp", ".gif", NULL };
 	struct strvec names = { 0 };
 	DIR *dp = opendir(dir);
 	struct dirent *e;
@@ -160,9 +169,8 @@ static int list_pngs(const char *dir, struct strvec *files, int *other)
 				strvec_push(&names, p);
 			continue;
 		}
-		for (int i = 0; keras_only[i]; i++)
-			if (has_suffix(e->d_name, keras_only[i]))
-				(*other)++;
+		if (other_image(e->d_name))
+			(*other)++;
 	}
 	closedir(dp);
 	if (names.n)
@@ -512,7 +520,8 @@ const struct dt_source_type dt_png_folder_source = {
  * A path that itself ends in .png (any case) is the one image to predict, not
  * a list: `dtrain predict MODEL cat.png` is what a Keras user types first. A
  * list line that is not text (control bytes, or not UTF-8: a PNG's first line
- * is "\x89PNG") is refused as a whole without printing its bytes.
+ * is "\x89PNG") is refused as a whole without printing its bytes, and a
+ * path ending in .jpg, .jpeg, .bmp or .gif is refused by its name.
  */
 
 struct png_stream {
@@ -621,6 +630,10 @@ static int png_stream_open(struct dt_reader *r, const char *path, const struct d
 		s->image = dt_strdup(path);
 		return 0;
 	}
+	/* Not a list of paths either: the image a Keras user would predict on. */
+	if (strcmp(path, "-") && other_image(path))
+		return dt_error("cannot read '%s': dtrain reads PNG images only, not %s (convert it to .png)", path,
+				other_image(path));
 	if (!(s->gz = dt_gz_open(path)))
 		return -1;
 	return 0;

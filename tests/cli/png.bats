@@ -153,6 +153,12 @@ predict_png() {
 	status_is 1
 	stderr_has "'one.dat' is not a text list of PNG paths: it looks binary, a PNG image"
 	[[ $stderr != *$'\x89'* ]]
+	# A JPEG photo (what Keras would read) is refused by its name, not read as a list of paths.
+	printf '\xff\xd8\xff\xe0' >cat.jpg
+	predict_png cat.jpg
+	not_crashed
+	status_is 1
+	stderr_has "cannot read 'cat.jpg': dtrain reads PNG images only, not .jpg (convert it to .png)"
 	# A model input that is not an image is refused.
 	predict_png --set 'model.input_shape=[784]' imgs.lst
 	not_crashed
