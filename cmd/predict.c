@@ -359,7 +359,7 @@ static int output_failed(int *quiet)
 	return dt_error("cannot write to standard output: %s", strerror(errno));
 }
 
-/* The input's format: --format, else from the name, else the training data's, else CSV. */
+/* The input's format: --format, else from the name, else the training data's, else CSV (NULL: CIFAR's). */
 static const char *input_format(const struct dt_app *a, const struct dt_opts *o)
 {
 	const char *format = NULL, *train_format = NULL;
@@ -376,6 +376,9 @@ static const char *input_format(const struct dt_app *a, const struct dt_opts *o)
 	}
 	if (!format && train_format && dt_reader_find(train_format))
 		format = train_format;
+	/* No stream reader reads CIFAR's batch files: NULL, rather than CSV calling them binary. */
+	if (!format && train_format && (!strcmp(train_format, "cifar10") || !strcmp(train_format, "cifar100")))
+		return NULL;
 	return format ? format : "csv";
 }
 
@@ -384,10 +387,16 @@ static int open_input(struct dt_app *a, const struct dt_opts *o, struct dt_reade
 {
 	struct dt_reader_opts ro = { 0 };
 	const char *format = input_format(a, o);
-	const struct dt_reader_type *type = dt_reader_find(format);
+	const struct dt_reader_type *type = format ? dt_reader_find(format) : NULL;
 	char **features = NULL;
 	int rc;
 
+	if (!format) {
+		dt_error("dtrain predict does not read CIFAR batch files ('%s'): give the images as an .npy array "
+			 "(N, 32, 32, 3) or a list of PNG paths (--format names the input's format); dtrain evaluate "
+			 "scores a CIFAR test split", o->input);
+		return DT_EXIT_USAGE;
+	}
 	if (!type) {
 		dt_error("unknown input format '%s' (expected one of: csv, npy, idx, png)", format);
 		return DT_EXIT_USAGE;

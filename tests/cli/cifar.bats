@@ -68,3 +68,14 @@ setup() {
 	status_is 1
 	stderr_has "'c10/bad.bin' record 0" "label 11 is out of range"
 }
+
+@test "predict on a CIFAR batch file says it reads none, not that a CSV row holds a NUL byte" {
+	run --separate-stderr "$DTRAIN" fit -q model.yaml --set checkpoint.enabled=true --set checkpoint.dir="$TMP/ck"
+	status_is 0
+	run --separate-stderr "$DTRAIN" predict -q model.yaml --set checkpoint.enabled=true --set checkpoint.dir="$TMP/ck" \
+		c10/test_batch.bin
+	not_crashed
+	status_is 2
+	stderr_has "dtrain predict does not read CIFAR batch files ('c10/test_batch.bin')" ".npy array (N, 32, 32, 3)"
+	[[ $stderr != *"NUL byte"* ]]
+}
