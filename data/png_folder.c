@@ -488,6 +488,12 @@ static int folder_record_what(struct dt_source *s, int64_t i, char *buf, size_t 
 	return 1;
 }
 
+static int folder_known_bad(struct dt_source *s, int64_t i)
+{
+	const struct png_folder *d = s->priv;
+	return d->labels[i] < 0; /* its folder is no training class */
+}
+
 static void folder_labels(struct dt_source *s, int32_t *out)
 {
 	const struct png_folder *d = s->priv;
@@ -504,6 +510,7 @@ const struct dt_source_type dt_png_folder_source = {
 	.labels = folder_labels,
 	.check = folder_check,
 	.record_what = folder_record_what,
+	.known_bad = folder_known_bad,
 };
 
 /*

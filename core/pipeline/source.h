@@ -132,7 +132,8 @@ struct dt_source_type {
 	int (*record_what)(struct dt_source *s, int64_t i, char *buf, size_t size);
 	/*
 	 * Optional: 1 when record i is known to be unreadable without decoding
-	 * it (csv: a bad row, found when the file was read). With on_error:
+	 * it (csv: a bad row, found when the file was read; png_folder: an
+	 * image in a folder that is no training class). With on_error:
 	 * error, the pipeline reads the lowest such record when it is
 	 * configured, so that its error comes before training.
 	 */

@@ -137,10 +137,12 @@ fit_png() {
 	command -v python3 >/dev/null || skip "python3 is not installed"
 	png train A:0 B:120 C:240
 	png extra A:0 B:120 C:240 D:60
-	fit_png extra --set fit.epochs=1
+	fit_png extra --set checkpoint.every=1
 	not_crashed
 	status_is 1
 	stderr_has "'$TMP/extra/D/" "of '$TMP/extra'): its folder 'D' is not a class of the training data ('A', 'B', 'C')"
+	# before any training: not one step's checkpoint
+	[ -z "$(ls -A "$TMP/prun" 2>/dev/null)" ]
 	fit_png extra --set data.on_error=skip
 	status_is 0
 	stderr_has "skipped 6 unreadable records of '$TMP/extra'"
