@@ -35,11 +35,6 @@ static int install_fit_callbacks(struct dt_callback_set *set, struct dt_trainer 
 	}
 	if (cbc->early_stopping) {
 		dt_early_stopping_init(&set->early, &cbc->early, t, out);
-		if (env->chief && cfg->checkpoint_enabled) {
-			char best[4200];
-			snprintf(best, sizeof(best), "%s/early_stopping_best.safetensors", env->dir);
-			dt_early_stopping_keep_file(&set->early, best);
-		}
 		dt_trainer_add_callback(t, &set->early.cb);
 	}
 	if (cbc->reduce_lr_on_plateau) {
@@ -155,6 +150,11 @@ int dt_callback_set_install(struct dt_callback_set *set, struct dt_trainer *t, c
 	if (!env->chief)
 		return 0;
 	collect_metadata(set, cfg, env);
+	if (cfg->callback_cfg.early_stopping && cfg->checkpoint_enabled) {
+		char best[4200];
+		snprintf(best, sizeof(best), "%s/early_stopping_best.safetensors", env->dir);
+		dt_early_stopping_keep_file(&set->early, best, set->config_json, set->extra, set->nextra);
+	}
 	return install_writers(set, t, cfg, env);
 }
 

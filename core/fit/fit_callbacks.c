@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fit/fit_callbacks.h"
 #include "core/fit/progress.h"
+#include "core/checkpoint/checkpointer.h"
 #include "core/checkpoint/snapshot.h"
 
 /* The one table of callback names fit.callbacks takes. */
@@ -251,9 +252,14 @@ static int keep_weights(struct dt_early_stopping *e, const struct dt_trainer *t)
 	dt_op_to_host(&w, e->best_weights);
 	e->has_best_weights = 1;
 	if (e->file[0]) {
-		struct dt_ckpt_meta meta[] = { { "format", "dtrain" }, { "dtrain_version", DT_VERSION },
-					       { "content", "early_stopping best weights" } };
-		return dt_snapshot_save(e->file, &t->models[0], NULL, meta, 3);
+		struct dt_ckpt_meta meta[4 + DT_MAX_EXTRA_META] = { { "format", "dtrain" }, { "dtrain_version", DT_VERSION },
+								    { "content", "early_stopping best weights" } };
+		int n = 3;
+		if (e->config_json)
+			meta[n++] = (struct dt_ckpt_meta){ "config", e->config_json };
+		for (int i = 0; i < e->nmeta; i++)
+			meta[n++] = e->meta[i];
+		return dt_snapshot_save(e->file, &t->models[0], NULL, meta, n);
 	}
 	return 0;
 }
@@ -385,10 +391,16 @@ void dt_early_stopping_init(struct dt_early_stopping *e, const struct dt_early_s
 	e->cb.state_load = early_state_load;
 }
 
-void dt_early_stopping_keep_file(struct dt_early_stopping *e, const char *path)
+void dt_early_stopping_keep_file(struct dt_early_stopping *e, const char *path, const char *config_json,
+				 const struct dt_ckpt_meta *meta, int nmeta)
 {
-	if (e->best_weights)
-		snprintf(e->file, sizeof(e->file), "%s", path);
+	DT_ASSERT(nmeta <= DT_MAX_EXTRA_META);
+	if (!e->best_weights)
+		return;
+	snprintf(e->file, sizeof(e->file), "%s", path);
+	e->config_json = config_json;
+	e->meta = meta;
+	e->nmeta = nmeta;
 }
 
 void dt_early_stopping_release(struct dt_early_stopping *e)

@@ -101,6 +101,10 @@ struct dt_early_stopping {
 	int take_at_begin;          /* after state_load: the weights at the next epoch's start are the best */
 	float *best_weights;        /* host copy of replica 0's nparams, with restore_best_weights */
 	char file[4096];            /* where the best weights are also written ("" : nowhere) */
+	/* what the file carries beside the weights, as every checkpoint does (dt_early_stopping_keep_file) */
+	const char *config_json;
+	const struct dt_ckpt_meta *meta;
+	int nmeta;
 };
 
 /*
@@ -115,9 +119,13 @@ void dt_early_stopping_release(struct dt_early_stopping *e);
  * With restore_best_weights, also writes the best weights to `path` (a
  * safetensors file, replaced atomically) whenever they change, and names it
  * in the saved state, so that a resumed run restores the same weights. Only
- * the chief calls it; state_load on any rank reads the file it names.
+ * the chief calls it; state_load on any rank reads the file it names. The
+ * file also holds config_json and meta[0..nmeta) (kept by pointer), the
+ * checkpoints' metadata (class names, preprocessing, input shape), so that
+ * evaluate, predict and export take it as they take a checkpoint.
  */
-void dt_early_stopping_keep_file(struct dt_early_stopping *e, const char *path);
+void dt_early_stopping_keep_file(struct dt_early_stopping *e, const char *path, const char *config_json,
+				 const struct dt_ckpt_meta *meta, int nmeta);
 /*
  * Keras 3's EarlyStopping.on_epoch_end on the value `current` (NAN: not
  * available). Returns 1 to stop, 0 to go on, 2 to go on after an improvement

@@ -93,6 +93,18 @@ fit_blobs() {
 	safetensors_header "$TMP/run/early_stopping_best.safetensors" | jq -e 'has("dense/kernel") and has("dense_1/bias")' >/dev/null
 }
 
+@test "restore_best_weights: evaluate takes early_stopping_best.safetensors (normalize: auto too) and scores what fit's test line scored" {
+	run --separate-stderr fit_blobs --json --set fit.epochs=6 --set data.normalize=auto \
+		--set 'fit.callbacks=[{early_stopping: {monitor: val_accuracy, patience: 1, restore_best_weights: true}}]'
+	status_is 0
+	stderr_has "Restoring model weights from the end of the best epoch"
+	local want
+	want=$(events test | jq -r .loss)
+	run --separate-stderr "$DTRAIN" evaluate "$TMP/run/early_stopping_best.safetensors" --json
+	status_is 0
+	[ "$(jq -r .loss <<<"$output")" = "$want" ]
+}
+
 @test "a schedule puts the learning rate in the progress lines and in --json" {
 	run --separate-stderr fit_blobs --json --set fit.epochs=2 \
 		--set 'compile.optimizer={adam: {learning_rate: {exponential_decay: {initial_learning_rate: 0.01, decay_steps: 25, decay_rate: 0.5, staircase: true}}}}'

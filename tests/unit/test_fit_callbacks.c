@@ -403,7 +403,7 @@ static void test_restore_best_weights(void **state)
 		assert_non_null(mkdtemp(dir));
 		snprintf(path, sizeof(path), "%s/best.safetensors", dir);
 		dt_early_stopping_init(&e, &c, &x.t, NULL);
-		dt_early_stopping_keep_file(&e, path);
+		dt_early_stopping_keep_file(&e, path, NULL, NULL, 0);
 		for (int i = 0; i < 3; i++) {
 			fill_params(&x.m, vals[i]);
 			logs.epoch = i;
