@@ -155,6 +155,23 @@ static void multi_labels(struct predict_out *p, const struct dt_node *train)
 	}
 }
 
+/*
+ * A probability after a comma (none before the first): %.6g, with NaN
+ * and the infinities as null in JSON and NaN as "nan" in CSV (glibc writes
+ * a negative NaN "-nan"). A model that diverged gives NaN probabilities.
+ */
+static void print_prob(float v, int json, int first)
+{
+	if (!first)
+		putchar(',');
+	if (json && !isfinite(v))
+		fputs("null", stdout);
+	else if (isnan(v))
+		fputs("nan", stdout);
+	else
+		printf("%.6g", v);
+}
+
 /* A multi-label line: the labels above the threshold and every label's probability (ncls) of sample index. */
 static void print_multi(const struct predict_out *p, int64_t index, const char *q, const float *probs)
 {
@@ -171,7 +188,7 @@ static void print_multi(const struct predict_out *p, int64_t index, const char *
 				printf(n++ ? ",%s" : "%s", p->names[i]);
 		fputs("],\"probabilities\":[", stdout);
 		for (int i = 0; i < p->ncls; i++)
-			printf(i ? ",%.6g" : "%.6g", probs[i]);
+			print_prob(probs[i], 1, i == 0);
 		fputs("]}\n", stdout);
 		return;
 	}
@@ -195,16 +212,16 @@ static void print_multi(const struct predict_out *p, int64_t index, const char *
 	}
 	free(joined);
 	for (int i = 0; i < p->ncls; i++)
-		printf(",%.6g", probs[i]);
+		print_prob(probs[i], 0, 0);
 	putchar('\n');
 }
 
-/* A float's shortest text that reads back as the same float; null in JSON for NaN and infinities. */
+/* A float's shortest text that reads back as the same float; null in JSON for NaN and infinities, "nan" in CSV. */
 static void print_value(float v, int json)
 {
 	char buf[32];
-	if (json && !isfinite(v)) {
-		fputs("null", stdout);
+	if (!isfinite(v) && (json || isnan(v))) {
+		fputs(json ? "null" : "nan", stdout);
 		return;
 	}
 	for (int digits = 1; digits <= 9; digits++) {
@@ -273,11 +290,12 @@ static void print_line(const struct predict_out *p, int64_t index, const char *n
 		printf("{\"index\":%lld", (long long)index);
 		if (q)
 			printf(",\"path\":%s", q);
-		printf(",\"class\":%s,\"probability\":%.6g", p->names[best], probs[best]);
+		printf(",\"class\":%s,\"probability\":", p->names[best]);
+		print_prob(probs[best], 1, 1);
 		if (p->all) {
 			fputs(",\"probabilities\":[", stdout);
 			for (int i = 0; i < p->ncls; i++)
-				printf(i ? ",%.6g" : "%.6g", probs[i]);
+				print_prob(probs[i], 1, i == 0);
 			putchar(']');
 		}
 		fputs("}\n", stdout);
@@ -287,10 +305,11 @@ static void print_line(const struct predict_out *p, int64_t index, const char *n
 	printf("%lld,", (long long)index);
 	if (q)
 		printf("%s,", q);
-	printf("%s,%.6g", p->names[best], probs[best]);
+	fputs(p->names[best], stdout);
+	print_prob(probs[best], 0, 0);
 	free(q);
 	for (int i = 0; p->all && i < p->ncls; i++)
-		printf(",%.6g", probs[i]);
+		print_prob(probs[i], 0, 0);
 	putchar('\n');
 }
 
@@ -449,7 +468,7 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 	const struct dt_layer *first = &m->layers[0];
 	/* An embedding first reads token indices: each must name a row (core/pipeline/indices.c). */
 	int64_t limit = m->nlayers && first->type->index_limit ? first->type->index_limit(first) : 0;
-	int64_t index = 0, F = dt_shape_count(&r->sample);
+	int64_t index = 0, F = dt_shape_count(&r->sample), nonfinite = 0, first_nonfinite = -1;
 	int C = (int)dt_shape_count(&m->output), quiet = 0, rc = -1;
 	float *x = dt_malloc((size_t)(B * F) * sizeof(float)), *y = dt_malloc((size_t)B * C * sizeof(float));
 	float *probs = dt_malloc((size_t)B * p->ncls * sizeof(float));
@@ -468,6 +487,13 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 		dt_op_from_host(&in, x);
 		out = dt_model_forward(m, n, &ctx);
 		dt_op_to_host(&out, y);
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < C; j++)
+				if (!isfinite(y[(int64_t)i * C + j])) {
+					if (nonfinite++ == 0)
+						first_nonfinite = index + i;
+					break;
+				}
 		if (!p->values)
 			probabilities(y, n, C, from_logits, p->multi, probs);
 		for (int i = 0; i < n; i++)
@@ -482,6 +508,11 @@ static int predict_stream(struct dt_model *m, struct dt_reader *r, const struct 
 	}
 	if (!quiet && fflush(stdout) != 0 && output_failed(&quiet) < 0)
 		goto out;
+	/* Never a class without a word: a diverged run leaves NaN weights, and argmax then names class 0. */
+	if (nonfinite)
+		dt_warn("the model's outputs are NaN or infinite for %lld of %lld samples (the first: sample %lld): "
+			"their predictions mean nothing (were the weights of a training that diverged, loss nan?)",
+			(long long)nonfinite, (long long)index, (long long)first_nonfinite);
 	rc = 0;
 out:
 	free(x);

@@ -247,3 +247,25 @@ npy_u1() {
 	status_is 2
 	stderr_has "'model.safetensors' is a checkpoint already: give --checkpoint with a model file only"
 }
+
+@test "a diverged model's NaN outputs: null in JSON (valid), nan (not -nan) in CSV, and a warning naming them" {
+	cd "$TMP"
+	# as callbacks.bats' divergent run: the loss is nan from the first epoch
+	"$DTRAIN" fit -q "$MODELS/blobs.yaml" --set 'compile.optimizer={sgd: {learning_rate: 1e5}}' --set fit.epochs=2 \
+		--set checkpoint.dir="$TMP/nanrun" 2>/dev/null
+	printf '0.5,1\n1,2\n-1,0\n3,3\n0,0\n' >in.csv
+	run --separate-stderr "$DTRAIN" predict "$TMP/nanrun" in.csv --all --json -q
+	status_is 0
+	[ "${#lines[@]}" -eq 5 ]
+	jq -se 'all(.[]; .probability == null and (.probabilities | all(. == null)))' <<<"$output" >/dev/null
+	stderr_has "warning: the model's outputs are NaN or infinite for 5 of 5 samples (the first: sample 0)"
+	run --separate-stderr "$DTRAIN" predict "$TMP/nanrun" in.csv --all -q
+	status_is 0
+	[[ ${lines[0]} == 0,*,nan,nan,nan,nan ]]
+	[[ $output != *-nan* ]]
+	# a trained model's predictions are finite: no warning
+	gen_rows 5 3 >in8.csv
+	run --separate-stderr "$DTRAIN" predict "$BATS_FILE_TMPDIR/model.yaml" in8.csv -q
+	status_is 0
+	[[ $stderr != *warning* ]]
+}
