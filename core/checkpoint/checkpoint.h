@@ -25,6 +25,9 @@ struct dt_ckpt_meta {
 	const char *value;
 };
 
+/* The metadata beside a run's own that every checkpoint file of it carries (class names, preprocessing, ...). */
+#define DT_MAX_EXTRA_META 8
+
 /* Writes the tensors and metadata to path atomically. 0, or -1 with an error naming path. */
 int dt_checkpoint_save(const char *path, const struct dt_ckpt_tensor *t, int nt,
 		       const struct dt_ckpt_meta *meta, int nmeta);

@@ -9,8 +9,6 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/fit/train.h"
 
-#define DT_MAX_EXTRA_META 8
-
 /*
  * Writes full-state checkpoints: weights, optimizer slots and iterations, the
  * position (struct dt_fit_pos), the callbacks' states, the resolved config.

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/fit/fit_callbacks.h"
 #include "core/fit/progress.h"
-#include "core/checkpoint/checkpointer.h"
+#include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/snapshot.h"
 
 /* The one table of callback names fit.callbacks takes. */
