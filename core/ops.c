@@ -195,7 +195,7 @@ void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor 
 {
 	DT_ASSERT(dt_tensor_rows(target) == dt_tensor_rows(pred));
 	same_count(pred, target);
-	DT_ASSERT(dt_tensor_count(sums) == 4 * dt_tensor_cols(pred));
+	DT_ASSERT(dt_tensor_count(sums) == DT_REGRESSION_SUMS * dt_tensor_cols(pred));
 	same_device(pred, target);
 	same_device(pred, sums);
 	backend(pred)->regression_sums(pred, target, sums);

@@ -123,9 +123,10 @@ int64_t dt_op_count_top_k(const struct dt_tensor *pred, const struct dt_tensor *
 /*
  * Per column j of pred and target (both (N, C)), the batch's sums behind
  * r2_score, mean_squared_error and mean_absolute_percentage_error into
- * sums[4j .. 4j+3] (4C floats on pred's device, overwritten; see
- * dt_regression_column in core/rows.h).
+ * sums[6j .. 6j+5] (DT_REGRESSION_SUMS * C floats on pred's device,
+ * overwritten; see dt_regression_column in core/rows.h).
  */
+#define DT_REGRESSION_SUMS 6
 void dt_op_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums);
 /*
  * The batch's confusion matrix into counts (floats on pred's device, whole

@@ -506,12 +506,15 @@ static inline DT_HOST_DEVICE int64_t dt_top_k_row(const float *p, const float *t
 
 /*
  * The sums behind R^2, MSE and MAPE of column j of p and t (rows, c), in
- * double, in row order, stored as float: out[0] sum t, out[1] sum t^2,
- * out[2] sum (t - p)^2, out[3] sum |t - p| / max(|t|, epsilon) (Keras'
+ * double, in row order, stored as DT_REGRESSION_SUMS floats: sum t and
+ * sum t^2 each as a float and the float of what it leaves out (hi + lo
+ * holds 48 bits: R^2's SS_tot = sum t^2 - (sum t)^2 / n cancels when the
+ * labels' mean is large against their spread, 290 +- 0.5 say), then
+ * sum (t - p)^2 and sum |t - p| / max(|t|, epsilon) (Keras'
  * mean_absolute_percentage_error before its factor 100).
  */
 static inline DT_HOST_DEVICE void dt_regression_column(const float *p, const float *t, int64_t rows, int64_t c,
-						       int64_t j, float out[4])
+						       int64_t j, float out[DT_REGRESSION_SUMS])
 {
 	double s = 0, s2 = 0, d2 = 0, ape = 0;
 	for (int64_t r = 0; r < rows; r++) {
@@ -522,9 +525,11 @@ static inline DT_HOST_DEVICE void dt_regression_column(const float *p, const flo
 		ape += fabs(d) / (a > DT_CLIP_EPS ? a : DT_CLIP_EPS);
 	}
 	out[0] = (float)s;
-	out[1] = (float)s2;
-	out[2] = (float)d2;
-	out[3] = (float)ape;
+	out[1] = (float)(s - (double)out[0]);
+	out[2] = (float)s2;
+	out[3] = (float)(s2 - (double)out[2]);
+	out[4] = (float)d2;
+	out[5] = (float)ape;
 }
 
 /*

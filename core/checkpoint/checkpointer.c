@@ -392,7 +392,10 @@ static int restore_sums(struct dt_trainer *t, const struct dt_ckpt *f)
 	return 0;
 }
 
-/* metric_stats: the metrics' statistics (whole numbers >= 0), as many as the config's metrics keep. */
+/*
+ * metric_stats: the metrics' statistics, as many as the config's metrics
+ * keep: counts (whole numbers >= 0), and the regression sums (finite).
+ */
 static int restore_stats(struct dt_trainer *t, const struct dt_ckpt *f)
 {
 	const char *text = dt_checkpoint_meta(f, "metric_stats");
@@ -410,13 +413,15 @@ static int restore_stats(struct dt_trainer *t, const struct dt_ckpt *f)
 	t->initial_stats = dt_calloc((size_t)n, sizeof(double));
 	for (int64_t i = 0; ok && i < n; i++) {
 		cJSON *x = cJSON_GetArrayItem(j, (int)i);
-		ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble == floor(x->valuedouble);
+		ok = cJSON_IsNumber(x) && isfinite(x->valuedouble) &&
+		     (!dt_metric_stat_is_count(&t->metrics, i) ||
+		      (x->valuedouble >= 0 && x->valuedouble == floor(x->valuedouble)));
 		if (ok)
 			t->initial_stats[i] = x->valuedouble;
 	}
 	cJSON_Delete(j);
 	if (!ok) {
-		snprintf(expected, sizeof(expected), "a JSON array of %lld whole numbers >= 0 (compile.metrics' counts)",
+		snprintf(expected, sizeof(expected), "a JSON array of %lld numbers (compile.metrics' counts and sums)",
 			 (long long)n);
 		return bad_meta(f, "metric_stats", text, expected);
 	}

@@ -527,7 +527,7 @@ static void cpu_regression_sums(const struct dt_tensor *predt, const struct dt_t
 {
 	int64_t rows = dt_tensor_rows(predt), c = dt_tensor_cols(predt);
 	for (int64_t j = 0; j < c; j++)
-		dt_regression_column(predt->data, targett->data, rows, c, j, sumst->data + 4 * j);
+		dt_regression_column(predt->data, targett->data, rows, c, j, sumst->data + DT_REGRESSION_SUMS * j);
 }
 
 static void cpu_confusion(enum dt_accuracy kind, const struct dt_tensor *predt, const struct dt_tensor *targett,

@@ -528,7 +528,7 @@ static int64_t cuda_count_top_k(const struct dt_tensor *pred, const struct dt_te
 /* A thread per column, over the rows in order: the CPU's sums, bit for bit. */
 __global__ void k_regression_sums(const float *p, const float *t, int64_t rows, int64_t c, float *sums)
 {
-	GRID_LOOP(j, c) dt_regression_column(p, t, rows, c, j, sums + 4 * j);
+	GRID_LOOP(j, c) dt_regression_column(p, t, rows, c, j, sums + DT_REGRESSION_SUMS * j);
 }
 
 static void cuda_regression_sums(const struct dt_tensor *pred, const struct dt_tensor *target, struct dt_tensor *sums)

@@ -131,7 +131,7 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 	s->nstats = !s->confusion ? 0 : s->multi_label ? 4 * columns : (int64_t)s->classes * s->classes;
 	if (s->regression) {
 		s->regression_offset = s->nstats;
-		s->nstats += 4 * columns + 1;
+		s->nstats += DT_REGRESSION_SUMS * columns + 1;
 	}
 	for (int i = 0; i < s->n; i++) {
 		struct dt_metric *m = &s->m[i];
@@ -170,11 +170,16 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 	return 0;
 }
 
+int dt_metric_stat_is_count(const struct dt_metric_set *s, int64_t i)
+{
+	return !s->regression || i < s->regression_offset || i >= s->regression_offset + DT_REGRESSION_SUMS * s->columns;
+}
+
 int64_t dt_metric_scratch(const struct dt_metric_set *s)
 {
 	int64_t n = !s->confusion ? 1 : s->multi_label ? 4 * s->columns : (int64_t)s->classes * s->classes;
-	if (s->regression && 4 * s->columns > n)
-		n = 4 * s->columns;
+	if (s->regression && DT_REGRESSION_SUMS * s->columns > n)
+		n = DT_REGRESSION_SUMS * s->columns;
 	for (int i = 0; i < s->n; i++)
 		if (s->m[i].kind == DT_METRIC_AUC && 2 * ((int64_t)s->m[i].num_thresholds + 1) > n)
 			n = 2 * ((int64_t)s->m[i].num_thresholds + 1);
@@ -228,7 +233,7 @@ void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor 
 		add_scratch(scratch, n, stats, host);
 	}
 	if (s->regression) {
-		int64_t n = 4 * s->columns;
+		int64_t n = DT_REGRESSION_SUMS * s->columns;
 		struct dt_tensor sums = dt_tensor_flat(scratch->data, scratch->dev, n);
 		dt_op_regression_sums(pred, target, &sums);
 		add_scratch(scratch, n, stats + s->regression_offset, host);
@@ -327,7 +332,7 @@ double dt_auc_value(const double *hist, int n, enum dt_auc_curve curve)
 }
 
 /*
- * From the sums r (4 per output, then the rows n): the mean squared error
+ * From the sums r (DT_REGRESSION_SUMS per output, then the rows n): the mean squared error
  * and 100 x the mean relative error over every output, and R^2, the mean
  * over the outputs of 1 - SS_res / SS_tot (Keras' R2Score with
  * class_aggregation uniform_average; an output whose labels do not vary
@@ -335,16 +340,16 @@ double dt_auc_value(const double *hist, int n, enum dt_auc_curve curve)
  */
 static double regression_value(const struct dt_metric_set *s, enum dt_metric_kind kind, const double *r)
 {
-	double n = r[4 * s->columns], sum = 0;
+	double n = r[DT_REGRESSION_SUMS * s->columns], sum = 0;
 	for (int64_t j = 0; j < s->columns; j++) {
-		const double *c = r + 4 * j;
-		double ss_tot = c[1] - div0(c[0] * c[0], n);
+		const double *c = r + DT_REGRESSION_SUMS * j;
+		double t = c[0] + c[1], t2 = c[2] + c[3], ss_tot = t2 - div0(t * t, n), ss_res = c[4], ape = c[5];
 		if (kind == DT_METRIC_MSE)
-			sum += c[2];
+			sum += ss_res;
 		else if (kind == DT_METRIC_MAPE)
-			sum += c[3];
+			sum += ape;
 		else
-			sum += ss_tot > 0 ? 1 - c[2] / ss_tot : 0;
+			sum += ss_tot > 0 ? 1 - ss_res / ss_tot : 0;
 	}
 	if (kind == DT_METRIC_R2)
 		return sum / (double)s->columns;

@@ -112,6 +112,11 @@ int dt_metric_set_layout(struct dt_metric_set *s, enum dt_accuracy kind, int64_t
 void dt_metric_accumulate(const struct dt_metric_set *s, const struct dt_tensor *pred,
 			  const struct dt_tensor *target, struct dt_tensor *scratch, float *host, double *stats);
 int64_t dt_metric_scratch(const struct dt_metric_set *s);
+/*
+ * 1 when statistic i is a count (a whole number >= 0), 0 for the
+ * regression sums (any finite number: a sum of labels may be negative).
+ */
+int dt_metric_stat_is_count(const struct dt_metric_set *s, int64_t i);
 
 /* The value of metric i from the epoch's summed statistics. */
 double dt_metric_value(const struct dt_metric_set *s, int i, const double *stats);

@@ -221,6 +221,25 @@ crash_and_resume() {
 	same_weights "$TMP/ref/run/latest.safetensors" "$TMP/term/run/latest.safetensors"
 }
 
+@test "SIGTERM mid-epoch with regression metrics (r2_score, mse, mape): resume exact, the same epoch lines" {
+	# Their sums are not counts (a sum of labels may be negative): the checkpoint's metric_stats hold them too.
+	local reg=(--set 'model.layers=[{dense: {units: 1}}]' --set compile.loss=huber
+		--set 'compile.metrics=[r2_score, mse, mape]')
+	at rref "$DTRAIN" fit m.yaml -q --json "${reg[@]}" >"$TMP/rref.json"
+	run --separate-stderr at rterm env DTRAIN_TEST_RAISE_AT=TERM:30 "$DTRAIN" fit m.yaml -q --json "${reg[@]}"
+	status_is 143
+	[ "$(readlink "$TMP/rterm/run/latest.safetensors")" = ckpt-002-00010.safetensors ]
+	run --separate-stderr at rterm "$DTRAIN" fit m.yaml -q --json --resume "${reg[@]}"
+	status_is 0
+	same_weights "$TMP/rref/run/latest.safetensors" "$TMP/rterm/run/latest.safetensors"
+	# epoch 2, resumed at its step 10, reports the whole epoch's metrics as the uninterrupted run did
+	local want got
+	want=$(jq -c 'select(.event == "epoch" and .epoch == 2) | del(.seconds, .samples_per_sec)' "$TMP/rref.json")
+	got=$(jq -c 'select(.event == "epoch" and .epoch == 2) | del(.seconds, .samples_per_sec)' <<<"$output")
+	[ -n "$want" ] && [ "$got" = "$want" ]
+	[[ $want == *'"r2_score":'* ]]
+}
+
 @test "SIGTERM from outside (kill) stops a long run with 143 and a checkpoint" {
 	(cd "$TMP/ext" 2>/dev/null || { mkdir -p "$TMP/ext" && cd "$TMP/ext"; } &&
 		exec "$DTRAIN" fit "$TMP/m.yaml" -q --set checkpoint.dir=run --set fit.epochs=100000) 2>"$TMP/ext.err" &

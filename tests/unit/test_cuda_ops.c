@@ -449,7 +449,7 @@ static void test_metric_counts(void **state)
 	dt_op_confusion(DT_ACC_BINARY, &pred.g, &onehot.g, 0.4f, &cm2.g);
 	expect_equal("confusion binary", &cm2);
 	{
-		struct pair sums = pair_new(sh(1, 4 * C, 0, 0, 0), NULL);
+		struct pair sums = pair_new(sh(1, DT_REGRESSION_SUMS * C, 0, 0, 0), NULL);
 		dt_op_regression_sums(&logits.c, &pred.c, &sums.c);
 		dt_op_regression_sums(&logits.g, &pred.g, &sums.g);
 		expect_close("regression sums", &sums, 1e-6);

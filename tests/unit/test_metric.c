@@ -157,26 +157,28 @@ static void test_top_k(void **state)
 static void test_regression(void **state)
 {
 	/* Two outputs: the first predicted with errors 1, -1, 0, 2 on labels 2, 4, 6, 8; the second exactly. */
-	float t[8] = { 2, 10, 4, 20, 6, 30, 8, 40 }, p[8] = { 1, 10, 5, 20, 6, 30, 6, 40 }, sums[8];
-	struct dt_tensor P = mat(p, 4, 2), T = mat(t, 4, 2), S = mat(sums, 4, 2);
+	float t[8] = { 2, 10, 4, 20, 6, 30, 8, 40 }, p[8] = { 1, 10, 5, 20, 6, 30, 6, 40 }, sums[12];
+	struct dt_tensor P = mat(p, 4, 2), T = mat(t, 4, 2), S = mat(sums, 6, 2);
 	dt_op_regression_sums(&P, &T, &S);
 	assert_float_equal(sums[0], 20, 0);
-	assert_float_equal(sums[1], 4 + 16 + 36 + 64, 0);
-	assert_float_equal(sums[2], 1 + 1 + 0 + 4, 0);
-	assert_float_equal(sums[3], 0.5 + 0.25 + 0 + 0.25, 1e-6);
-	assert_float_equal(sums[6], 0, 0);
+	assert_float_equal(sums[1], 0, 0); /* what the float of the sum left out */
+	assert_float_equal(sums[2], 4 + 16 + 36 + 64, 0);
+	assert_float_equal(sums[3], 0, 0);
+	assert_float_equal(sums[4], 1 + 1 + 0 + 4, 0);
+	assert_float_equal(sums[5], 0.5 + 0.25 + 0 + 0.25, 1e-6);
+	assert_float_equal(sums[DT_REGRESSION_SUMS + 4], 0, 0);
 	struct dt_metric_set s = { .n = 3 };
 	s.m[0] = (struct dt_metric){ .kind = DT_METRIC_MSE, .class_id = -1 };
 	s.m[1] = (struct dt_metric){ .kind = DT_METRIC_MAPE, .class_id = -1 };
 	s.m[2] = (struct dt_metric){ .kind = DT_METRIC_R2, .class_id = -1 };
 	s.regression = 1;
 	assert_int_equal(dt_metric_set_layout(&s, DT_ACC_CATEGORICAL, 2, 0.5f, 0, 0), 0);
-	assert_int_equal(s.nstats, 9);
-	double stats[9] = { 0 };
-	float host[8], dev[8];
-	struct dt_tensor scratch = { dev, { 1, { 8 } }, DT_CPU };
+	assert_int_equal(s.nstats, 13);
+	double stats[13] = { 0 };
+	float host[12], dev[12];
+	struct dt_tensor scratch = { dev, { 1, { 12 } }, DT_CPU };
 	dt_metric_accumulate(&s, &P, &T, &scratch, host, stats);
-	assert_float_equal(stats[8], 4, 0);
+	assert_float_equal(stats[12], 4, 0);
 	assert_float_equal(dt_metric_value(&s, 0, stats), 6.0 / 8, 1e-12);
 	assert_float_equal(dt_metric_value(&s, 1, stats), 100 * 1.0 / 8, 1e-6);
 	/* Output 0: SS_res 6, SS_tot 120 - 400/4 = 20: 0.7; output 1: 1. */
@@ -185,6 +187,41 @@ static void test_regression(void **state)
 	assert_false(dt_metric_name_greater("mean_absolute_percentage_error"));
 	assert_true(dt_metric_name_greater("r2_score"));
 	assert_true(dt_metric_name_greater("auc"));
+}
+
+/* Labels 10000 +- 0.3: float sums of t and t^2 per batch would lose SS_tot (5) in t^2's rounding (256). */
+static void test_r2_large_mean(void **state)
+{
+	enum { N = 64 };
+	float t[N], p[N];
+	double mean = 0, ss_tot = 0, ss_res = 0;
+	for (int i = 0; i < N; i++) {
+		t[i] = 10000.0f + 0.3f * sinf((float)i);
+		p[i] = t[i] + 0.2f * cosf(3.0f * (float)i);
+		mean += t[i];
+	}
+	mean /= N;
+	for (int i = 0; i < N; i++) {
+		ss_tot += ((double)t[i] - mean) * ((double)t[i] - mean);
+		ss_res += ((double)t[i] - p[i]) * ((double)t[i] - p[i]);
+	}
+	struct dt_tensor P = mat(p, N, 1), T = mat(t, N, 1);
+	struct dt_metric_set s = { .n = 1 };
+	s.m[0] = (struct dt_metric){ .kind = DT_METRIC_R2, .class_id = -1 };
+	s.regression = 1;
+	assert_int_equal(dt_metric_set_layout(&s, DT_ACC_CATEGORICAL, 1, 0.5f, 0, 0), 0);
+	double stats[DT_REGRESSION_SUMS + 1] = { 0 };
+	float host[DT_REGRESSION_SUMS], dev[DT_REGRESSION_SUMS];
+	struct dt_tensor scratch = { dev, { 1, { DT_REGRESSION_SUMS } }, DT_CPU };
+	/* in batches of 16, as an epoch sums them */
+	for (int b = 0; b < N; b += 16) {
+		struct dt_tensor Pb = mat(p + b, 16, 1), Tb = mat(t + b, 16, 1);
+		dt_metric_accumulate(&s, &Pb, &Tb, &scratch, host, stats);
+	}
+	(void)P;
+	(void)T;
+	assert_true(ss_tot > 2 && ss_res > 0.5); /* the case is what it says */
+	assert_float_equal(dt_metric_value(&s, 0, stats), 1 - ss_res / ss_tot, 1e-5);
 }
 
 static struct dt_doc *doc;
@@ -263,6 +300,7 @@ int main(void)
 		cmocka_unit_test(test_ops_count),
 		cmocka_unit_test(test_top_k),
 		cmocka_unit_test(test_regression),
+		cmocka_unit_test(test_r2_large_mean),
 		cmocka_unit_test(test_names_and_args),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
