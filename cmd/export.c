@@ -53,12 +53,17 @@ int cmd_export(int argc, char **argv)
 	}
 	if ((rc = dt_app_config(&a, &o, 0)))
 		goto out;
+	if ((rc = dt_app_checkpoint(&a, &o)))
+		goto out;
+	/* The shape the weights were trained at: the training data need not be there, nor as it was. */
+	if (!a.cfg.input_shape.ndim && !dt_app_checkpoint_input_shape(&a, &a.cfg.input_shape))
+		a.cfg.input_shape.ndim = 0;
 	if ((rc = dt_app_model(&a, &m)))
 		goto out;
 	rc = DT_EXIT_FAIL;
 	if (dt_model_alloc(&m, DT_CPU, 1) < 0)
 		goto out;
-	if (dt_app_checkpoint(&a, &o) || dt_app_checkpoint_weights(&a, &m, "exporting the average") < 0)
+	if (dt_app_checkpoint_weights(&a, &m, "exporting the average") < 0)
 		goto out;
 	if (dt_app_preprocess(&a, dt_checkpoint_meta(a.ckpt, "preprocessing"), a.ckpt_path, &m.input, &pp) < 0)
 		goto out;

@@ -152,3 +152,26 @@ for path in sys.argv[1:]:
 	status_is 2
 	stderr_has "needs -o FILE"
 }
+
+@test "export of a model file takes the checkpoint's input shape: the training data need not be there" {
+	cd "$TMP"
+	printf 'a,b,label\n' >train.csv
+	for i in $(seq 40); do echo "$((i % 2)),$((i % 3)),$((i % 2))" >>train.csv; done
+	cat >m.yaml <<-YAML
+		model:
+		  layers: [{dense: {units: 2, activation: softmax}}]
+		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
+		data:
+		  train: {format: csv, path: train.csv, label: label}
+		  batch_size: 8
+		fit: {epochs: 1}
+		checkpoint: {dir: run}
+	YAML
+	"$DTRAIN" fit -q m.yaml
+	"$DTRAIN" export m.yaml -o with.onnx -q
+	mv train.csv gone.csv
+	run --separate-stderr "$DTRAIN" export m.yaml -o without.onnx -q
+	status_is 0
+	[ -z "$stderr" ]
+	cmp with.onnx without.onnx
+}
