@@ -934,6 +934,8 @@ int dt_app_build(struct dt_app *a)
 		if (dt_objective_init(&a->trainer.objective, c->loss, &c->loss_args, c->from_logits, &a->models[r],
 				      &labels->label, src->num_classes, c->loss_node) < 0)
 			return dt_exit_status();
+		if (r == 0 && a->have_train_src && a->strategy.is_chief)
+			dt_objective_warn(&a->trainer.objective, c->from_logits, &a->models[0]);
 		if (c->errors && !dt_shape_equal(&labels->label, &a->models[r].output)) {
 			char out[64], lab[64];
 			dt_shape_format(&a->models[r].output, 1, out, sizeof(out));

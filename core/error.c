@@ -119,12 +119,12 @@ int dt_error(const char *fmt, ...)
 	return -1;
 }
 
-/* "dtrain: KIND: <msg>" on stderr, with the rank in multi-process runs. */
-static void say(const char *kind, const char *fmt, va_list ap)
+/* "WHERE: KIND: <msg>" on stderr, with the rank in multi-process runs. */
+static void say(const char *where, const char *kind, const char *fmt, va_list ap)
 {
 	if (rank >= 0)
 		fprintf(stderr, "[rank %d] ", rank);
-	fprintf(stderr, "dtrain: %s: ", kind);
+	fprintf(stderr, "%s: %s: ", where, kind);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
@@ -135,8 +135,14 @@ void dt_warn(const char *fmt, ...)
 	if (quiet)
 		return;
 	va_start(ap, fmt);
-	say("warning", fmt, ap);
+	say("dtrain", "warning", fmt, ap);
 	va_end(ap);
+}
+
+void dt_warn_atv(const char *where, const char *fmt, va_list ap)
+{
+	if (!quiet)
+		say(where, "warning", fmt, ap);
 }
 
 void dt_note(const char *fmt, ...)
@@ -145,7 +151,7 @@ void dt_note(const char *fmt, ...)
 	if (quiet || notes_quiet)
 		return;
 	va_start(ap, fmt);
-	say("note", fmt, ap);
+	say("dtrain", "note", fmt, ap);
 	va_end(ap);
 }
 

@@ -25,6 +25,8 @@ int dt_error_at(const char *where, const char *fmt, ...) DT_PRINTF(2, 3);
 int dt_error_atv(const char *where, const char *fmt, va_list ap);
 /* Prints "dtrain: warning: <msg>". */
 void dt_warn(const char *fmt, ...) DT_PRINTF(1, 2);
+/* Prints "<where>: warning: <msg>"; config warnings go through dt_node_warn() in config.h. */
+void dt_warn_atv(const char *where, const char *fmt, va_list ap);
 /*
  * Prints "dtrain: note: <msg>": a decision dtrain made for the user (a CSV's
  * first row taken as a header, or as data). Silenced by dt_note_set_quiet(1)

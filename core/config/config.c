@@ -135,6 +135,15 @@ int dt_node_error(const struct dt_node *n, const char *fmt, ...)
 	return -1;
 }
 
+void dt_node_warn(const struct dt_node *n, const char *fmt, ...)
+{
+	char where[512];
+	va_list ap;
+	va_start(ap, fmt);
+	dt_warn_atv(dt_node_where(n, where, sizeof(where)), fmt, ap);
+	va_end(ap);
+}
+
 static const char *kind_name(enum dt_node_kind kind)
 {
 	switch (kind) {

@@ -82,6 +82,8 @@ void dt_node_name_to_map(struct dt_doc *d, struct dt_node *n);
 
 /* Prints "<file>:<line>:<col>: error: <msg>" and returns -1. */
 int dt_node_error(const struct dt_node *n, const char *fmt, ...) DT_PRINTF(2, 3);
+/* Prints "<file>:<line>:<col>: warning: <msg>": accepted, but almost surely not what was meant. */
+void dt_node_warn(const struct dt_node *n, const char *fmt, ...) DT_PRINTF(2, 3);
 /* Formats "file:line:col" into buf. */
 const char *dt_node_where(const struct dt_node *n, char *buf, int size);
 

@@ -196,6 +196,61 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, const struct dt
 	return 0;
 }
 
+/*
+ * The layer whose activation the model's outputs come out of: the last one,
+ * or before it the last with parameters or an activation (past dropout,
+ * flatten, reshape).
+ */
+static const struct dt_layer *output_layer(const struct dt_model *m)
+{
+	int i = m->nlayers - 1;
+	while (i > 0 && m->layers[i].act == DT_ACT_LINEAR && m->layers[i].nparams == 0)
+		i--;
+	return &m->layers[i];
+}
+
+/* The place to fix l's activation: its `activation` value, else the layer's item. */
+static const struct dt_node *activation_node(const struct dt_layer *l)
+{
+	const struct dt_node *item = l->node, *act;
+	act = item && item->kind == DT_NODE_MAP && item->n == 1 ? dt_node_get(item->items[0], "activation") : NULL;
+	return act ? act : item;
+}
+
+void dt_objective_warn(const struct dt_objective *o, int from_logits, const struct dt_model *m)
+{
+	const struct dt_layer *l = output_layer(m);
+	const struct dt_node *at = activation_node(l);
+	const char *loss = dt_loss_names[o->loss], *act = dt_activation_names[l->act], *want;
+	int categorical = o->loss == DT_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ||
+			  o->loss == DT_LOSS_CATEGORICAL_CROSSENTROPY || o->loss == DT_LOSS_CATEGORICAL_FOCAL_CROSSENTROPY;
+	int binary = o->loss == DT_LOSS_BINARY_CROSSENTROPY || o->loss == DT_LOSS_BINARY_FOCAL_CROSSENTROPY;
+
+	if (l->act == DT_ACT_SOFTMAX && dt_shape_count(&l->out) == 1) {
+		dt_node_warn(at, "softmax over the 1 output of layer '%s' is always 1, so the model cannot learn; "
+			     "use 'activation: sigmoid' for one output", l->name);
+		return;
+	}
+	if (from_logits && (categorical || binary) && (l->act == DT_ACT_SOFTMAX || l->act == DT_ACT_SIGMOID)) {
+		dt_node_warn(at, "'%s' takes logits (compile.from_logits: true), but layer '%s' applies %s, so its "
+			     "outputs are probabilities: drop the activation, or from_logits", loss, l->name, act);
+		return;
+	}
+	if (from_logits || !(categorical || binary))
+		return;
+	want = categorical ? "softmax" : "sigmoid";
+	if (l->act == DT_ACT_LINEAR)
+		dt_node_warn(at, "'%s' reads the outputs of layer '%s' as probabilities, but it has no activation: "
+			     "add 'activation: %s', or set 'compile.from_logits: true' if they are logits", loss, l->name,
+			     want);
+	else if (categorical && l->act != DT_ACT_SOFTMAX)
+		dt_node_warn(at, "'%s' reads the outputs of layer '%s' as probabilities that sum to 1, but its "
+			     "activation is %s: use 'activation: softmax'", loss, l->name, act);
+	else if (binary && l->act != DT_ACT_SIGMOID && l->act != DT_ACT_SOFTMAX)
+		dt_node_warn(at, "'%s' reads the outputs of layer '%s' as probabilities in [0, 1], but its "
+			     "activation is %s: use 'activation: sigmoid'", loss, l->name, act);
+}
+
 double dt_objective_loss(const struct dt_objective *o, const struct dt_tensor *pred,
 			 const struct dt_tensor *target, struct dt_tensor *dpred, float grad_scale)
 {

@@ -66,6 +66,15 @@ int dt_objective_init(struct dt_objective *o, enum dt_loss loss, const struct dt
 		      struct dt_model *m, const struct dt_shape *label, int num_classes, const struct dt_node *where);
 
 /*
+ * Warns (at the last layer's activation in the model file) where the output
+ * activation and the loss disagree as they almost never should: softmax over
+ * one output; softmax or sigmoid under from_logits; a crossentropy on
+ * probabilities over outputs without softmax (sigmoid for the binary ones).
+ * Keras accepts these (it warns of the second); they train badly or not at all.
+ */
+void dt_objective_warn(const struct dt_objective *o, int from_logits, const struct dt_model *m);
+
+/*
  * Loss sum over the batch and, when dpred is not NULL, its gradient scaled by
  * grad_scale (1/global batch) written to dpred.
  */

@@ -67,6 +67,28 @@ bad() {
 	stderr_has "$@"
 }
 
+# warns LINE TOKEN WORDS...: `dtrain fit m.yaml` trains (exit 0) and warns once,
+# "m.yaml:LINE:COL: warning: " holding WORDS, COL where TOKEN first starts on
+# that line of m.yaml.
+warns() {
+	local line=$1 text col
+	text=$(sed -n "${line}p" m.yaml)
+	[[ $text == *"$2"* ]] || {
+		echo "line $line of m.yaml has no '$2': $text" >&2
+		return 1
+	}
+	text=${text%%"$2"*}
+	col=$((${#text} + 1))
+	shift 2
+	run --separate-stderr "$DTRAIN" fit -q m.yaml
+	status_is 0
+	if [[ $stderr != "m.yaml:$line:$col: warning: "* ]] || [ "${#stderr_lines[@]}" -ne 1 ]; then
+		echo "expected one warning at m.yaml:$line:$col, got: $stderr" >&2
+		return 1
+	fi
+	stderr_has "$@"
+}
+
 @test "every new loss trains, with its arguments" {
 	for loss in mean_absolute_error huber "{huber: {delta: 0.5}}" log_cosh kl_divergence poisson \
 		cosine_similarity hinge squared_hinge categorical_hinge binary_focal_crossentropy \
@@ -206,4 +228,38 @@ bad() {
 	bad 6 1.5 "'ema_momentum' must be in [0, 1], got 1.5"
 	model categorical_crossentropy "{lino: {}}"
 	bad 6 lino "unknown optimizer 'lino'" "did you mean 'lion'?"
+}
+
+@test "an output activation the loss does not read as meant: a warning at the activation, and fit trains" {
+	model sparse_categorical_crossentropy adam
+	sed -i '/^  one_hot: true/d' m.yaml
+	run --separate-stderr "$DTRAIN" fit -q m.yaml
+	status_is 0
+	[ -z "$stderr" ]
+	# PyTorch's habit: logits into a loss that expects probabilities.
+	sed -i 's/{units: 3, activation: softmax}/{units: 3}/' m.yaml
+	warns 4 dense "'sparse_categorical_crossentropy' reads the outputs of layer 'dense_1' as probabilities" \
+		"it has no activation" "add 'activation: softmax', or set 'compile.from_logits: true'"
+	sed -i 's/{units: 3}/{units: 3, activation: sigmoid}/' m.yaml
+	warns 4 sigmoid "probabilities that sum to 1, but its activation is sigmoid: use 'activation: softmax'"
+	# An activation after the dense layer, and a dropout after that, are still the output's.
+	sed -i 's/{units: 3, activation: sigmoid}/{units: 3}\n    - activation: {activation: relu}\n    - dropout: {rate: 0.1}/' m.yaml
+	warns 5 relu "outputs of layer 'activation' as probabilities that sum to 1, but its activation is relu"
+	# Keras warns of this one: softmax, then the loss's own softmax of from_logits.
+	model sparse_categorical_crossentropy adam true
+	sed -i '/^  one_hot: true/d' m.yaml
+	warns 4 softmax "takes logits (compile.from_logits: true), but layer 'dense_1' applies softmax" \
+		"drop the activation, or from_logits"
+	# softmax over one output is 1 whatever the weights.
+	model binary_crossentropy adam
+	sed -i -e '/^  one_hot: true/d' -e 's/{units: 3, activation: softmax}/{units: 1, activation: softmax}/' \
+		-e 's/classes: 3/classes: 2/' m.yaml
+	warns 4 softmax "softmax over the 1 output of layer 'dense_1' is always 1" "use 'activation: sigmoid'"
+	sed -i 's/activation: softmax}/activation: tanh}/' m.yaml
+	warns 4 tanh "'binary_crossentropy' reads the outputs of layer 'dense_1' as probabilities in [0, 1]" \
+		"use 'activation: sigmoid'"
+	sed -i 's/activation: tanh}/activation: sigmoid}/' m.yaml
+	run --separate-stderr "$DTRAIN" fit -q m.yaml
+	status_is 0
+	[ -z "$stderr" ]
 }
