@@ -8,6 +8,49 @@
 #include "core/model/residual.h"
 #include "core/rng.h"
 
+static const struct dt_layer_type *find_type(const struct dt_layer_type *const *types, const char *name)
+{
+	return !strcmp(name, "residual") ? &dt_residual_add_type : dt_layer_type_find(types, name);
+}
+
+/* "unknown layer type 'dense2'; did you mean 'dense'?", at the name. -1. */
+static int unknown_type(const struct dt_node *at, const char *name, const struct dt_layer_type *const *types)
+{
+	const char *names[64], *close;
+	char list[512] = "";
+	int n = 0;
+	while (types[n] && n < 62) {
+		names[n] = types[n]->name;
+		n++;
+	}
+	names[n++] = "residual";
+	names[n] = NULL;
+	close = dt_did_you_mean(name, names);
+	if (close)
+		return dt_node_error(at, "unknown layer type '%s'; did you mean '%s'?", name, close);
+	for (int i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", names[i]);
+	return dt_node_error(at, "unknown layer type '%s' (expected one of: %s)", name, list);
+}
+
+/*
+ * "- activation: softmax" for Keras' Activation('softmax'): the arguments are
+ * a mapping, shown with the type's first example that has arguments. -1.
+ */
+static int args_not_map(const struct dt_node *args, const struct dt_layer_type *type)
+{
+	const struct dt_layer_example *e = type->examples;
+	while (e && e->input && !e->args)
+		e++;
+	if (args->kind == DT_NODE_SCALAR && e && e->input)
+		return dt_node_error(args, "the arguments of '%s' are a mapping, got '%s'; e.g. '- %s: %s'", type->name,
+				     args->value, type->name, e->args);
+	if (args->kind == DT_NODE_SCALAR)
+		return dt_node_error(args, "'%s' takes no arguments here, got '%s'; write '- %s'", type->name,
+				     args->value, type->name);
+	return dt_node_expect(args, DT_NODE_MAP, type->name);
+}
+
 /*
  * The layer's type and its arguments from one item of the `layers:` list. A
  * bare name ("- flatten") gets `empty`, an empty mapping placed at the item,
@@ -18,8 +61,6 @@ static int parse_item(const struct dt_node *item, const struct dt_layer_type *co
 {
 	const char *name;
 	const struct dt_node *name_node = item;
-	const char *names[64];
-	int n = 0;
 
 	memset(empty, 0, sizeof(*empty));
 	empty->kind = DT_NODE_MAP;
@@ -28,37 +69,35 @@ static int parse_item(const struct dt_node *item, const struct dt_layer_type *co
 	empty->col = item->col;
 	empty->dir = item->dir;
 	*args = empty;
+	*type = NULL;
+	if (item->kind == DT_NODE_MAP && item->n > 1) {
+		/* A second layer without its '- ', or an argument indented as deep as the type. */
+		const char *second = item->keys[1];
+		const struct dt_node *v = item->items[1];
+		if (find_type(types, second) && (v->kind == DT_NODE_MAP || !dt_node_get(item, second)))
+			return dt_node_error(item->key_nodes[1], "a second layer '%s' in the item of '%s'; start each "
+					     "layer with '- '", second, item->keys[0]);
+		return dt_node_error(item->key_nodes[1], "'%s' is a second key in the item of layer '%s' (a layer is "
+				     "one key naming its type); to make it an argument of '%s', indent it under '%s' "
+				     "or put it inside its {...}", second, item->keys[0], item->keys[0], item->keys[0]);
+	}
 	if (item->kind == DT_NODE_SCALAR) {
 		name = item->value;
 	} else if (item->kind == DT_NODE_MAP && item->n == 1) {
 		name = item->keys[0];
 		name_node = item->key_nodes[0];
-		if (dt_node_get(item, name)) { /* else "- flatten:" with nothing after it */
-			*args = item->items[0];
-			if (dt_node_expect(*args, DT_NODE_MAP, name) < 0)
-				return -1;
-		}
 	} else {
 		return dt_node_error(item, "a layer is one key naming its type, e.g. '- dense: {units: 10}'");
 	}
-	*type = !strcmp(name, "residual") ? &dt_residual_add_type : dt_layer_type_find(types, name);
-	if (*type)
-		return 0;
-	while (types[n] && n < 62) {
-		names[n] = types[n]->name;
-		n++;
+	*type = find_type(types, name);
+	if (!*type)
+		return unknown_type(name_node, name, types);
+	if (item->kind == DT_NODE_MAP && dt_node_get(item, name)) { /* else "- flatten:" with nothing after it */
+		*args = item->items[0];
+		if ((*args)->kind != DT_NODE_MAP)
+			return args_not_map(*args, *type);
 	}
-	names[n++] = "residual";
-	names[n] = NULL;
-	{
-		const char *close = dt_did_you_mean(name, names);
-		char list[512] = "";
-		for (int i = 0; i < n; i++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", names[i]);
-		if (close)
-			return dt_node_error(name_node, "unknown layer type '%s'; did you mean '%s'?", name, close);
-		return dt_node_error(name_node, "unknown layer type '%s' (expected one of: %s)", name, list);
-	}
+	return 0;
 }
 
 /*

@@ -265,6 +265,28 @@ expect_error() {
 	expect_error late_callback_monitor.yaml 13 7 early_stopping "'early_stopping' monitors 'val_loss'"
 }
 
+@test "an argument indented as deep as its layer's type: the key, and where it belongs" {
+	expect_error layer_second_key.yaml 5 7 activation \
+		"'activation' is a second key in the item of layer 'dense' (a layer is one key naming its type)" \
+		"indent it under 'dense' or put it inside its {...}"
+}
+
+@test "a layer without its '- ' under the one before: start each layer with '- '" {
+	expect_error layer_missing_dash.yaml 5 7 dropout "a second layer 'dropout' in the item of 'dense'" \
+		"start each layer with '- '"
+}
+
+@test "Keras' Activation('softmax') as '- activation: softmax': the arguments are a mapping, with an example" {
+	expect_error layer_args_scalar.yaml 5 19 softmax "the arguments of 'activation' are a mapping, got 'softmax'" \
+		"e.g. '- activation: {activation: relu}'"
+	run --separate-stderr "$DTRAIN" fit -q "$BAD/layer_args_scalar.yaml" --set 'model.layers.0.dense=3'
+	status_is 2
+	[ "$stderr" = "--set:1:22: error: the arguments of 'dense' are a mapping, got '3'; e.g. '- dense: {units: 3}'" ]
+	run --separate-stderr "$DTRAIN" fit -q "$BAD/layer_args_scalar.yaml" --set 'model.layers.1=flatten: yes'
+	status_is 2
+	[ "$stderr" = "--set:1:25: error: 'flatten' takes no arguments here, got 'yes'; write '- flatten'" ]
+}
+
 @test "every fixture in bad_yaml/ has a test" {
 	local f name
 	for f in "$BAD"/*.yaml; do
