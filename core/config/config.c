@@ -247,11 +247,45 @@ static const char *text_at(const struct parser *p, size_t line, size_t col)
 	return s < end ? s : NULL;
 }
 
+/* The spaces that indent a 0-based line; -1 for a line of spaces or a comment, or past the end. */
+static int line_indent(const struct parser *p, size_t line)
+{
+	const char *s = text_at(p, line, 0), *end = p->text + p->len;
+	int n = 0;
+	if (!s)
+		return -1;
+	for (; s < end && *s == ' '; s++)
+		n++;
+	return s < end && *s != '\n' && *s != '\r' && *s != '#' ? n : -1;
+}
+
+/*
+ * The ':' that YAML refused at a 0-based line and column: a second one on the
+ * line ("name: a: b") wants quotes; the line's first, a line that YAML read
+ * as the rest of the plain value above it ("loss: mse" over "   optimizer: adam").
+ */
+static const char *mapping_value_hint(const struct parser *p, size_t line, size_t col, char *buf, size_t size)
+{
+	const char *s = text_at(p, line, 0), *colon = text_at(p, line, col), *end = p->text + p->len;
+	size_t above = line;
+	for (; s && s < colon; s++)
+		if (*s == ':' && (s + 1 == end || s[1] == ' ' || s[1] == '\n' || s[1] == '\r'))
+			return "; a value that holds ': ' needs quotes";
+	while (above > 0 && line_indent(p, above - 1) < 0)
+		above--;
+	if (above == 0)
+		return "";
+	snprintf(buf, size, "; this line is indented deeper than line %zu, so it continues that line's value: "
+		 "indent it as deep as the keys it goes with", above);
+	return buf;
+}
+
 static int syntax_error(struct parser *p)
 {
 	yaml_parser_t *y = &p->yp;
 	const char *problem = y->problem ? y->problem : "cannot parse";
-	const char *at;
+	const char *at, *hint = "";
+	char buf[160];
 	char context[160] = "";
 
 	if (y->error == YAML_MEMORY_ERROR)
@@ -275,8 +309,15 @@ static int syntax_error(struct parser *p)
 	else if (y->context)
 		snprintf(context, sizeof(context), " %s", y->context);
 	at = text_at(p, y->problem_mark.line, y->problem_mark.column);
+	if (at && *at == '\t')
+		hint = " (tabs cannot indent yaml; use spaces)";
+	else if (!strcmp(problem, "did not find expected key") ||
+		 !strcmp(problem, "did not find expected '-' indicator"))
+		hint = "; is this line indented as deep as the keys or items it belongs with?";
+	else if (!strcmp(problem, "mapping values are not allowed in this context"))
+		hint = mapping_value_hint(p, y->problem_mark.line, y->problem_mark.column, buf, sizeof(buf));
 	return error_at(p->file, mark_line(p, &y->problem_mark), mark_col(p, &y->problem_mark), "%s%s%s", problem,
-			context, at && *at == '\t' ? " (tabs cannot indent yaml; use spaces)" : "");
+			context, hint);
 }
 
 static int next_event(struct parser *p, yaml_event_t *ev)

@@ -287,6 +287,20 @@ expect_error() {
 	[ "$stderr" = "--set:1:25: error: 'flatten' takes no arguments here, got 'yes'; write '- flatten'" ]
 }
 
+@test "a key indented deeper than the one above continues its value: the error says so" {
+	expect_error indent_continues.yaml 7 14 ": adam" "mapping values are not allowed in this context" \
+		"this line is indented deeper than line 6, so it continues that line's value"
+	# A second ': ' on one line is not indentation but a value to quote.
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set 'model.name=a: b: c'
+	status_is 2
+	[ "$stderr" = "--set:1:16: error: mapping values are not allowed in this context; a value that holds ': ' needs quotes" ]
+}
+
+@test "a line indented less than its siblings: libyaml's error, and a word on indentation" {
+	expect_error indent_shallow.yaml 6 5 activation "did not find expected '-' indicator" \
+		"is this line indented as deep as the keys or items it belongs with?"
+}
+
 @test "every fixture in bad_yaml/ has a test" {
 	local f name
 	for f in "$BAD"/*.yaml; do

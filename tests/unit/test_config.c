@@ -147,8 +147,15 @@ static void test_syntax_errors(void **state)
 	assert_parse_error("a: 1\nb: [1, 2\nc: 3\n", "m.yaml:3:2",
 			   "did not find expected ',' or ']' while parsing a flow sequence that started at line 2");
 	assert_parse_error("a: \"open\n", "m.yaml:2:1", "while scanning a quoted scalar that started at line 1");
-	assert_parse_error("a: b: c\n", "m.yaml:1:5", "mapping values are not allowed in this context");
-	assert_parse_error("a: 1\n  b: 2\n", "m.yaml:2:4", "mapping values are not allowed");
+	assert_parse_error("a: b: c\n", "m.yaml:1:5",
+			   "mapping values are not allowed in this context; a value that holds ': ' needs quotes");
+	assert_parse_error("a: 1\n  b: 2\n", "m.yaml:2:4",
+			   "mapping values are not allowed in this context; this line is indented deeper than line 1, "
+			   "so it continues that line's value");
+	assert_parse_error("a: 1\n\n  b: 2\n", "m.yaml:3:4", "indented deeper than line 1,");
+	assert_parse_error("a:\n  - 1\n b: 2\n", "m.yaml:3:2",
+			   "did not find expected key while parsing a block mapping that started at line 1; is this "
+			   "line indented as deep as the keys or items it belongs with?");
 	assert_parse_error("a: \xff\n", "m.yaml:1:4", "invalid leading UTF-8 octet (0xff)");
 	assert_parse_error("a: 1\nb: x\x01\n", "m.yaml:2:5", "control characters are not allowed");
 }
