@@ -163,6 +163,13 @@ static int is_null(const struct dt_node *n)
 	       !strcmp(n->value, "Null") || !strcmp(n->value, "NULL");
 }
 
+/* A plain scalar "(3, 3)" of at most 80 characters: Python's tuple, which YAML reads as a string. */
+static int is_tuple(const struct dt_node *n)
+{
+	size_t len = n->kind == DT_NODE_SCALAR && !n->quoted ? strlen(n->value) : 0;
+	return len >= 2 && len <= 80 && n->value[0] == '(' && n->value[len - 1] == ')';
+}
+
 /* What a node is, for "got ..." in messages: 'abc', the quoted string "5", a mapping. */
 static const char *describe(const struct dt_node *n, char *buf, size_t size)
 {
@@ -179,6 +186,8 @@ static const char *describe(const struct dt_node *n, char *buf, size_t size)
 	}
 	if (n->quoted)
 		snprintf(buf, size, "the quoted string \"%.*s%s\"", len, n->value, dots);
+	else if (is_tuple(n))
+		snprintf(buf, size, "'%s' (a Python tuple; YAML writes a list: [%.*s])", n->value, len - 2, n->value + 1);
 	else
 		snprintf(buf, size, "'%.*s%s'", len, n->value, dots);
 	return buf;
@@ -841,11 +850,14 @@ struct dt_node *dt_node_get(const struct dt_node *map, const char *key)
 int dt_node_expect(const struct dt_node *n, enum dt_node_kind kind, const char *what)
 {
 	static const char *const article[] = { "a scalar", "a mapping", "a sequence" };
-	char buf[128];
+	char buf[256];
 	if (!n)
 		return dt_node_error(NULL, "missing '%s'", what);
 	if (n->kind == kind)
 		return 0;
+	if (n->kind == DT_NODE_SCALAR && kind == DT_NODE_SEQ && !is_null(n) && !is_tuple(n))
+		return dt_node_error(n, "expected %s for '%s', got %s; a list of one is [%.80s]", article[kind], what,
+				     describe(n, buf, sizeof(buf)), n->value);
 	if (n->kind == DT_NODE_SCALAR)
 		return dt_node_error(n, "expected %s for '%s', got %s", article[kind], what, describe(n, buf, sizeof(buf)));
 	return dt_node_error(n, "expected %s for '%s', got %s", article[kind], what, article[n->kind]);
@@ -878,6 +890,35 @@ int dt_name_index(const char *const *names, const char *s)
 	return -1;
 }
 
+/*
+ * {kernel_size: (3, 3)}: YAML splits Python's tuple at its commas into the
+ * value "(3" and the keys "3)". For the unknown key i, the index of the key
+ * whose value opens such a tuple (every key from it to one ending in ')'
+ * without a value), with the tuple written out in tuple; else -1.
+ */
+static int split_tuple(const struct dt_node *map, int i, char *tuple, size_t size)
+{
+	const struct dt_node *open;
+	int j = i - 1, end = i;
+	size_t len;
+	while (j >= 0 && is_null(map->items[j]))
+		j--;
+	if (j < 0)
+		return -1;
+	open = map->items[j];
+	len = open->kind == DT_NODE_SCALAR && !open->quoted ? strlen(open->value) : 0;
+	if (!len || open->value[0] != '(' || open->value[len - 1] == ')')
+		return -1;
+	while (end < map->n && is_null(map->items[end]) && !strchr(map->keys[end], ')'))
+		end++;
+	if (end == map->n || !is_null(map->items[end]))
+		return -1;
+	snprintf(tuple, size, "%s", open->value);
+	for (int k = j + 1; k <= end; k++)
+		snprintf(tuple + strlen(tuple), size - strlen(tuple), ", %s", map->keys[k]);
+	return j;
+}
+
 int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *const *allowed)
 {
 	if (!map)
@@ -888,8 +929,15 @@ int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *c
 	for (int i = 0; i < map->n; i++) {
 		const char *key = map->keys[i], *guess;
 		char *list;
+		char tuple[256];
+		int j;
 		if (dt_name_index(allowed, key) >= 0)
 			continue;
+		j = split_tuple(map, i, tuple, sizeof(tuple));
+		if (j >= 0 && strlen(tuple) > 2)
+			return dt_node_error(map->items[j], "'%s' is a Python tuple, %s, which YAML does not have (inside "
+					     "{...} its commas split it into keys); write a list: [%.*s]", map->keys[j],
+					     tuple, (int)strlen(tuple) - 2, tuple + 1);
 		guess = dt_did_you_mean(key, allowed);
 		if (guess)
 			return dt_node_error(map->key_nodes[i], "unknown key '%s' in '%s'; did you mean '%s'?", key, what,
@@ -1075,7 +1123,7 @@ static const char *subject(const char *what, char *buf, size_t size)
 
 static int node_int(const struct dt_node *n, const char *what, int64_t min, int64_t max, int64_t *out)
 {
-	char sub[160], got[160], lo[32], hi[32], range[96];
+	char sub[160], got[256], lo[32], hi[32], range[96];
 	int64_t v = 0;
 	int rc = n->kind == DT_NODE_SCALAR && !n->quoted ? parse_int(n->value, &v) : NUM_BAD;
 
@@ -1100,7 +1148,7 @@ static int node_int(const struct dt_node *n, const char *what, int64_t min, int6
 
 static int node_float(const struct dt_node *n, const char *what, double min, double max, int open, double *out)
 {
-	char sub[160], got[160], lo[32], hi[32], range[96];
+	char sub[160], got[256], lo[32], hi[32], range[96];
 	double v = 0;
 	int rc = n->kind == DT_NODE_SCALAR && !n->quoted ? parse_float(n->value, &v) : NUM_BAD;
 	int below, above;
@@ -1291,7 +1339,7 @@ int dt_cfg_bool(const struct dt_node *map, const char *key, int def, int *out)
 {
 	static const char *const yes[] = { "true", "yes", "on" }, *const no[] = { "false", "no", "off" };
 	const struct dt_node *n = dt_node_get(map, key);
-	char got[160];
+	char got[256];
 
 	if (!n) {
 		*out = def;
@@ -1379,7 +1427,7 @@ int dt_cfg_shape(const struct dt_node *map, const char *key, struct dt_shape *ou
 {
 	const struct dt_node *n = dt_node_get(map, key);
 	struct dt_shape s = { 0 };
-	char got[160];
+	char got[256];
 
 	if (!n)
 		return 0;

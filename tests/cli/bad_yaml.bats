@@ -301,6 +301,22 @@ expect_error() {
 		"is this line indented as deep as the keys or items it belongs with?"
 }
 
+@test "a Python tuple (3, 3): the key, and the list to write instead" {
+	# In {...} YAML splits it into the value '(3' and the key '3)'.
+	expect_error python_tuple.yaml 5 41 "(3, 3)" "'kernel_size' is a Python tuple, (3, 3), which YAML does not have" \
+		"write a list: [3, 3]"
+	# In block style it is one string.
+	run --separate-stderr "$DTRAIN" summary "$MODELS/blobs.yaml" --set 'model.input_shape=(2,)'
+	status_is 2
+	[ "$stderr" = "--set:1:19: error: 'input_shape' must be a sequence of 1 to 4 positive integers such as [28, 28, 1], got '(2,)' (a Python tuple; YAML writes a list: [2,])" ]
+}
+
+@test "metrics: accuracy, a name where a list is expected: the list of one to write" {
+	run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set compile.metrics=accuracy
+	status_is 2
+	[ "$stderr" = "--set:1:17: error: expected a sequence for 'metrics', got 'accuracy'; a list of one is [accuracy]" ]
+}
+
 @test "every fixture in bad_yaml/ has a test" {
 	local f name
 	for f in "$BAD"/*.yaml; do
