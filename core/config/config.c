@@ -1486,10 +1486,65 @@ static int edit_distance(const char *a, const char *b)
 }
 
 /*
- * A name is close when its distance to s is at most a third of its length
- * (at least 1) and less than its length; the closest wins, the first on ties.
+ * Keras' and PyTorch's spellings of what dtrain names otherwise, as
+ * python_name() writes them: the layer, loss and argument names that no
+ * edit of a few letters reaches.
  */
-const char *dt_did_you_mean(const char *s, const char *const *names)
+static const char *const foreign_names[][2] = {
+	{ "linear", "dense" },
+	{ "cross_entropy_loss", "sparse_categorical_crossentropy" },
+	{ "nll_loss", "sparse_categorical_crossentropy" },
+	{ "bce_loss", "binary_crossentropy" },
+	{ "bce_with_logits_loss", "binary_crossentropy" },
+	{ "mse_loss", "mean_squared_error" },
+	{ "l1_loss", "mean_absolute_error" },
+	{ "smooth_l1_loss", "huber" },
+	{ "huber_loss", "huber" },
+	{ "kl_div_loss", "kl_divergence" },
+	{ "avg_pool1d", "average_pooling1d" },
+	{ "avg_pool2d", "average_pooling2d" },
+	{ "adaptive_avg_pool2d", "global_average_pooling2d" },
+	{ "batch_norm1d", "batch_normalization" },
+	{ "batch_norm2d", "batch_normalization" },
+	{ "layer_norm", "layer_normalization" },
+	{ "conv_transpose2d", "conv2d_transpose" },
+	{ "silu", "swish" },
+	{ "lr", "learning_rate" },
+	{ "p", "rate" },
+	{ "eps", "epsilon" },
+	{ "out_features", "units" },
+	{ "hidden_size", "units" },
+	{ "out_channels", "filters" },
+	{ "num_embeddings", "input_dim" },
+	{ "embedding_dim", "output_dim" },
+	{ NULL, NULL },
+};
+
+/*
+ * A Python spelling as dtrain's names are written: the module path and a
+ * call's arguments cut ("keras.layers.Dense(10)": "Dense"), then snake case
+ * ("MaxPooling2D": "max_pooling2d", "LSTMCell": "lstm_cell").
+ */
+static void python_name(const char *s, char *out, size_t size)
+{
+	const char *end = strchr(s, '('), *dot;
+	size_t n = 0;
+	if (!end)
+		end = s + strlen(s);
+	for (dot = s; dot < end; dot++)
+		if (*dot == '.')
+			s = dot + 1;
+	for (const char *p = s; p < end && n + 2 < size; p++) {
+		int up = isupper((unsigned char)*p);
+		if (up && p > s && (islower((unsigned char)p[-1]) ||
+				    (isupper((unsigned char)p[-1]) && p + 1 < end && islower((unsigned char)p[1]))))
+			out[n++] = '_';
+		out[n++] = (char)tolower((unsigned char)*p);
+	}
+	out[n] = 0;
+}
+
+static const char *closest(const char *s, const char *const *names)
 {
 	const char *best = NULL;
 	int best_d = INT_MAX;
@@ -1509,4 +1564,62 @@ const char *dt_did_you_mean(const char *s, const char *const *names)
 		}
 	}
 	return best;
+}
+
+const char *dt_python_call(const char *s, const char *name, char *buf, size_t size)
+{
+	const char *args = strchr(s, '('), *close = strrchr(s, ')');
+	size_t n;
+	if (!args || !close || close < args + 2 || close[1])
+		return name;
+	n = (size_t)snprintf(buf, size, "{%s: {", name);
+	/* Each "key=value" as "key: value", PyTorch's keys (lr) as Keras names them. */
+	for (const char *p = args + 1; p < close; p++) {
+		const char *key, *eq = strchr(p, '='), *next = strchr(p, ',');
+		size_t nk;
+		if (!next || next > close)
+			next = close;
+		if (!eq || eq > next)
+			return name; /* a positional argument ("Adam(1e-3)") has no key to write */
+		while (*p == ' ')
+			p++;
+		for (nk = (size_t)(eq - p); nk && p[nk - 1] == ' '; nk--)
+			;
+		key = p;
+		for (int i = 0; foreign_names[i][0]; i++)
+			if (strlen(foreign_names[i][0]) == nk && !strncmp(foreign_names[i][0], p, nk))
+				key = foreign_names[i][1], nk = strlen(key);
+		for (eq++; *eq == ' '; eq++)
+			;
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%.*s: %.*s", p == args + 1 ? "" : ", ",
+				      (int)nk, key, (int)(next - eq), eq);
+		p = next;
+	}
+	n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "}}");
+	return n < size ? buf : name;
+}
+
+/*
+ * A name is close when its distance to s is at most a third of its length
+ * (at least 1) and less than its length; the closest wins, the first on ties.
+ * Else Python's spelling of s is tried, and what Keras or PyTorch call it.
+ */
+const char *dt_did_you_mean(const char *s, const char *const *names)
+{
+	const char *best = NULL;
+	char py[128];
+	int python = strchr(s, '(') != NULL; /* "Adam()" is 2 edits from adamax */
+	if (!python && (best = closest(s, names)))
+		return best;
+	if (strlen(s) >= sizeof(py))
+		return NULL;
+	python_name(s, py, sizeof(py));
+	if (!*py)
+		return NULL;
+	if ((best = closest(py, names)) || (python && (best = closest(s, names))))
+		return best;
+	for (int i = 0; foreign_names[i][0]; i++)
+		if (!strcmp(py, foreign_names[i][0]) && dt_name_index(names, foreign_names[i][1]) >= 0)
+			return names[dt_name_index(names, foreign_names[i][1])];
+	return NULL;
 }

@@ -147,6 +147,12 @@ int dt_name_index(const char *const *names, const char *s);
  * name's length. Ties go to the first name.
  */
 const char *dt_did_you_mean(const char *s, const char *const *names);
+/*
+ * A Python call such as "Adam(learning_rate=1e-3)" written as dtrain's
+ * mapping of name: "{adam: {learning_rate: 1e-3}}" in buf; name itself when
+ * s has no keyword arguments (or they do not fit in size bytes).
+ */
+const char *dt_python_call(const char *s, const char *name, char *buf, size_t size);
 
 /*
  * The recorder behind `dtrain config` (core/config/resolved.h prints what it

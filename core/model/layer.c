@@ -120,12 +120,14 @@ int dt_layer_check_keys(const struct dt_layer *l, const struct dt_node *args, co
 	if (!args)
 		return 0;
 	/*
-	 * Keras takes the sample shape on the first layer (Dense(10, input_shape=(64,))); dtrain on the
-	 * model. (embedding's input_dim is its vocabulary, a key of its own.)
+	 * Keras takes the sample shape on the first layer (Dense(10, input_shape=(64,))), PyTorch the
+	 * input's size on every layer (Linear(in_features, out_features)); dtrain on the model.
+	 * (embedding's input_dim is its vocabulary, a key of its own.)
 	 */
 	for (int i = 0; args->kind == DT_NODE_MAP && i < args->n; i++)
 		if (dt_name_index(allowed, args->keys[i]) < 0 &&
-		    (!strcmp(args->keys[i], "input_shape") || !strcmp(args->keys[i], "input_dim")))
+		    (!strcmp(args->keys[i], "input_shape") || !strcmp(args->keys[i], "input_dim") ||
+		     !strcmp(args->keys[i], "in_features") || !strcmp(args->keys[i], "in_channels")))
 			return dt_node_error(args->key_nodes[i], "unknown key '%s' in '%s': the samples' shape is "
 					     "model.input_shape, a key beside model.layers (without it, the data's)",
 					     args->keys[i], l->type->name);

@@ -104,8 +104,10 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 	if (!dt_optimizer_names[kind]) {
 		const char *close = dt_did_you_mean(name, dt_optimizer_names);
 		const struct dt_node *at = n->kind == DT_NODE_MAP ? n->key_nodes[0] : n;
+		char call[256];
 		if (close)
-			return dt_node_error(at, "unknown optimizer '%s'; did you mean '%s'?", name, close);
+			return dt_node_error(at, "unknown optimizer '%s'; did you mean '%s'?", name,
+					     dt_python_call(name, close, call, sizeof(call)));
 		return dt_node_error(at, "unknown optimizer '%s' (expected one of: sgd, adam, adamw, rmsprop, adagrad, "
 				     "adadelta, adamax, nadam, lion)", name);
 	}

@@ -317,6 +317,27 @@ expect_error() {
 	[ "$stderr" = "--set:1:17: error: expected a sequence for 'metrics', got 'accuracy'; a list of one is [accuracy]" ]
 }
 
+@test "Keras' and PyTorch's spellings: did you mean dtrain's name, and an optimizer's call as its mapping" {
+	local set want
+	while IFS='|' read -r set want; do
+		run --separate-stderr "$DTRAIN" fit -q "$MODELS/blobs.yaml" --set "$set"
+		not_crashed
+		status_is 2
+		stderr_has "$want"
+	done <<-'EOF'
+		model.layers.0={keras.layers.Dense: {units: 8}}|unknown layer type 'keras.layers.Dense'; did you mean 'dense'?
+		model.layers.0={nn.Linear: {units: 8}}|unknown layer type 'nn.Linear'; did you mean 'dense'?
+		model.layers.0={dense: {out_features: 8}}|unknown key 'out_features' in 'dense'; did you mean 'units'?
+		model.layers.0={dense: {in_features: 2, units: 8}}|unknown key 'in_features' in 'dense': the samples' shape is model.input_shape
+		model.layers.0={dropout: {p: 0.5}}|unknown key 'p' in 'dropout'; did you mean 'rate'?
+		compile.loss=nn.CrossEntropyLoss()|did you mean 'sparse_categorical_crossentropy'?
+		compile.optimizer=keras.optimizers.Adam(learning_rate=1e-3)|did you mean '{adam: {learning_rate: 1e-3}}'?
+		compile.optimizer=torch.optim.SGD(lr=0.1, momentum=0.9)|did you mean '{sgd: {learning_rate: 0.1, momentum: 0.9}}'?
+		compile.optimizer=Adam()|unknown optimizer 'Adam()'; did you mean 'adam'?
+		compile.optimizer={adam: {lr: 0.01}}|unknown key 'lr' in 'adam'; did you mean 'learning_rate'?
+	EOF
+}
+
 @test "every fixture in bad_yaml/ has a test" {
 	local f name
 	for f in "$BAD"/*.yaml; do

@@ -778,6 +778,38 @@ static void test_did_you_mean(void **state)
 	assert_null(dt_did_you_mean("x", none));
 }
 
+/* Keras' and PyTorch's spellings: module paths, calls, CamelCase and their own names. */
+static void test_did_you_mean_python(void **state)
+{
+	static const char *const layers[] = { "dense", "max_pooling2d", "average_pooling2d", "batch_normalization",
+					      "lstm", NULL };
+	static const char *const opts[] = { "adam", "adamax", "sgd", NULL };
+	static const char *const keys[] = { "learning_rate", "rate", NULL };
+	char buf[128];
+
+	assert_string_equal(dt_did_you_mean("keras.layers.Dense", layers), "dense");
+	assert_string_equal(dt_did_you_mean("tf.keras.layers.MaxPooling2D", layers), "max_pooling2d");
+	assert_string_equal(dt_did_you_mean("nn.Linear", layers), "dense");
+	assert_string_equal(dt_did_you_mean("Linear", layers), "dense");
+	assert_string_equal(dt_did_you_mean("AvgPool2d", layers), "average_pooling2d");
+	assert_string_equal(dt_did_you_mean("nn.BatchNorm2d(16)", layers), "batch_normalization");
+	assert_string_equal(dt_did_you_mean("LSTM", layers), "lstm");
+	assert_null(dt_did_you_mean("keras.layers.Foo", layers));
+	assert_string_equal(dt_did_you_mean("Adam()", opts), "adam"); /* not adamax, 2 edits away */
+	assert_string_equal(dt_did_you_mean("lr", keys), "learning_rate");
+	assert_string_equal(dt_did_you_mean("p", keys), "rate");
+	assert_null(dt_did_you_mean("lr", layers));                    /* only to a name of the list */
+
+	assert_string_equal(dt_python_call("Adam(learning_rate=1e-3)", "adam", buf, sizeof(buf)),
+			    "{adam: {learning_rate: 1e-3}}");
+	assert_string_equal(dt_python_call("optim.SGD(lr = 0.1, momentum=0.9)", "sgd", buf, sizeof(buf)),
+			    "{sgd: {learning_rate: 0.1, momentum: 0.9}}");
+	assert_string_equal(dt_python_call("Adam(1e-3)", "adam", buf, sizeof(buf)), "adam");
+	assert_string_equal(dt_python_call("Adam()", "adam", buf, sizeof(buf)), "adam");
+	assert_string_equal(dt_python_call("Adam", "adam", buf, sizeof(buf)), "adam");
+	assert_string_equal(dt_python_call("Adam(learning_rate=1e-3, beta_1=0.95)", "adam", buf, 20), "adam");
+}
+
 /* ---- --set ---- */
 
 static const char *set_yaml = "model:\n"
@@ -1055,6 +1087,7 @@ int main(void)
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_node_error),
 		cmocka_unit_test(test_did_you_mean),
+		cmocka_unit_test(test_did_you_mean_python),
 		cmocka_unit_test(test_set_scalar),
 		cmocka_unit_test(test_set_collections),
 		cmocka_unit_test(test_set_new_keys),
