@@ -269,6 +269,7 @@ static int check_config(const struct dt_app *a, int run)
 int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 {
 	memset(a, 0, sizeof(*a));
+	a->options = o;
 	dt_system_detect(&a->sys);
 	/* Notes (what dtrain decided, such as a CSV header): not with -q, and once per MPI job. */
 	dt_note_set_quiet(o->quiet || a->sys.mpi_rank > 0);
@@ -893,18 +894,123 @@ static void class_labels(struct dt_app *a, const struct dt_model *m)
 		dt_pipeline_set_class_limit(&a->test, limit);
 }
 
+/*
+ * The first place where a and b differ, its key path ("fit.seed",
+ * "model.layers.1.dense.units") appended to path, and the two values there
+ * (NULL: not set). 0 when they are the same.
+ */
+static int first_difference(const cJSON *a, const cJSON *b, char *path, size_t size, const cJSON **da,
+			    const cJSON **db)
+{
+	size_t len = strlen(path);
+	const cJSON *e;
+	int n;
+	if (cJSON_Compare(a, b, 1))
+		return 0;
+	*da = a;
+	*db = b;
+	if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
+		for (int side = 0; side < 2; side++)
+			cJSON_ArrayForEach(e, (side ? b : a)) {
+				const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, e->string);
+				const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, e->string);
+				snprintf(path + len, size - len, "%s%s", len ? "." : "", e->string);
+				if (!x || !y) {
+					*da = x;
+					*db = y;
+					return 1;
+				}
+				if (first_difference(x, y, path, size, da, db))
+					return 1;
+			}
+	} else if (cJSON_IsArray(a) && cJSON_IsArray(b) && (n = cJSON_GetArraySize(a)) == cJSON_GetArraySize(b)) {
+		for (int i = 0; i < n; i++) {
+			snprintf(path + len, size - len, "%s%d", len ? "." : "", i);
+			if (first_difference(cJSON_GetArrayItem(a, i), cJSON_GetArrayItem(b, i), path, size, da, db))
+				return 1;
+		}
+	}
+	path[len] = '\0';
+	return 1;
+}
+
+/*
+ * What every rank of a job must share with the chief, as JSON text: the
+ * config after --set, less the keys that may differ from host to host
+ * (devices, threads, memory, the run directory), and the options that change what is trained.
+ */
+static char *job_text(const struct dt_app *a)
+{
+	static const char *const local[][2] = {
+		{ "distribute", "device" }, { "distribute", "devices" }, { "fit", "threads" }, { "fit", "max_memory" },
+		{ "checkpoint", "dir" }, /* the chief's is written; --resume checks the others read the same */
+	};
+	const struct dt_opts *o = a->options;
+	char *json = dt_node_to_json(dt_doc_root(a->cfg.doc)), *s;
+	cJSON *j = cJSON_Parse(json);
+	free(json);
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, local[i][0]), local[i][1]);
+	if (o && o->resume)
+		cJSON_AddStringToObject(j, "--resume", "given");
+	if (o && o->init_weights)
+		cJSON_AddStringToObject(j, "--init-weights", o->init_weights);
+	if (o && o->checkpoint)
+		cJSON_AddStringToObject(j, "--checkpoint", o->checkpoint);
+	if (o && o->data_file)
+		cJSON_AddStringToObject(j, "--data", o->data_file);
+	s = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	json = dt_strdup(s);
+	cJSON_free(s);
+	return json;
+}
+
+/*
+ * Under mpirun every rank must train what the chief trains: a rank started
+ * with another model file, --set or option would break the exchanges (a
+ * crash in MPI, a hang) or, worse, train on quietly (another seed reads
+ * other batches, another learning rate drifts from the chief's weights).
+ * After dt_strategy_create refused this rank's job, names the first key
+ * that differs. -1.
+ */
+static int job_differs(const struct dt_app *a, const char *mine)
+{
+	char path[256] = "", *here, *there;
+	const cJSON *x = NULL, *y = NULL;
+	cJSON *m = cJSON_Parse(mine), *c = cJSON_Parse(a->strategy.chief_job);
+	first_difference(m, c, path, sizeof(path), &x, &y);
+	here = dt_json_text(x);
+	there = dt_json_text(y);
+	dt_error("rank %d was started with another config than the chief (rank 0): '%s' is %s here, %s on rank 0; "
+		 "start every rank with the same model file, --set and options", a->strategy.rank, path, here, there);
+	free(here);
+	free(there);
+	cJSON_Delete(m);
+	cJSON_Delete(c);
+	return -1;
+}
+
 int dt_app_build(struct dt_app *a)
 {
 	struct dt_run_config *c = &a->cfg;
 	const struct dt_source *src = a->have_train_src ? &a->train_src : a->have_test_src ? &a->test_src : NULL;
 	const struct dt_pipeline *labels = a->have_train_src ? &a->train : &a->test;
 	struct dt_shape in;
+	char *job;
 	int per_replica, state, rc;
 
 	if (input_shape(a, &in, src) < 0)
 		return DT_EXIT_USAGE;
-	if (dt_strategy_create(&a->strategy, c->distribute, &a->sys) < 0)
-		return dt_exit_status();
+	job = a->sys.mpi_world > 1 ? job_text(a) : NULL;
+	a->strategy.job = job;
+	rc = dt_strategy_create(&a->strategy, c->distribute, &a->sys);
+	if (rc < 0 && a->strategy.chief_job)
+		job_differs(a, job);
+	a->strategy.job = NULL;
+	free(job);
+	if (rc < 0)
+		return a->strategy.chief_job ? DT_EXIT_USAGE : dt_exit_status();
 	if ((rc = dt_app_precision(a)))
 		return rc;
 	/*

@@ -98,6 +98,7 @@ struct dt_app {
 	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes and features for data.test; NULL: none */
 	struct dt_ckpt *ckpt;   /* the checkpoint read (cmd/app_ckpt.c), or NULL */
 	char ckpt_path[4096];   /* its path */
+	const struct dt_opts *options; /* the command's (dt_app_config): a job's ranks must give the chief's */
 };
 
 /*
@@ -209,6 +210,9 @@ void dt_app_release(struct dt_app *a);
 /* --resume: refuses a checkpoint written for another model (cmd/resume.c). 0 or -1. */
 struct dt_ckpt;
 int dt_resume_check(const struct dt_ckpt *f, const struct dt_app *a);
+/* A config value as text for a message: a string as it is, "(not set)" for NULL, else JSON. Caller frees. */
+struct cJSON;
+char *dt_json_text(const struct cJSON *j);
 /* The exit status for the last error: 2 if it points into a config file, else 1. */
 int dt_exit_status(void);
 

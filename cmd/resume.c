@@ -23,8 +23,7 @@ static const cJSON *at(const cJSON *o, const char *a, const char *b)
 	return b ? cJSON_GetObjectItemCaseSensitive(o, b) : o;
 }
 
-/* A value as short text for a message ("(absent)" for NULL); caller frees. */
-static char *text(const cJSON *j)
+char *dt_json_text(const struct cJSON *j)
 {
 	if (!j)
 		return dt_strdup("(not set)");
@@ -70,7 +69,7 @@ static const char *optimizer_kind(const cJSON *compile)
 
 static int differs(const char *ckpt, const char *cfg, const char *what, const cJSON *old, const cJSON *now)
 {
-	char *a = text(old), *b = text(now);
+	char *a = dt_json_text(old), *b = dt_json_text(now);
 	dt_error("cannot resume from '%s': %s %s in the checkpoint, %s in '%s'", ckpt, what, a, b, cfg);
 	free(a);
 	free(b);

@@ -67,5 +67,13 @@ void dt_local_nccl_release(struct dt_local_nccl *c);
  * several processes without a launcher. 0 or -1.
  */
 int dt_strategy_join_world(struct dt_strategy *s, const char *name);
+/*
+ * s->job against the chief's over g (the whole world), the first exchange of
+ * init, so that a process started with another config (another strategy
+ * even) fails there rather than in an exchange it breaks. -1 on a process
+ * whose job differs, the chief's in s->chief_job; else 0.
+ */
+struct dt_mpi_group;
+int dt_strategy_same_job(struct dt_strategy *s, struct dt_mpi_group *g);
 
 #endif

@@ -553,6 +553,19 @@ void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *
 	wait_group(g, reqs_through, &(struct reqs){ &r, 1 }, what, step);
 }
 
+char *dt_mpi_bcast_text(struct dt_mpi_group *g, const char *text, const char *what)
+{
+	int64_t n = (int64_t)strlen(text) + 1;
+	char *copy;
+	dt_mpi_bcast(g, &n, sizeof(n), what, -1);
+	copy = dt_malloc((size_t)n);
+	if (g->rank == 0)
+		memcpy(copy, text, (size_t)n);
+	dt_mpi_bcast(g, copy, n, what, -1);
+	copy[n - 1] = '\0';
+	return copy;
+}
+
 void dt_mpi_wait_all(MPI_Request *reqs, int n, double timeout, double grace, const char *who, const char *what,
 		     const char *peer)
 {

@@ -154,6 +154,8 @@ void dt_mpi_ring_wait(struct dt_mpi_group *g, struct dt_mpi_ring *rings, int n, 
  */
 void dt_mpi_leave_stopped(struct dt_mpi_group *g);
 void dt_mpi_bcast(struct dt_mpi_group *g, void *buf, int64_t bytes, const char *what, int64_t step);
+/* Member 0's text (a string) on every member: a copy the caller frees, member 0's own included. */
+char *dt_mpi_bcast_text(struct dt_mpi_group *g, const char *text, const char *what);
 
 /*
  * Waits for reqs[0..n) until timeout + grace seconds have passed; on timeout

@@ -93,6 +93,20 @@ int dt_strategy_join_world(struct dt_strategy *s, const char *name)
 	return dt_mpi_start(&s->rank, &s->world);
 }
 
+int dt_strategy_same_job(struct dt_strategy *s, struct dt_mpi_group *g)
+{
+	char *chief;
+	if (!s->job)
+		return 0;
+	chief = dt_mpi_bcast_text(g, s->job, "the config check");
+	if (!strcmp(chief, s->job)) {
+		free(chief);
+		return 0;
+	}
+	s->chief_job = chief;
+	return -1;
+}
+
 static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 {
 	struct dt_distribute d;
@@ -111,8 +125,11 @@ static int multi_worker_init(struct dt_strategy *s, const struct dt_node *args)
 	s->first_replica = s->rank * s->nreplicas;
 	s->global_replicas = s->world * s->nreplicas;
 	w->mpi = s->world > 1;
-	if (w->mpi)
+	if (w->mpi) {
 		dt_mpi_group_init(&w->group, MPI_COMM_WORLD, s->timeout, who);
+		if (dt_strategy_same_job(s, &w->group) < 0)
+			return -1;
+	}
 	w->gpu = dt_local_is_gpu(s);
 	if (w->mpi) {
 		/* Every rank must have the same kind and number of replicas (NCCL member k * R + l, the data slices). */

@@ -101,8 +101,10 @@ static int ps_init(struct dt_strategy *s, const struct dt_node *args)
 	s->is_chief = s->rank == 0;
 	s->first_replica = p->is_server ? 0 : s->rank;
 	s->global_replicas = p->workers;
-	MPI_Comm_split(MPI_COMM_WORLD, p->is_server, s->rank, &p->worker_comm);
 	dt_mpi_group_init(&p->world_group, MPI_COMM_WORLD, s->timeout, who);
+	if (dt_strategy_same_job(s, &p->world_group) < 0)
+		return -1;
+	MPI_Comm_split(MPI_COMM_WORLD, p->is_server, s->rank, &p->worker_comm);
 	dt_mpi_group_init(&p->worker_group, p->worker_comm, s->timeout, who);
 	if (!p->is_server) {
 		/* The servers watch the workers and name a stalled one first. */

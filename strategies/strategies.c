@@ -143,7 +143,9 @@ int dt_strategy_create(struct dt_strategy *s, const struct dt_node *distribute, 
 {
 	struct dt_distribute d;
 
+	const char *job = s->job;
 	memset(s, 0, sizeof(*s));
+	s->job = job;
 	if (!(s->type = check(distribute, sys, &d, s->why, sizeof(s->why))))
 		return -1;
 	s->timeout = 300;
@@ -190,6 +192,7 @@ void dt_strategy_release(struct dt_strategy *s)
 {
 	if (s->type && s->type->release)
 		s->type->release(s);
+	free(s->chief_job);
 	memset(s, 0, sizeof(*s));
 }
 

@@ -37,6 +37,15 @@ struct dt_strategy {
 	 */
 	int failed;
 	char why[160];                          /* why this strategy: auto's reason, or the config's choice */
+	/*
+	 * What every process of a job must share with the chief (the config as
+	 * text), set before dt_strategy_create, or NULL. A process of several
+	 * compares it with the chief's before any other exchange; where they
+	 * differ, creation fails and chief_job holds the chief's (freed by
+	 * dt_strategy_release) for the caller to say what differs.
+	 */
+	const char *job;
+	char *chief_job;
 	void *priv;
 };
 

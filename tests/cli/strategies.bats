@@ -466,6 +466,36 @@ blamed() {
 	[[ $output == *num_ps* ]]
 }
 
+@test "a rank started with another --set, option or strategy than the chief fails at start, naming the key" {
+	need_mpi
+	local args=("$DTRAIN" fit "$BLOBS" -q --set fit.epochs=1 --set checkpoint.dir="$TMP/run" --set distribute.timeout=20)
+	# Another seed read other batches on rank 1 (samples twice or never) and exited 0.
+	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --set fit.seed=8
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[[ $output == *"rank 1 was started with another config than the chief (rank 0): 'fit.seed' is 8 here, 7 on rank 0"* ]]
+	[ ! -e "$TMP/run/latest.safetensors" ]
+	# Another layer size, another learning rate: the same, silently.
+	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --set model.layers.0.dense.units=17
+	[ "$status" -eq 2 ]
+	[[ $output == *"'model.layers.0.dense.units' is 17 here, 16 on rank 0"* ]]
+	# Another batch size or --resume on one rank: MPI_ERR_TRUNCATE; another strategy: a timeout.
+	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --set data.batch_size=33
+	[ "$status" -eq 2 ]
+	[[ $output == *"'data.batch_size' is 33 here, 32 on rank 0"* ]]
+	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --resume
+	[ "$status" -eq 2 ]
+	[[ $output == *"'--resume' is given here, (not set) on rank 0"* ]]
+	local start=$SECONDS
+	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --set distribute.num_ps=1
+	[ "$status" -eq 2 ]
+	[ $((SECONDS - start)) -lt 15 ]
+	[[ $output == *"'distribute.num_ps' is 1 here, (not set) on rank 0"* ]]
+	# What may differ from host to host: threads, devices.
+	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --set fit.threads=1 --set 'distribute.devices=[cpu:0]'
+	status_is 0
+}
+
 @test "dtrain devices under mpirun: one line per rank with host, devices and role" {
 	need_mpi
 	run --separate-stderr mpi 2 "$DTRAIN" devices
