@@ -273,6 +273,9 @@ int dt_app_config(struct dt_app *a, const struct dt_opts *o, int run)
 	dt_system_detect(&a->sys);
 	/* Notes (what dtrain decided, such as a CSV header): not with -q, and once per MPI job. */
 	dt_note_set_quiet(o->quiet || a->sys.mpi_rank > 0);
+	/* Errors name the rank from the start, as they do once MPI runs: the rank that cannot read its data. */
+	if (a->sys.mpi_launched)
+		dt_error_set_rank(a->sys.mpi_rank);
 	struct dt_doc *doc;
 	int rc = dt_app_config_doc(a, o, &doc);
 

@@ -65,6 +65,7 @@ void dt_system_detect(struct dt_system *s)
 	s->gpus = dt_cuda_device_count(); /* the driver only: no CUDA library is loaded for this */
 	s->mpi_world = env_int(size_vars, 1, 1);
 	s->mpi_rank = env_int(rank_vars, 0, 0);
+	s->mpi_launched = s->mpi_world > 1 && dt_mpi_launched();
 	/* Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE (also inside a Slurm allocation); srun sets SLURM_STEP_ID. */
 	if (s->mpi_world > 1) {
 		const char *cmd = getenv("OMPI_COMM_WORLD_SIZE") ? "mpirun -np" : getenv("SLURM_STEP_ID") ? "srun -n"

@@ -19,6 +19,7 @@ struct dt_system {
 	int gpus;           /* usable GPUs (0 without the CUDA backend) */
 	int mpi_world;      /* processes in the MPI job, 1 without MPI */
 	int mpi_rank;
+	int mpi_launched;   /* started by mpirun or srun (not just a world size in the environment) */
 	char host[256];     /* this host's name */
 	/* How the job was started, for hints: "mpirun -np 2", "srun -n 2", "mpiexec -n 2"; "" for one process. */
 	char launcher[64];

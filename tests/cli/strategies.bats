@@ -459,6 +459,22 @@ blamed() {
 	[[ $output == *"multi_worker_mirrored: rank 0 failed (the error above); aborting the job"* ]]
 }
 
+@test "a rank that cannot read the data (not on its host) fails the job at once, naming the rank" {
+	need_mpi
+	# Each rank in a directory of its own, as hosts without a shared filesystem; rank 1's lacks x.csv.
+	mkdir -p "$TMP/h0" "$TMP/h1"
+	printf 'a,b,y\n0,1,0\n1,0,1\n1,1,1\n0,0,0\n' >"$TMP/h0/x.csv"
+	printf 'model: {layers: [{dense: {units: 2, activation: softmax}}]}\ncompile: {loss: sparse_categorical_crossentropy}\ndata: {train: {format: csv, path: x.csv, label: y}, batch_size: 2}\n' \
+		| tee "$TMP/h0/m.yaml" >"$TMP/h1/m.yaml"
+	local start=$SECONDS
+	run mpi 2 sh -c 'cd "$0/h$OMPI_COMM_WORLD_RANK" && exec "$@"' "$TMP" "$DTRAIN" fit m.yaml -q \
+		--set checkpoint.dir="$TMP/run" --set distribute.timeout=60
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ $((SECONDS - start)) -lt 30 ]
+	[[ $output == *"[rank 1] dtrain: error: cannot open 'x.csv': No such file or directory"* ]]
+}
+
 @test "a config error on every rank keeps exit status 2 under mpirun" {
 	need_mpi
 	run mpi 2 "$DTRAIN" fit "$BLOBS" -q --set distribute.num_ps=0
