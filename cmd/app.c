@@ -352,6 +352,9 @@ static int configure_pipeline(struct dt_app *a, struct dt_pipeline *p, int train
 				     pc->nnorm, p->src->name, dt_shape_format(&p->sample, 0, shape, sizeof(shape)), want);
 	if (dt_pipeline_configure(p, &o) < 0)
 		return -1;
+	/* A bad row fails before training; a command that wants only the shape reads no record. */
+	if (!a->shape_only && dt_pipeline_check_known_bad(p) < 0)
+		return -1;
 	if (pc->normalize == DT_NORMALIZE_GIVEN && dt_pipeline_set_normalize(p, pc->nnorm, pc->mean, pc->std) < 0)
 		return -1;
 	return 0;
@@ -1008,8 +1011,13 @@ int dt_app_build(struct dt_app *a)
 	job = a->sys.mpi_world > 1 ? job_text(a) : NULL;
 	a->strategy.job = job;
 	rc = dt_strategy_create(&a->strategy, c->distribute, &a->sys);
-	if (rc < 0 && a->strategy.chief_job)
+	if (rc < 0 && a->strategy.job_differs)
 		job_differs(a, job);
+	else if (rc < 0 && a->strategy.chief_job && a->strategy.is_chief)
+		dt_error("%d rank%s started with another config than the chief (rank 0): %s message%s name%s the "
+			 "first key that differs", a->strategy.jobs_differing, a->strategy.jobs_differing == 1 ? " was" : "s were",
+			 a->strategy.jobs_differing == 1 ? "its" : "their", a->strategy.jobs_differing == 1 ? "" : "s",
+			 a->strategy.jobs_differing == 1 ? "s" : "");
 	a->strategy.job = NULL;
 	free(job);
 	if (rc < 0)

@@ -94,7 +94,7 @@ struct dt_app {
 	struct dt_optimizer *opts;
 	struct dt_trainer trainer;
 	int nreplicas;
-	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto */
+	int shape_only;         /* dt_app_data for dt_app_input_shape: skips normalize: auto and the known-bad check */
 	const struct dt_class_map *test_classes; /* evaluate: the checkpoint's classes and features for data.test; NULL: none */
 	struct dt_ckpt *ckpt;   /* the checkpoint read (cmd/app_ckpt.c), or NULL */
 	char ckpt_path[4096];   /* its path */

@@ -278,8 +278,10 @@ static const char *csv_number_fault(const char *s)
 	double v;
 	if (!csv_is_number(s))
 		return "is not a number";
+	errno = 0;
 	v = strtod(s, NULL);
-	return isfinite(v) ? "is beyond float32's range (+-3.4e38)" : "is not a finite number";
+	/* 1e39 is finite but no float; 1e400 overflows even a double (ERANGE); nan and inf are what they say */
+	return isfinite(v) || errno == ERANGE ? "is beyond float32's range (+-3.4e38)" : "is not a finite number";
 }
 
 /* A finite number filling the whole field. 0 or -1. */

@@ -70,8 +70,9 @@ int dt_strategy_join_world(struct dt_strategy *s, const char *name);
 /*
  * s->job against the chief's over g (the whole world), the first exchange of
  * init, so that a process started with another config (another strategy
- * even) fails there rather than in an exchange it breaks. -1 on a process
- * whose job differs, the chief's in s->chief_job; else 0.
+ * even) fails there rather than in an exchange it breaks. -1 on every
+ * process when any process's job differs (s->chief_job, s->jobs_differing
+ * and s->job_differs say how); else 0.
  */
 struct dt_mpi_group;
 int dt_strategy_same_job(struct dt_strategy *s, struct dt_mpi_group *g);

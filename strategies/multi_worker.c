@@ -42,6 +42,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/cuda/cuda.h"
 #include "core/error.h"
 #include "local.h"
@@ -93,17 +95,33 @@ int dt_strategy_join_world(struct dt_strategy *s, const char *name)
 	return dt_mpi_start(&s->rank, &s->world);
 }
 
+/* The same JSON values, whatever the order of their keys. */
+static int same_json(const char *a, const char *b)
+{
+	cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
+	int same = x && y && cJSON_Compare(x, y, 1);
+	cJSON_Delete(x);
+	cJSON_Delete(y);
+	return same;
+}
+
 int dt_strategy_same_job(struct dt_strategy *s, struct dt_mpi_group *g)
 {
+	double differing;
 	char *chief;
 	if (!s->job)
 		return 0;
 	chief = dt_mpi_bcast_text(g, s->job, "the config check");
-	if (!strcmp(chief, s->job)) {
+	s->job_differs = !same_json(chief, s->job);
+	/* Every process learns it, the chief too: all fail here, none waits in the next exchange. */
+	differing = s->job_differs;
+	dt_mpi_allreduce_double(g, &differing, 1, "the config check", 0);
+	if (differing == 0) {
 		free(chief);
 		return 0;
 	}
 	s->chief_job = chief;
+	s->jobs_differing = (int)differing;
 	return -1;
 }
 

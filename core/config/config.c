@@ -938,7 +938,7 @@ int dt_cfg_check_keys(const struct dt_node *map, const char *what, const char *c
 			return dt_node_error(map->items[j], "'%s' is a Python tuple, %s, which YAML does not have (inside "
 					     "{...} its commas split it into keys); write a list: [%.*s]", map->keys[j],
 					     tuple, (int)strlen(tuple) - 2, tuple + 1);
-		guess = dt_did_you_mean(key, allowed);
+		guess = dt_did_you_mean_config(key, allowed);
 		if (guess)
 			return dt_node_error(map->key_nodes[i], "unknown key '%s' in '%s'; did you mean '%s'?", key, what,
 					     guess);
@@ -1414,7 +1414,7 @@ int dt_cfg_enum(const struct dt_node *map, const char *key, const char *const *n
 			return 1;
 		}
 	}
-	guess = dt_did_you_mean(n->value, names);
+	guess = dt_did_you_mean_config(n->value, names);
 	if (guess)
 		dt_node_error(n, "unknown %s '%s' (expected one of: %s); did you mean '%s'?", key, n->value, list, guess);
 	else
@@ -1574,7 +1574,7 @@ const char *dt_python_call(const char *s, const char *name, char *buf, size_t si
 		return name;
 	n = (size_t)snprintf(buf, size, "{%s: {", name);
 	/* Each "key=value" as "key: value", PyTorch's keys (lr) as Keras names them. */
-	for (const char *p = args + 1; p < close; p++) {
+	for (const char *p = args + 1, *sep = ""; p < close; p++, sep = ", ") {
 		const char *key, *eq = strchr(p, '='), *next = strchr(p, ',');
 		size_t nk;
 		if (!next || next > close)
@@ -1591,20 +1591,22 @@ const char *dt_python_call(const char *s, const char *name, char *buf, size_t si
 				key = foreign_names[i][1], nk = strlen(key);
 		for (eq++; *eq == ' '; eq++)
 			;
-		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%.*s: %.*s", p == args + 1 ? "" : ", ",
-				      (int)nk, key, (int)(next - eq), eq);
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%.*s: %.*s", sep, (int)nk, key,
+				      (int)(next - eq), eq);
 		p = next;
 	}
 	n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "}}");
 	return n < size ? buf : name;
 }
 
+const char *dt_did_you_mean(const char *s, const char *const *names) { return closest(s, names); }
+
 /*
  * A name is close when its distance to s is at most a third of its length
  * (at least 1) and less than its length; the closest wins, the first on ties.
  * Else Python's spelling of s is tried, and what Keras or PyTorch call it.
  */
-const char *dt_did_you_mean(const char *s, const char *const *names)
+const char *dt_did_you_mean_config(const char *s, const char *const *names)
 {
 	const char *best = NULL;
 	char py[128];

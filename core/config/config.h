@@ -148,6 +148,13 @@ int dt_name_index(const char *const *names, const char *s);
  */
 const char *dt_did_you_mean(const char *s, const char *const *names);
 /*
+ * The same for a name of dtrain's own vocabulary (a layer, loss, optimizer,
+ * schedule, metric, callback or key): also tries s as Keras or PyTorch spell
+ * it ("keras.layers.Dense", "nn.Linear", "Adam()", "lr"). Not for the
+ * user's data names (columns, class folders), which it would misread.
+ */
+const char *dt_did_you_mean_config(const char *s, const char *const *names);
+/*
  * A Python call such as "Adam(learning_rate=1e-3)" written as dtrain's
  * mapping of name: "{adam: {learning_rate: 1e-3}}" in buf; name itself when
  * s has no keyword arguments (or they do not fit in size bytes).

@@ -24,7 +24,7 @@ int dt_monitor_read(const struct dt_node *args, const char *def, const char **na
 	/* compile.metrics' names (auc, precision_1, val_f1_score, ...): dt_monitor_check sees whether fit reports them. */
 	if (dt_metric_is_table_name(strncmp(*name, "val_", 4) ? *name : *name + 4))
 		return 0;
-	close = dt_did_you_mean(*name, dt_monitor_names);
+	close = dt_did_you_mean_config(*name, dt_monitor_names);
 	if (close)
 		return dt_node_error(n, "unknown metric '%s' to monitor; did you mean '%s'?", *name, close);
 	return dt_node_error(n, "unknown metric '%s' to monitor (expected one of: loss, accuracy, mae, rmse, val_loss, "

@@ -106,7 +106,7 @@ static int read_compile(struct dt_run_config *c, const struct dt_node *root)
 				c->errors_node = it;
 				continue;
 			}
-			close = dt_did_you_mean(it->value, metrics);
+			close = dt_did_you_mean_config(it->value, metrics);
 			if (close)
 				return dt_node_error(it, "unknown metric '%s'; did you mean '%s'?", it->value, close);
 			return dt_node_error(it, "unknown metric '%s' (expected: accuracy, mae, rmse, precision, recall, "

@@ -118,7 +118,7 @@ int dt_callbacks_config_read(struct dt_callbacks_config *c, const struct dt_node
 			if (!strcmp(names[k], name))
 				break;
 		if (!names[k]) {
-			const char *close = dt_did_you_mean(name, names);
+			const char *close = dt_did_you_mean_config(name, names);
 			if (close)
 				return dt_node_error(at, "unknown callback '%s'; did you mean '%s'?", name, close);
 			return dt_node_error(at, "unknown callback '%s' (expected one of: early_stopping, reduce_lr_on_plateau, "

@@ -39,13 +39,16 @@ struct dt_strategy {
 	char why[160];                          /* why this strategy: auto's reason, or the config's choice */
 	/*
 	 * What every process of a job must share with the chief (the config as
-	 * text), set before dt_strategy_create, or NULL. A process of several
-	 * compares it with the chief's before any other exchange; where they
-	 * differ, creation fails and chief_job holds the chief's (freed by
-	 * dt_strategy_release) for the caller to say what differs.
+	 * JSON text), set before dt_strategy_create, or NULL. A process of
+	 * several compares it with the chief's before any other exchange; where
+	 * any process's differs, creation fails on every process: chief_job
+	 * holds the chief's (freed by dt_strategy_release) and jobs_differing
+	 * counts the processes whose job differs, for the caller to say what
+	 * differs (job_differs: this process's own does).
 	 */
 	const char *job;
 	char *chief_job;
+	int jobs_differing, job_differs;
 	void *priv;
 };
 

@@ -39,11 +39,6 @@ static const struct { const char *alias, *name, *missing; } keras_aliases[] = {
 	{ "msle", NULL, "Keras' mean_squared_logarithmic_error, which dtrain does not have" },
 };
 
-/*
- * The loss called name, or a Keras alias of it, into *kind: 0; 1 when there
- * is none (no error printed: the caller words it); -1 after an error at `at`
- * for a Keras loss that dtrain does not have.
- */
 /* The index of name in keras_aliases, or -1. */
 static int alias_index(const char *name)
 {
@@ -59,6 +54,11 @@ const char *dt_loss_canonical(const char *name)
 	return i >= 0 && keras_aliases[i].name ? keras_aliases[i].name : name;
 }
 
+/*
+ * The loss called name, or a Keras alias of it, into *kind: 0; 1 when there
+ * is none (no error printed: the caller words it); -1 after an error at `at`
+ * for a Keras loss that dtrain does not have.
+ */
 static int loss_by_name(const struct dt_node *at, const char *name, int *kind)
 {
 	int i = alias_index(name);
@@ -91,7 +91,7 @@ int dt_loss_config_read(enum dt_loss *loss, struct dt_loss_args *a, const struct
 	if (rc < 0)
 		return -1;
 	if (rc > 0) {
-		const char *close = dt_did_you_mean(n->keys[0], dt_loss_names);
+		const char *close = dt_did_you_mean_config(n->keys[0], dt_loss_names);
 		if (close)
 			return dt_node_error(n->key_nodes[0], "unknown loss '%s'; did you mean '%s'?", n->keys[0], close);
 		return dt_node_error(n->key_nodes[0], "unknown loss '%s' (dtrain.yaml(5) lists the losses)", n->keys[0]);

@@ -25,7 +25,7 @@ static int unknown_type(const struct dt_node *at, const char *name, const struct
 	}
 	names[n++] = "residual";
 	names[n] = NULL;
-	close = dt_did_you_mean(name, names);
+	close = dt_did_you_mean_config(name, names);
 	if (close)
 		return dt_node_error(at, "unknown layer type '%s'; did you mean '%s'?", name, close);
 	for (int i = 0; i < n; i++)

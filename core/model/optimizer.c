@@ -102,7 +102,7 @@ int dt_optimizer_config_read(struct dt_optimizer_config *c, const struct dt_node
 		if (!strcmp(dt_optimizer_names[kind], name))
 			break;
 	if (!dt_optimizer_names[kind]) {
-		const char *close = dt_did_you_mean(name, dt_optimizer_names);
+		const char *close = dt_did_you_mean_config(name, dt_optimizer_names);
 		const struct dt_node *at = n->kind == DT_NODE_MAP ? n->key_nodes[0] : n;
 		char call[256];
 		if (close)

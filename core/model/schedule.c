@@ -48,7 +48,7 @@ static int read_kind(struct dt_schedule *s, const char *name, const struct dt_no
 		if (!strcmp(dt_schedule_names[kind], name))
 			break;
 	if (!dt_schedule_names[kind]) {
-		const char *close = dt_did_you_mean(name, dt_schedule_names);
+		const char *close = dt_did_you_mean_config(name, dt_schedule_names);
 		if (close)
 			return dt_node_error(key, "unknown learning-rate schedule '%s'; did you mean '%s'?", name, close);
 		return dt_node_error(key, "unknown learning-rate schedule '%s' (expected one of: piecewise_constant, "

@@ -245,16 +245,10 @@ int dt_pipeline_init(struct dt_pipeline *p, struct dt_source *src, int64_t begin
 	return 0;
 }
 
-/*
- * With on_error: error, the lowest of p's records that the source knows to
- * be unreadable (a bad CSV row) fails now, before any training, with the
- * error its read gives: not when the shuffle first meets one, perhaps late
- * in an epoch. 0, or -1 after that error.
- */
-static int first_known_bad(struct dt_pipeline *p)
+int dt_pipeline_check_known_bad(struct dt_pipeline *p)
 {
 	const struct dt_source *s = p->src;
-	if (!s->type->known_bad)
+	if (p->on_error != DT_ON_ERROR_ERROR || !s->type->known_bad)
 		return 0;
 	for (int64_t i = 0; i < dt_pipeline_size(p); i++) {
 		int64_t r = dt_pipeline_record(p, i);
@@ -278,8 +272,6 @@ int dt_pipeline_configure(struct dt_pipeline *p, const struct dt_pipeline_option
 	p->prefetch = o->prefetch;
 	p->on_error = o->on_error;
 	p->steps_per_epoch = o->steps_per_epoch;
-	if (p->on_error == DT_ON_ERROR_ERROR && first_known_bad(p) < 0)
-		return -1;
 	if (o->augment && (o->augment->flip_h || o->augment->flip_v || o->augment->crop_padding || o->augment->translate)) {
 		if (p->sample.ndim != 3)
 			return dt_error("data.augment works on images (height, width, channels), but the samples of '%s' are %s",

@@ -199,6 +199,15 @@ struct dt_pipeline_options {
  * (H, W, C), is an error. 0 or -1.
  */
 int dt_pipeline_configure(struct dt_pipeline *p, const struct dt_pipeline_options *o);
+/*
+ * With on_error: error (configured), the lowest of p's records that the
+ * source knows to be unreadable (a bad CSV row, an image of a folder that
+ * is no training class) fails now, with the error its read gives: before
+ * training, not when the shuffle first meets it, perhaps late in an epoch.
+ * For the commands that read records, not those that want only a shape.
+ * 0, or -1 after that error.
+ */
+int dt_pipeline_check_known_bad(struct dt_pipeline *p);
 /* Sets the normalization (nchan must be dt_preprocess_channels(&p->sample)). 0 or -1. */
 int dt_pipeline_set_normalize(struct dt_pipeline *p, int nchan, const float *mean, const float *std);
 /*

@@ -510,6 +510,18 @@ blamed() {
 	# What may differ from host to host: threads, devices.
 	run mpi 1 "${args[@]}" : -np 1 "${args[@]}" --set fit.threads=1 --set 'distribute.devices=[cpu:0]'
 	status_is 0
+	# The chief fails too, saying so, rather than wait for the others in the next exchange (evaluate
+	# has no abort of its own: the chief waited distribute.timeout).
+	local ev=("$DTRAIN" evaluate "$BLOBS" --set checkpoint.dir="$TMP/run" --set distribute.timeout=60)
+	start=$SECONDS
+	run mpi 1 "${ev[@]}" : -np 1 "${ev[@]}" --set fit.seed=8
+	[ "$status" -eq 2 ]
+	[ $((SECONDS - start)) -lt 30 ]
+	[[ $output == *"1 rank was started with another config than the chief (rank 0): its message names the first key"* ]]
+	[[ $output == *"'fit.seed' is 8 here, 7 on rank 0"* ]]
+	# The same keys in another order are the same config.
+	run mpi 1 "${args[@]}" --set data.shuffle=true --set data.prefetch=2 : -np 1 "${args[@]}" --set data.prefetch=2 --set data.shuffle=true
+	status_is 0
 }
 
 @test "dtrain devices under mpirun: one line per rank with host, devices and role" {

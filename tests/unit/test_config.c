@@ -787,23 +787,29 @@ static void test_did_you_mean_python(void **state)
 	static const char *const keys[] = { "learning_rate", "rate", NULL };
 	char buf[128];
 
-	assert_string_equal(dt_did_you_mean("keras.layers.Dense", layers), "dense");
-	assert_string_equal(dt_did_you_mean("tf.keras.layers.MaxPooling2D", layers), "max_pooling2d");
-	assert_string_equal(dt_did_you_mean("nn.Linear", layers), "dense");
-	assert_string_equal(dt_did_you_mean("Linear", layers), "dense");
-	assert_string_equal(dt_did_you_mean("AvgPool2d", layers), "average_pooling2d");
-	assert_string_equal(dt_did_you_mean("nn.BatchNorm2d(16)", layers), "batch_normalization");
-	assert_string_equal(dt_did_you_mean("LSTM", layers), "lstm");
-	assert_null(dt_did_you_mean("keras.layers.Foo", layers));
-	assert_string_equal(dt_did_you_mean("Adam()", opts), "adam"); /* not adamax, 2 edits away */
-	assert_string_equal(dt_did_you_mean("lr", keys), "learning_rate");
-	assert_string_equal(dt_did_you_mean("p", keys), "rate");
-	assert_null(dt_did_you_mean("lr", layers));                    /* only to a name of the list */
+	assert_string_equal(dt_did_you_mean_config("keras.layers.Dense", layers), "dense");
+	assert_string_equal(dt_did_you_mean_config("tf.keras.layers.MaxPooling2D", layers), "max_pooling2d");
+	assert_string_equal(dt_did_you_mean_config("nn.Linear", layers), "dense");
+	assert_string_equal(dt_did_you_mean_config("Linear", layers), "dense");
+	assert_string_equal(dt_did_you_mean_config("AvgPool2d", layers), "average_pooling2d");
+	assert_string_equal(dt_did_you_mean_config("nn.BatchNorm2d(16)", layers), "batch_normalization");
+	assert_string_equal(dt_did_you_mean_config("LSTM", layers), "lstm");
+	assert_null(dt_did_you_mean_config("keras.layers.Foo", layers));
+	assert_string_equal(dt_did_you_mean_config("Adam()", opts), "adam"); /* not adamax, 2 edits away */
+	assert_string_equal(dt_did_you_mean_config("lr", keys), "learning_rate");
+	assert_string_equal(dt_did_you_mean_config("p", keys), "rate");
+	assert_null(dt_did_you_mean_config("lr", layers));                    /* only to a name of the list */
+	/* the user's data names (columns, class folders) are not read as Python */
+	static const char *const columns[] = { "b", "rate", "height(cm)", NULL };
+	assert_null(dt_did_you_mean("a.b", columns));
+	assert_null(dt_did_you_mean("p", columns));
+	assert_string_equal(dt_did_you_mean("height(m)", columns), "height(cm)");
 
 	assert_string_equal(dt_python_call("Adam(learning_rate=1e-3)", "adam", buf, sizeof(buf)),
 			    "{adam: {learning_rate: 1e-3}}");
 	assert_string_equal(dt_python_call("optim.SGD(lr = 0.1, momentum=0.9)", "sgd", buf, sizeof(buf)),
 			    "{sgd: {learning_rate: 0.1, momentum: 0.9}}");
+	assert_string_equal(dt_python_call("Adam( lr=1e-3)", "adam", buf, sizeof(buf)), "{adam: {learning_rate: 1e-3}}");
 	assert_string_equal(dt_python_call("Adam(1e-3)", "adam", buf, sizeof(buf)), "adam");
 	assert_string_equal(dt_python_call("Adam()", "adam", buf, sizeof(buf)), "adam");
 	assert_string_equal(dt_python_call("Adam", "adam", buf, sizeof(buf)), "adam");
