@@ -977,14 +977,23 @@ static char *job_text(const struct dt_app *a)
  * with another model file, --set or option would break the exchanges (a
  * crash in MPI, a hang) or, worse, train on quietly (another seed reads
  * other batches, another learning rate drifts from the chief's weights).
- * After dt_strategy_create refused this rank's job, names the first key
- * that differs. -1.
+ * After dt_strategy_create refused the job, names the first key that
+ * differs on a rank whose job differs, and how many do on the chief. -1.
  */
 static int job_differs(const struct dt_app *a, const char *mine)
 {
 	char path[256] = "", *here, *there;
 	const cJSON *x = NULL, *y = NULL;
-	cJSON *m = cJSON_Parse(mine), *c = cJSON_Parse(a->strategy.chief_job);
+	cJSON *m, *c;
+	int n = a->strategy.jobs_differing;
+
+	if (!a->strategy.job_differs)
+		return a->strategy.is_chief ? dt_error("%d rank%s started with another config than the chief (rank 0): "
+						       "%s the first key that differs", n, n == 1 ? " was" : "s were",
+						       n == 1 ? "its message names" : "their messages name")
+					    : -1;
+	m = cJSON_Parse(mine);
+	c = cJSON_Parse(a->strategy.chief_job);
 	first_difference(m, c, path, sizeof(path), &x, &y);
 	here = dt_json_text(x);
 	there = dt_json_text(y);
@@ -1011,13 +1020,8 @@ int dt_app_build(struct dt_app *a)
 	job = a->sys.mpi_world > 1 ? job_text(a) : NULL;
 	a->strategy.job = job;
 	rc = dt_strategy_create(&a->strategy, c->distribute, &a->sys);
-	if (rc < 0 && a->strategy.job_differs)
+	if (rc < 0 && a->strategy.chief_job)
 		job_differs(a, job);
-	else if (rc < 0 && a->strategy.chief_job && a->strategy.is_chief)
-		dt_error("%d rank%s started with another config than the chief (rank 0): %s message%s name%s the "
-			 "first key that differs", a->strategy.jobs_differing, a->strategy.jobs_differing == 1 ? " was" : "s were",
-			 a->strategy.jobs_differing == 1 ? "its" : "their", a->strategy.jobs_differing == 1 ? "" : "s",
-			 a->strategy.jobs_differing == 1 ? "s" : "");
 	a->strategy.job = NULL;
 	free(job);
 	if (rc < 0)

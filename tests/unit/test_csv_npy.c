@@ -383,14 +383,14 @@ static void test_csv_header_auto(void **state)
 	/* Empty fields decide nothing: a row with a missing value is data. */
 	assert_int_equal(CSV_COUNT("1,,0\n3,4,1\n", ""), 2);
 
-	/* nan, inf and 1e999 are numbers: the first row is data, a bad row (not finite). */
+	/* nan, inf and 1e999 are numbers: the first row is data, a bad row (not finite, or past float32's range). */
 	f = write_text(".csv", "nan,inf,0\n1e999,-inf,1\n1,2,0\n");
 	assert_int_equal(dt_test_open_source(&s, "format: csv\npath: \"%s\"\n", f), 0);
 	assert_int_equal(s.count, 3);
 	assert_int_equal(s.type->read(&s, idx, 1, x, y, NULL), -1);
 	assert_error_contains("row 1, column 1: 'nan' is not a finite number");
 	assert_int_equal(s.type->read(&s, idx + 1, 1, x, y, NULL), -1);
-	assert_error_contains("row 2, column 1: '1e999' is not a finite number");
+	assert_error_contains("row 2, column 1: '1e999' is beyond float32's range");
 	assert_int_equal(s.type->read(&s, idx + 2, 1, x, y, NULL), 0);
 	dt_source_close(&s);
 	drop(f);
@@ -760,7 +760,7 @@ static void test_reader_csv_first_row(void **state)
 	assert_int_equal(READER_ROWS("nan,inf\n1,2\n", x), -1);
 	assert_error_contains("row 1, column 1: 'nan' is not a finite number");
 	assert_int_equal(READER_ROWS("1,1e999\n1,2\n", x), -1);
-	assert_error_contains("row 1, column 2: '1e999' is not a finite number");
+	assert_error_contains("row 1, column 2: '1e999' is beyond float32's range");
 	/* An empty field is a missing value, not a header. */
 	assert_int_equal(READER_ROWS("1,\n1,2\n", x), -1);
 	assert_error_contains("row 1, column 2: the field is empty");
