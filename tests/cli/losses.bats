@@ -44,18 +44,24 @@ trains() {
 	}
 }
 
+# token_col LINE TOKEN: the column where TOKEN first starts on line LINE of m.yaml.
+token_col() {
+	local text
+	text=$(sed -n "${1}p" m.yaml)
+	[[ $text == *"$2"* ]] || {
+		echo "line $1 of m.yaml has no '$2': $text" >&2
+		return 1
+	}
+	text=${text%%"$2"*}
+	echo $((${#text} + 1))
+}
+
 # bad LINE TOKEN WORDS...: `dtrain fit m.yaml` exits 2 with one line
 # "m.yaml:LINE:COL: error: " holding WORDS, COL where TOKEN first starts on
 # that line of m.yaml.
 bad() {
-	local line=$1 text col
-	text=$(sed -n "${line}p" m.yaml)
-	[[ $text == *"$2"* ]] || {
-		echo "line $line of m.yaml has no '$2': $text" >&2
-		return 1
-	}
-	text=${text%%"$2"*}
-	col=$((${#text} + 1))
+	local line=$1 col
+	col=$(token_col "$1" "$2") || return 1
 	shift 2
 	run --separate-stderr "$DTRAIN" fit -q m.yaml
 	not_crashed
@@ -71,14 +77,8 @@ bad() {
 # "m.yaml:LINE:COL: warning: " holding WORDS, COL where TOKEN first starts on
 # that line of m.yaml.
 warns() {
-	local line=$1 text col
-	text=$(sed -n "${line}p" m.yaml)
-	[[ $text == *"$2"* ]] || {
-		echo "line $line of m.yaml has no '$2': $text" >&2
-		return 1
-	}
-	text=${text%%"$2"*}
-	col=$((${#text} + 1))
+	local line=$1 col
+	col=$(token_col "$1" "$2") || return 1
 	shift 2
 	run --separate-stderr "$DTRAIN" fit -q m.yaml
 	status_is 0

@@ -195,9 +195,8 @@ same_weights() {
 	stderr_has "std [0.5, 0.5] over 2 channels of 1000 training records"
 }
 
-@test "on_error: skip names the 10 lowest of many skipped records, the same in every shuffled epoch" {
-	awk 'BEGIN { srand(5); print "f1,f2,kind"; for (i = 0; i < 200; i++) { c = i % 2;
-		if (i % 13 == 5) print "1.0,oops,a"; else printf "%.3f,%.3f,%s\n", c + rand(), rand(), (c ? "b" : "a") } }' >t.csv
+# skip_model EPOCHS: m.yaml, a softmax on t.csv (f1, f2, label kind) with on_error: skip.
+skip_model() {
 	cat >m.yaml <<-EOF
 		model:
 		  layers:
@@ -207,9 +206,15 @@ same_weights() {
 		  train: {format: csv, path: t.csv, label: kind}
 		  batch_size: 8
 		  on_error: skip
-		fit: {epochs: 3}
+		fit: {epochs: $1}
 		checkpoint: {enabled: false}
 	EOF
+}
+
+@test "on_error: skip names the 10 lowest of many skipped records, the same in every shuffled epoch" {
+	awk 'BEGIN { srand(5); print "f1,f2,kind"; for (i = 0; i < 200; i++) { c = i % 2;
+		if (i % 13 == 5) print "1.0,oops,a"; else printf "%.3f,%.3f,%s\n", c + rand(), rand(), (c ? "b" : "a") } }' >t.csv
+	skip_model 3
 	run --separate-stderr "$DTRAIN" fit m.yaml -q
 	status_is 0
 	# 15 bad rows (records 5, 18, ..., 187); the shuffle meets them in another order each epoch
@@ -223,18 +228,7 @@ same_weights() {
 	awk 'BEGIN { srand(3); print "f1,f2,kind"; for (i = 0; i < 40; i++) { c = i % 2;
 		if (i == 7) print "1.0,oops,a"; else if (i == 20) print "2.0,,b";
 		else printf "%.3f,%.3f,%s\n", c + rand(), rand(), (c ? "b" : "a") } }' >t.csv
-	cat >m.yaml <<-EOF
-		model:
-		  layers:
-		    - dense: {units: 2, activation: softmax}
-		compile: {optimizer: adam, loss: sparse_categorical_crossentropy}
-		data:
-		  train: {format: csv, path: t.csv, label: kind}
-		  batch_size: 8
-		  on_error: skip
-		fit: {epochs: 2}
-		checkpoint: {enabled: false}
-	EOF
+	skip_model 2
 	run --separate-stderr "$DTRAIN" fit m.yaml --json
 	status_is 0
 	[ "$(grep -c "dtrain: warning: skipped 2 unreadable records in epoch [12] of 't.csv': records 7 (row 9, column 'f2': 'oops' is not a number), 20 (row 22, column 'f2': the field is empty)$" <<<"$stderr")" -eq 2 ]
